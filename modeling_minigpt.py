@@ -67,6 +67,7 @@ class MiniGPTAttention(nn.Module):
         self.is_causal = True
         self.qkv_proj = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.out_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.out_proj.is_residual_projection = True
         self.resid_dropout = nn.Dropout(config.resid_dropout)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
@@ -108,6 +109,7 @@ class MiniGPTMLP(nn.Module):
         self.fc_in = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.act = nn.GELU(approximate="tanh")  # GPT-2's "gelu_new", as one fused kernel
         self.out_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.out_proj.is_residual_projection = True
         self.dropout = nn.Dropout(config.resid_dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -147,11 +149,11 @@ class MiniGPTPreTrainedModel(PreTrainedModel):
 
     def _init_weights(self, module):
         super()._init_weights(module)  # normal(0, initializer_range) linears and embeddings, unit layer norms
-        if isinstance(module, (MiniGPTAttention, MiniGPTMLP)):
+        if getattr(module, "is_residual_projection", False):
             # GPT-2: each residual branch's last projection is scaled by 1/sqrt(2 * n_layer), so that the residual
             # stream's variance does not grow with depth (two branches per block).
             std = self.config.initializer_range / math.sqrt(2 * self.config.n_layer)
-            init.normal_(module.out_proj.weight, mean=0.0, std=std)
+            init.normal_(module.weight, mean=0.0, std=std)
 
 
 def build_attention_mask(

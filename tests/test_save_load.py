@@ -1,0 +1,97 @@
+"""A saved folder is a Hub-ready model: it loads with the Auto classes and trust_remote_code where the repo is absent."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import AutoModel, AutoModelForCausalLM, PreTrainedTokenizerFast, pipeline
+
+from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
+
+
+def byte_level_tokenizer(vocab_size=300) -> PreTrainedTokenizerFast:
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|pad|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )  # fmt: skip
+    tokenizer.train_from_iterator(["To be, or not to be, that is the question."] * 20, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|pad|>"
+    )
+
+
+def save_tiny_model(folder):
+    tokenizer = byte_level_tokenizer()
+    torch.manual_seed(0)
+    config = MiniGPTConfig(
+        vocab_size=len(tokenizer), block_size=64, n_layer=2, n_head=2, n_embd=32,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    model = MiniGPTForCausalLM(config).eval()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return model, tokenizer
+
+
+def test_saved_folder_holds_weights_config_with_auto_map_and_code(tmp_path):
+    save_tiny_model(tmp_path)
+    files = {p.name for p in tmp_path.iterdir()}
+    assert {"model.safetensors", "config.json", "modeling_minigpt.py", "configuration_minigpt.py"} <= files
+    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
+    assert auto_map == {
+        "AutoConfig": "configuration_minigpt.MiniGPTConfig",
+        "AutoModel": "modeling_minigpt.MiniGPTModel",
+        "AutoModelForCausalLM": "modeling_minigpt.MiniGPTForCausalLM",
+    }
+
+
+def test_reload_in_a_fresh_process_without_the_repo_gives_identical_logits(tmp_path):
+    folder, elsewhere = tmp_path / "model", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    model, _ = save_tiny_model(folder)
+    ids = torch.randint(0, model.config.vocab_size, (2, 10), generator=torch.Generator().manual_seed(0))
+    torch.save(ids, tmp_path / "ids.pt")
+    with torch.no_grad():
+        torch.save(model(ids).logits, tmp_path / "expected.pt")
+    script = textwrap.dedent(f"""
+        import sys, torch
+        assert not any(p.endswith("main") for p in sys.path[1:]), sys.path
+        from transformers import AutoModel, AutoModelForCausalLM
+        try:
+            import modeling_minigpt
+            raise SystemExit("the repo must not be importable here")
+        except ImportError:
+            pass
+        model = AutoModelForCausalLM.from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
+        assert type(model).__name__ == "MiniGPTForCausalLM", type(model)
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        with torch.no_grad():
+            logits = model(torch.load({str(tmp_path / 'ids.pt')!r})).logits
+        assert torch.equal(logits, torch.load({str(tmp_path / 'expected.pt')!r})), (logits - torch.load({str(tmp_path / 'expected.pt')!r})).abs().max()
+        base = AutoModel.from_pretrained({str(folder)!r}, trust_remote_code=True)
+        assert type(base).__name__ == "MiniGPTModel"
+        print("OK")
+    """)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=elsewhere, capture_output=True, text=True, timeout=300,
+        env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path), "PYTHONPATH": ""},
+    )  # fmt: skip
+    assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
+
+
+def test_auto_classes_and_pipeline_work_on_the_folder(tmp_path):
+    model, tokenizer = save_tiny_model(tmp_path)
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True)
+    assert isinstance(AutoModel.from_pretrained(tmp_path, trust_remote_code=True).config, MiniGPTConfig)
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(reloaded.state_dict()[name], tensor, atol=0, rtol=0)
+    generator = pipeline("text-generation", model=str(tmp_path), trust_remote_code=True, device="cpu")
+    out = generator("To be", max_new_tokens=8, do_sample=False)
+    assert out[0]["generated_text"].startswith("To be")
+    assert len(tokenizer(out[0]["generated_text"])["input_ids"]) > len(tokenizer("To be")["input_ids"])
