@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
-from transformers.cache_utils import Cache, DynamicCache
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
@@ -27,6 +27,56 @@ try:  # inside a saved folder loaded with trust_remote_code, the config is a sib
     from .configuration_minigpt import MiniGPTConfig
 except ImportError:  # imported from the repo (`python app.py`, tests)
     from configuration_minigpt import MiniGPTConfig
+
+
+class AppendableCacheLayer(DynamicLayer):
+    """A `DynamicLayer` that writes each step's keys and values into spare room of a buffer that doubles when full.
+
+    `DynamicLayer` concatenates the whole cache every step, O(S) copying per token; this copies only the new tokens.
+    `keys` / `values` stay what `DynamicLayer` exposes (B, H, S, D) tensors, here views of the buffer. When anything else
+    replaces them (crop, beam reordering, batch selection), the next update notices and starts a buffer from them.
+    """
+
+    def update(self, key_states, value_states, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        if self.keys is not getattr(self, "_keys_view", None):
+            self._restart_buffers(key_states, value_states)
+        start, end = self.length, self.length + key_states.shape[-2]
+        if end > self._key_buffer.shape[-2]:
+            self._grow(2 * end)
+        self._key_buffer[:, :, start:end] = key_states
+        self._value_buffer[:, :, start:end] = value_states
+        self.length = end
+        self.keys = self._keys_view = self._key_buffer[:, :, :end]
+        self.values = self._value_buffer[:, :, :end]
+        return self.keys, self.values
+
+    def _restart_buffers(self, key_states, value_states):
+        """New buffers holding what `keys` / `values` hold now (nothing on the first update)."""
+        cached = self.keys.numel() > 0
+        keys, values = (self.keys, self.values) if cached else (key_states[:, :, :0], value_states[:, :, :0])
+        self.length = keys.shape[-2]
+        self._key_buffer, self._value_buffer = keys, values
+        self._grow(max(64, 2 * (self.length + key_states.shape[-2])))
+
+    def _grow(self, capacity: int):
+        def bigger(buffer):
+            B, H, _, D = buffer.shape
+            new = buffer.new_empty(B, H, capacity, D)
+            new[:, :, : self.length] = buffer[:, :, : self.length]
+            return new
+
+        self._key_buffer, self._value_buffer = bigger(self._key_buffer), bigger(self._value_buffer)
+
+
+class MiniGPTCache(DynamicCache):
+    """The library's `DynamicCache` with appendable layers: same interface, no per-token concatenation."""
+
+    def __init__(self, config=None, **kwargs):
+        super().__init__(**kwargs)
+        self.layers = []
+        self.layer_class_to_replicate = AppendableCacheLayer
 
 
 def causal_mask(q_len: int, kv_len: int, device: torch.device) -> torch.Tensor:
@@ -53,6 +103,19 @@ def eager_attention_forward(
     weights = F.dropout(weights, p=dropout, training=module.training)
     output = weights @ value  # (B, H, T, D)
     return output.transpose(1, 2), weights  # (B, T, H, D), as every attention interface returns it
+
+
+def sdpa_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """The same computation as `eager_attention_forward` in PyTorch's fused kernel, without returning the weights."""
+    is_causal = attention_mask is None and query.shape[-2] > 1  # a single new token may see every cached one
+    output = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, is_causal=is_causal, scale=scaling
+    )  # (B, H, T, D)
+    return output.transpose(1, 2), None
+
+
+# Our two paths; any other `attn_implementation` (flash_attention_2, flex_attention, ...) comes from the library.
+ATTENTION_FUNCTIONS = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
 
 
 class MiniGPTAttention(nn.Module):
@@ -88,7 +151,7 @@ class MiniGPTAttention(nn.Module):
 
         # Attention weights are only ever materialised by the eager path, so a request for them takes it.
         implementation = "eager" if kwargs.get("output_attentions") else self.config._attn_implementation
-        attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        attention: Callable = ATTENTION_FUNCTIONS.get(implementation) or ALL_ATTENTION_FUNCTIONS[implementation]
         output, weights = attention(
             self,
             query,
@@ -223,7 +286,7 @@ class MiniGPTModel(MiniGPTPreTrainedModel):
             inputs_embeds = self.token_embedding(input_ids)  # (B, T, C)
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         if use_cache and past_key_values is None and not (self.gradient_checkpointing and self.training):
-            past_key_values = DynamicCache(config=self.config)
+            past_key_values = MiniGPTCache(self.config)
 
         q_len = inputs_embeds.shape[1]
         past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
@@ -253,6 +316,12 @@ class MiniGPTForCausalLM(MiniGPTPreTrainedModel, GenerationMixin):
         self.model = MiniGPTModel(config)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.post_init()
+
+    def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
+        """`generate()` makes a plain `DynamicCache` by default: use the appendable one, which is the same but faster."""
+        super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
+        if type(model_kwargs.get("past_key_values")) is DynamicCache:
+            model_kwargs["past_key_values"] = MiniGPTCache(self.config)
 
     def get_output_embeddings(self):
         return self.lm_head

@@ -230,3 +230,18 @@ def test_presets_and_aliases():
     assert 1e6 < shakespeare.num_parameters() < 1e7
     with pytest.raises(ValueError, match="Unknown MiniGPT preset 'huge'"):
         MiniGPTConfig.from_preset("huge")
+
+
+def test_beam_search_and_cache_cropping_match_gpt2():
+    """Beam search reorders the cache and assisted decoding crops it: the appendable cache must follow both."""
+    torch.manual_seed(0)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=64, n_embd=32, n_layer=2, n_head=4)).eval()
+    minigpt = MiniGPTForCausalLM.from_gpt2(gpt2).eval()
+    ids = torch.randint(0, 64, (2, 6))
+    kwargs = dict(max_new_tokens=20, num_beams=3, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        assert torch.equal(minigpt.generate(ids, **kwargs), gpt2.generate(ids, **kwargs))
+        cache = minigpt(ids, use_cache=True).past_key_values
+        cache.crop(-2)  # drop the last 2 of 6 cached positions
+        continued = minigpt(ids[:, 4:], past_key_values=cache).logits
+        torch.testing.assert_close(continued, minigpt(ids).logits[:, 4:], atol=1e-5, rtol=0)
