@@ -75,7 +75,7 @@ class MiniGPTConfig(PretrainedConfig):
         for field in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
             value = getattr(self, field)
             if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"MiniGPTConfig.{field} must be a positive integer, got {value!r}: set it to 1 or more.")
+                raise ValueError(f"MiniGPTConfig.{field} must be a positive integer, got {value!r}: use 1 or more.")
         if self.n_embd % self.n_head != 0:
             lower = self.n_embd - self.n_embd % self.n_head
             raise ValueError(
@@ -96,7 +96,7 @@ class MiniGPTConfig(PretrainedConfig):
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "MiniGPTConfig":
-        """A config of one of the named sizes in `PRESETS`, with any field overridden: `from_preset("names", n_layer=2)`."""
+        """A config of a named size in `PRESETS`, any field overridden: `from_preset("names", n_layer=2)`."""
         if name not in PRESETS:
             raise ValueError(f"Unknown MiniGPT preset {name!r}: choose one of {', '.join(PRESETS)}.")
         return cls(**{**PRESETS[name], **overrides})

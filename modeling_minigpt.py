@@ -33,8 +33,8 @@ class AppendableCacheLayer(DynamicLayer):
     """A `DynamicLayer` that writes each step's keys and values into spare room of a buffer that doubles when full.
 
     `DynamicLayer` concatenates the whole cache every step, O(S) copying per token; this copies only the new tokens.
-    `keys` / `values` stay what `DynamicLayer` exposes (B, H, S, D) tensors, here views of the buffer. When anything else
-    replaces them (crop, beam reordering, batch selection), the next update notices and starts a buffer from them.
+    `keys` / `values` stay the (B, H, S, D) tensors `DynamicLayer` exposes, here views of the buffer. When anything
+    else replaces them (crop, beam reordering, batch selection), the next update notices and starts a buffer from them.
     """
 
     def update(self, key_states, value_states, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -238,7 +238,8 @@ def build_attention_mask(
         mask = mask & attention_mask[:, None, None, -kv_len:].bool()  # (B, 1, T, S)
         # A padding query would see no key at all and softmax would give NaN: let it see itself. Real tokens never
         # attend to padding, so this changes nothing they compute.
-        itself = torch.arange(kv_len, device=device)[None] == torch.arange(kv_len - q_len, kv_len, device=device)[:, None]
+        query_positions = torch.arange(kv_len - q_len, kv_len, device=device)[:, None]
+        itself = torch.arange(kv_len, device=device)[None] == query_positions  # (T, S)
         mask = mask | itself  # (B, 1, T, S)
     return mask
 
@@ -303,7 +304,8 @@ class MiniGPTModel(MiniGPTPreTrainedModel):
         hidden_states = self.dropout(inputs_embeds + self.position_embedding(position_ids))  # (B, T, C)
         for block in self.layers:
             hidden_states = block(hidden_states, mask, past_key_values, **kwargs)
-        return BaseModelOutputWithPast(last_hidden_state=self.final_norm(hidden_states), past_key_values=past_key_values)
+        hidden_states = self.final_norm(hidden_states)
+        return BaseModelOutputWithPast(last_hidden_state=hidden_states, past_key_values=past_key_values)
 
 
 class MiniGPTForCausalLM(MiniGPTPreTrainedModel, GenerationMixin):
@@ -318,7 +320,7 @@ class MiniGPTForCausalLM(MiniGPTPreTrainedModel, GenerationMixin):
         self.post_init()
 
     def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
-        """`generate()` makes a plain `DynamicCache` by default: use the appendable one, which is the same but faster."""
+        """`generate()` makes a plain `DynamicCache` by default: use the appendable one, the same but faster."""
         super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
         if type(model_kwargs.get("past_key_values")) is DynamicCache:
             model_kwargs["past_key_values"] = MiniGPTCache(self.config)
@@ -377,7 +379,7 @@ class MiniGPTForCausalLM(MiniGPTPreTrainedModel, GenerationMixin):
         gpt2 = source if isinstance(source, GPT2LMHeadModel) else GPT2LMHeadModel.from_pretrained(source)
         g = gpt2.config
         if g.activation_function not in ("gelu_new", "gelu_pytorch_tanh"):
-            raise ValueError(f"from_gpt2 supports GPT-2's tanh GELU, not activation_function={g.activation_function!r}.")
+            raise ValueError(f"from_gpt2 needs GPT-2's tanh GELU, not activation_function={g.activation_function!r}.")
         if g.scale_attn_by_inverse_layer_idx or g.reorder_and_upcast_attn or not g.scale_attn_weights:
             raise ValueError("from_gpt2 supports GPT-2's standard attention scaling (1/sqrt(head_dim)) only.")
         config = MiniGPTConfig(

@@ -10,9 +10,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from timing import alternate, machine_summary, print_table, summarise  # noqa: E402
-
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM  # noqa: E402
+from timing import alternate, machine_summary, print_table, summarise  # noqa: E402
 
 SIZES = [  # (preset, batch, sequence length)
     ("names", 64, 16),
@@ -32,7 +31,7 @@ def main():
         model = MiniGPTForCausalLM(MiniGPTConfig.from_preset(preset)).eval()
         ids = torch.randint(0, model.config.vocab_size, (batch, length))
 
-        def forward(implementation):
+        def forward(implementation, model=model, ids=ids):
             model.set_attn_implementation(implementation)
             with torch.inference_mode():
                 return model(ids, use_cache=False).logits

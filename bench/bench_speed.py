@@ -17,9 +17,8 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from timing import alternate, machine_summary, print_table, summarise  # noqa: E402
-
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM  # noqa: E402
+from timing import alternate, machine_summary, print_table, summarise  # noqa: E402
 
 # (label, preset, preset overrides, batch, sequence length) for training.
 TRAINING = [
@@ -59,7 +58,7 @@ def bench_training(rounds: int) -> list[list]:
         for name, model in models.items():
             model.train()
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-            steps[name] = lambda model=model, optimizer=optimizer: training_step(model, optimizer, ids)
+            steps[name] = lambda model=model, optimizer=optimizer, ids=ids: training_step(model, optimizer, ids)
         rows += stats_rows(f"train {label}", "tokens/s", alternate(steps, rounds, warmup=2), batch * length)
     return rows
 

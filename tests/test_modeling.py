@@ -1,4 +1,4 @@
-"""The model is a correct GPT and a correct `transformers` model: equal to references, causal, cache- and padding-safe."""
+"""A correct GPT and a proper `transformers` model: equal to references, causal, cache and padding safe."""
 
 import math
 

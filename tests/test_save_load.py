@@ -1,4 +1,4 @@
-"""A saved folder is a Hub-ready model: it loads with the Auto classes and trust_remote_code where the repo is absent."""
+"""A saved folder is Hub-ready: it loads with the Auto classes and trust_remote_code where the repo is absent."""
 
 import json
 import subprocess
@@ -73,7 +73,8 @@ def test_reload_in_a_fresh_process_without_the_repo_gives_identical_logits(tmp_p
         assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
         with torch.no_grad():
             logits = model(torch.load({str(tmp_path / 'ids.pt')!r})).logits
-        assert torch.equal(logits, torch.load({str(tmp_path / 'expected.pt')!r})), (logits - torch.load({str(tmp_path / 'expected.pt')!r})).abs().max()
+        expected = torch.load({str(tmp_path / 'expected.pt')!r})
+        assert torch.equal(logits, expected), (logits - expected).abs().max()
         base = AutoModel.from_pretrained({str(folder)!r}, trust_remote_code=True)
         assert type(base).__name__ == "MiniGPTModel"
         print("OK")
