@@ -144,7 +144,7 @@ class MiniGPTAttention(nn.Module):
         past_key_values: Cache | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        query, key, value = self.qkv_proj(hidden_states).chunk(3, dim=-1)  # 3 x (B, T, C)
+        query, key, value = self.qkv_proj(hidden_states).split(self.config.n_embd, dim=-1)  # 3 x (B, T, C)
         query, key, value = self.split_heads(query), self.split_heads(key), self.split_heads(value)  # (B, H, T, D)
         if past_key_values is not None:  # append this step's keys and values to the cache; attend over all of them
             key, value = past_key_values.update(key, value, self.layer_idx)  # (B, H, S, D)
@@ -285,7 +285,8 @@ class MiniGPTModel(MiniGPTPreTrainedModel):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         if inputs_embeds is None:
             inputs_embeds = self.token_embedding(input_ids)  # (B, T, C)
-        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        if use_cache is None:  # a training step never reuses its keys and values: don't copy them into a cache
+            use_cache = self.config.use_cache and not self.training
         if use_cache and past_key_values is None and not (self.gradient_checkpointing and self.training):
             past_key_values = MiniGPTCache(self.config)
 
