@@ -1,0 +1,354 @@
+"""The demo's API, as a gradio_client user sees it: app.py runs as a server on 127.0.0.1 with two tiny fixture models
+(random weights, built here, so the results depend on nothing trained), offline, and never reaches the network."""
+
+import contextlib
+import os
+import re
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+LOWERCASE = "abcdefghijklmnopqrstuvwxyz"
+
+
+# ---- fixture models ------------------------------------------------------------------------------------------------
+
+
+def char_tokenizer(characters: str, boundary: str):
+    """A character-level PreTrainedTokenizerFast: one token per character, `boundary` (bos = eos) first, a pad last.
+    No unknown token, so an unknown character raises, as the shipped tokenizers do."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {boundary: 0, **{c: i + 1 for i, c in enumerate(characters)}, "<pad>": len(characters) + 1}
+    backend = Tokenizer(models.WordLevel(vocab))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    backend.add_special_tokens([boundary, "<pad>"])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=boundary, eos_token=boundary, pad_token="<pad>")
+
+
+def save_fixture_model(folder: Path, tokenizer, seed: int, **config) -> Path:
+    """A MiniGPT with random (seeded) weights and its tokenizer, saved as a model folder."""
+    from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
+
+    torch.manual_seed(seed)
+    ids = dict(bos_token_id=0, eos_token_id=0, pad_token_id=len(tokenizer) - 1)
+    model = MiniGPTForCausalLM(MiniGPTConfig.from_preset(vocab_size=len(tokenizer), **ids, **config))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def build_fixture_models(root: Path) -> tuple[Path, Path]:
+    """tiny-names: the `names` preset over a-z with '.' as the boundary; tiny-text: a 2-layer character model over
+    printable ASCII with a 32-token context (short, so that generation slides past it)."""
+    names = save_fixture_model(root / "tiny-names", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
+    printable = "".join(chr(c) for c in range(32, 127)) + "\n"
+    text = save_fixture_model(root / "tiny-text", char_tokenizer(printable, "<|endoftext|>"), seed=1,
+                              name="shakespeare", block_size=32, n_layer=2, n_head=2, n_embd=32)  # fmt: skip
+    return names, text
+
+
+# ---- the server ----------------------------------------------------------------------------------------------------
+
+# Run before app.py in the server process: any connection to an address other than this machine fails loudly.
+NETWORK_GUARD = textwrap.dedent("""
+    import socket, sys
+    _connect = socket.socket.connect
+    def connect(self, address):
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") and not host.startswith("/"):
+            print(f"NETWORK CALL to {address}", file=sys.stderr, flush=True)
+            raise OSError(f"network call to {address} blocked by the test")
+        return _connect(self, address)
+    socket.socket.connect = connect
+    sys.argv = ["app.py", *sys.argv[1:]]
+    import runpy
+    runpy.run_path("app.py", run_name="__main__")
+""")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_app(*args: str, timeout: float = 120.0):
+    """app.py serving on 127.0.0.1 with `args`; yields (url, process); always stopped at the end."""
+    port = free_port()
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env.pop("GRADIO_SERVER_NAME", None)
+    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"app-{port}.log", "w+")
+    process = subprocess.Popen([sys.executable, "-c", NETWORK_GUARD, "--port", str(port), *args], cwd=REPO, env=env,
+                               stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + timeout
+        while not _serving(port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                raise RuntimeError(f"app.py did not start (exit code {process.poll()}):\n{log.read()[-4000:]}")
+            time.sleep(0.2)
+        process.log = log
+        yield url, process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def _serving(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def server_log(process) -> str:
+    process.log.flush()
+    process.log.seek(0)
+    return process.log.read()
+
+
+# ---- tests ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fixture_models(tmp_path_factory):
+    return build_fixture_models(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def server(fixture_models):
+    names, text = fixture_models
+    with running_app("--names-model", str(names), "--text-model", str(text)) as (url, process):
+        yield url, process
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    from gradio_client import Client
+
+    return Client(server[0], verbose=False)
+
+
+def call(client, endpoint: str, **params):
+    return client.predict(**params, api_name=endpoint)
+
+
+def stream(client, **params) -> list:
+    """Every partial output of /text, the last one being the final result."""
+    job = client.submit(**params, api_name="/text")
+    partials = list(job)
+    return partials + [job.result()]
+
+
+def new_tokens(notes: str) -> int:
+    return int(re.search(r"^- (\d+) new tokens", notes, re.MULTILINE).group(1))
+
+
+def app_error(client, endpoint: str, **params) -> str:
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError) as error:
+        if endpoint == "/text":
+            stream(client, **params)
+        else:
+            call(client, endpoint, **params)
+    return str(error.value)
+
+
+def test_api_lists_the_named_endpoints_with_their_parameters(client):
+    api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    parameters = {name: [p["parameter_name"] for p in info["parameters"]] for name, info in api.items()}
+    assert parameters["/names"][:6] == ["prefix", "count", "temperature", "top_k", "top_p", "seed"]
+    assert parameters["/text"][:6] == ["prompt", "max_new_tokens", "temperature", "top_k", "top_p", "seed"]
+    assert parameters["/attention"] == ["text", "model"]
+    for name in ("/names", "/text", "/attention"):  # every parameter may be left out
+        assert all(p["parameter_has_default"] for p in api[name]["parameters"]), name
+
+
+def test_names_start_with_the_prefix_and_use_only_letters(client):
+    names, notes = call(client, "/names", prefix="em", count=12, seed=3)
+    names = names.split("\n")
+    assert len(names) == 12
+    assert all(n.startswith("em") and set(n) <= set(LOWERCASE) for n in names)
+    assert "seed" not in notes.lower()  # a chosen seed is not reported as a random one
+
+
+def test_same_seed_same_output_and_other_seed_other_output(client):
+    first = call(client, "/names", count=20, seed=7)[0]
+    assert call(client, "/names", count=20, seed=7)[0] == first
+    assert call(client, "/names", count=20, seed=8)[0] != first
+    text = stream(client, prompt="to be", max_new_tokens=40, seed=7)[-1][0]
+    assert stream(client, prompt="to be", max_new_tokens=40, seed=7)[-1][0] == text
+
+
+def test_random_seed_is_reported_and_reproduces(client):
+    names, notes = call(client, "/names", count=5)
+    seed = int(notes.split("set the seed to ")[1].split()[0])
+    assert call(client, "/names", count=5, seed=seed)[0] == names
+
+
+def test_text_streams_token_by_token_past_the_context(client):
+    # The fixture's context is 32 tokens: 60 new tokens must slide past it.
+    partials = stream(client, prompt="ab", max_new_tokens=60, temperature=1.0, seed=1)
+    texts = [p[0] for p in partials]
+    assert texts[0] == "ab" and all(t.startswith("ab") for t in texts)
+    assert len(set(texts)) > 10  # shown as it grows
+    assert texts[-1].startswith(texts[-2]) or texts[-1] == texts[-2]
+    final_notes = partials[-1][1]
+    assert "new tokens" in final_notes
+    generated = new_tokens(final_notes)
+    assert generated == 60 or "end-of-text" in final_notes
+
+
+def test_greedy_text_matches_the_model_argmax(client, fixture_models):
+    """Temperature 0 gives the model's own greedy continuation (checked against a direct loop over the model)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = fixture_models[1]
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    ids = [tokenizer.bos_token_id] + tokenizer.encode("hello", add_special_tokens=False)
+    with torch.no_grad():
+        for _ in range(10):
+            next_id = int(model(torch.tensor([ids[-32:]])).logits[0, -1].argmax())
+            if next_id == tokenizer.eos_token_id:
+                break
+            ids.append(next_id)
+    expected = tokenizer.decode(ids, skip_special_tokens=True)
+    text, notes = stream(client, prompt="hello", max_new_tokens=10, temperature=0)[-1]
+    assert text == expected
+    assert "greedy" in notes
+
+
+def test_empty_prompt_starts_from_the_boundary_token(client):
+    text, notes = stream(client, prompt="", max_new_tokens=5, seed=2)[-1]
+    assert "<|endoftext|>" in notes and "Empty prompt" in notes
+    assert len(text) <= 5
+
+
+def test_long_prompt_keeps_the_last_context_tokens_and_says_so(client):
+    prompt = "".join(LOWERCASE[i % 26] for i in range(10_000))
+    text, notes = stream(client, prompt=prompt, max_new_tokens=3, seed=0)[-1]
+    assert "10001 tokens" in notes and "kept the last 32" in notes  # 10,000 characters + the boundary token
+    assert text.startswith(prompt[-32:])
+
+
+@pytest.mark.parametrize(
+    "endpoint, params, message",
+    [
+        ("/names", dict(prefix="Zoë"), "'ë' (LATIN SMALL LETTER E WITH DIAERESIS)"),
+        ("/names", dict(prefix="an 1"), "' ' (SPACE), '1' (DIGIT ONE)"),
+        ("/names", dict(prefix="🙂"), "'🙂' (SLIGHTLY SMILING FACE)"),
+        ("/text", dict(prompt="hi 🙂"), "'🙂' (SLIGHTLY SMILING FACE)"),
+        ("/attention", dict(text="é"), "LATIN SMALL LETTER E WITH ACUTE"),
+        ("/names", dict(temperature=-1), "less than minimum"),  # the slider's range, checked by Gradio
+        ("/names", dict(top_k=-3), "top-k must be 0 (off)"),
+        ("/names", dict(top_p=0), "top-p must be above 0"),
+        ("/text", dict(top_p=1.5), "greater than maximum"),
+        ("/names", dict(prefix="abcdefghijklmnop"), "use at most 14 characters"),
+        ("/names", dict(model="no-such-model"), "no-such-model"),
+    ],
+)
+def test_bad_input_gives_a_clear_error(client, endpoint, params, message):
+    error = app_error(client, endpoint, **params)
+    assert message in error
+    assert "Traceback" not in error
+
+
+def test_unknown_characters_are_listed_with_the_known_ones(client):
+    error = app_error(client, "/names", prefix="Ann-Marie")
+    assert "'-' (HYPHEN-MINUS)" in error and "abcdefghijklmnopqrstuvwxyz" in error
+    assert "'A'" in error  # this fixture tokenizer does not lower-case
+
+
+@pytest.mark.parametrize(
+    "params, note, expected_count",
+    [
+        (dict(count=0), "Number of names 0 is outside 1..100: used 1.", 1),
+        (dict(count=10**6), "Number of names 1000000 is outside 1..100: used 100.", 100),
+        (dict(top_k=10**4), "keeps them all (off)", 10),
+        (dict(temperature=0, count=3), "greedy", 3),
+    ],
+)
+def test_out_of_range_values_are_clamped_and_said(client, params, note, expected_count):
+    names, notes = call(client, "/names", **{"count": 10, "seed": 1, **params})
+    assert note in notes
+    assert len(names.split("\n")) == expected_count
+    if params.get("temperature") == 0:
+        assert len(set(names.split("\n"))) == 1
+
+
+@pytest.mark.parametrize("max_new_tokens, used", [(0, 1), (10**9, 500)])
+def test_max_new_tokens_is_clamped_and_said(client, max_new_tokens, used):
+    text, notes = stream(client, prompt="a", max_new_tokens=max_new_tokens, temperature=1.0, seed=5)[-1]
+    assert f"outside 1..500: used {used}" in notes
+    generated = new_tokens(notes)
+    assert generated <= used and (generated == used or "end-of-text" in notes)
+
+
+def test_top_k_1_is_greedy(client):
+    assert call(client, "/names", count=4, top_k=1, seed=1)[0] == call(client, "/names", count=4, temperature=0)[0]
+
+
+def test_attention_endpoint_shapes_and_maps(client):
+    notes, grid, large, trace, layer, head = call(client, "/attention", text="emma")
+    assert "6 tokens: . e m m a" not in notes  # 'emma' gets the boundary in front: 5 tokens
+    assert "5 tokens: . e m m a" in notes
+    assert grid.count("<svg") == 4 * (4 + 1)  # 4 layers x (4 heads + their average)
+    assert large.count("data-weights") == 2  # the chosen head and the average of its layer
+    rows = {row[0]: row[3] for row in trace["data"]}
+    assert rows["input x (after attn_norm)"] == "(1, 5, 64)"
+    assert rows["fused Q/K/V projection"] == "(1, 5, 192)"
+    assert rows["Q, K, V before the split"] == "(1, 5, 64)"
+    assert rows["after the split into heads"] == "(1, 4, 5, 16)"
+    assert rows["scores"] == rows["weights"] == "(1, 4, 5, 5)"
+    assert rows["weighted sum of values"] == "(1, 4, 5, 16)"
+    assert rows["after merging the heads"] == rows["after the output projection"] == "(1, 5, 64)"
+
+
+def test_attention_of_a_text_model_keeps_its_context(client):
+    notes, grid, *_ = call(client, "/attention", text="x" * 100, model="tiny-text")
+    assert "101 tokens" in notes and "kept the last 32" in notes
+    assert grid.count("<svg") == 2 * (2 + 1)
+
+
+def test_sixteen_concurrent_clients_all_get_their_own_seeded_output(server):
+    from gradio_client import Client
+
+    client = Client(server[0], verbose=False)
+    expected_names = {seed: call(client, "/names", count=5, seed=seed)[0] for seed in range(8)}
+    expected_text = {seed: stream(client, prompt="th", max_new_tokens=30, seed=seed)[-1][0] for seed in range(8)}
+
+    def request(i: int):
+        own = Client(server[0], verbose=False)
+        if i % 2:
+            return "text", i // 2, stream(own, prompt="th", max_new_tokens=30, seed=i // 2)[-1][0]
+        return "names", i // 2, call(own, "/names", count=5, seed=i // 2)[0]
+
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(request, range(16)))
+    for kind, seed, output in results:
+        assert output == (expected_names if kind == "names" else expected_text)[seed], (kind, seed)
+
+
+def test_server_made_no_network_call_and_binds_loopback(server):
+    url, process = server
+    log = server_log(process)
+    assert "NETWORK CALL" not in log
+    assert f"Running on local URL:  {url.rstrip('/')}" in log
+    assert "public URL" not in log  # never share=True
