@@ -245,3 +245,24 @@ def test_beam_search_and_cache_cropping_match_gpt2():
         cache.crop(-2)  # drop the last 2 of 6 cached positions
         continued = minigpt(ids[:, 4:], past_key_values=cache).logits
         torch.testing.assert_close(continued, minigpt(ids).logits[:, 4:], atol=1e-5, rtol=0)
+
+
+def test_loss_gradient_equals_torch_cross_entropy_and_ignores_minus_100():
+    model = tiny_model().train()
+    ids = torch.randint(0, 50, (3, 9))
+    labels = ids.clone()
+    labels[0, :4] = -100  # e.g. padding or a prompt that is not trained on
+    logits = model(ids).logits.detach().requires_grad_()
+    reference = F.cross_entropy(logits[:, :-1].reshape(-1, 50), labels[:, 1:].reshape(-1), ignore_index=-100)
+    reference.backward()
+    expected_grad = logits.grad.clone()
+    logits.grad = None
+    from modeling_minigpt import next_token_loss
+
+    loss = next_token_loss(logits, labels)
+    loss.backward()
+    torch.testing.assert_close(loss, reference)
+    torch.testing.assert_close(logits.grad, expected_grad)
+    counted = int((labels[:, 1:] != -100).sum())  # 24 targets, 3 of them ignored
+    summed = next_token_loss(logits, labels, num_items_in_batch=1).item()  # Trainer's gradient accumulation divisor
+    assert summed == pytest.approx(loss.item() * counted, rel=1e-5)
