@@ -412,7 +412,7 @@ looks; columns: the tokens it looks at; grey: future tokens it cannot see). Clic
 def build_demo() -> gr.Blocks:
     with gr.Blocks(title="MiniGPT attention explorer") as demo:
         gr.Markdown(INTRO)
-        with gr.Accordion("Sampling", open=False):
+        with gr.Accordion("Sampling", open=True):
             with gr.Row():
                 temperature = gr.Slider(0, 2, value=1.0, step=0.05, label="Temperature (0 = greedy)")
                 top_k = gr.Number(value=0, precision=0, label="Top-k (0 = off)")

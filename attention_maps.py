@@ -79,7 +79,7 @@ def inspect_attention(model, input_ids: torch.Tensor, trace_layer: int = 0) -> t
 def trace_steps(attn, seen: dict[str, torch.Tensor], weights: torch.Tensor) -> list[TraceStep]:
     """The steps of MiniGPTAttention.forward with the shapes one pass produced. The per-head tensors are those of
     the module's own `split_heads`; the scores have the weights' shape (softmax keeps it)."""
-    query = seen["qkv"].chunk(3, dim=-1)[0]  # as forward splits the fused projection
+    query = seen["qkv"].split(attn.config.n_embd, dim=-1)[0]  # as forward splits the fused projection
     heads = attn.split_heads(query)  # (B, H, T, D)
     per_head_out = (*weights.shape[:-1], heads.shape[-1])  # weights (B, H, T, S) @ V (B, H, S, D)
     return [
@@ -87,7 +87,7 @@ def trace_steps(attn, seen: dict[str, torch.Tensor], weights: torch.Tensor) -> l
                   "one C-wide vector per token"),
         TraceStep("fused Q/K/V projection", "qkv_proj(x)", "(B, T, 3C)", tuple(seen["qkv"].shape),
                   "query, key and value of every token, side by side"),
-        TraceStep("Q, K, V before the split", ".chunk(3, dim=-1)", "(B, T, C) each", tuple(query.shape),
+        TraceStep("Q, K, V before the split", ".split(C, dim=-1)", "(B, T, C) each", tuple(query.shape),
                   "three tensors, all heads still together"),
         TraceStep("after the split into heads", "split_heads(q / k / v)", "(B, H, T, D) each", tuple(heads.shape),
                   "H heads, each looking at its own D = C / H numbers"),
@@ -97,7 +97,9 @@ def trace_steps(attn, seen: dict[str, torch.Tensor], weights: torch.Tensor) -> l
                   "each row sums to 1: the heatmaps above"),
         TraceStep("weighted sum of values", "weights @ v", "(B, H, T, D)", per_head_out,
                   "each head's output: a mix of the values it attends to"),
-        TraceStep("after merging the heads", "output.transpose(1, 2).flatten(2)", "(B, T, C)",
+        TraceStep("heads side by side again", "output.transpose(1, 2)", "(B, T, H, D)",
+                  (per_head_out[0], per_head_out[2], per_head_out[1], per_head_out[3]), "per token, the H head outputs"),
+        TraceStep("after merging the heads", "output.flatten(2)", "(B, T, C)",
                   tuple(seen["merged"].shape), "the H outputs of D numbers, concatenated back to C"),
         TraceStep("after the output projection", "out_proj(output)", "(B, T, C)", tuple(seen["out"].shape),
                   "mixed across heads, ready to add to the residual stream"),
