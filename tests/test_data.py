@@ -1,0 +1,151 @@
+"""Streamed data: local formats read with streaming, exact windows, disjoint train/validation splits, a deterministic
+endless training stream, the built-in corpora, and DataError messages for bad input."""
+
+import itertools
+import json
+import random
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import data
+import tokenization
+
+TEXT = "".join(f"Speaker {i}:\nLine number {i} of a small play.\n\n" for i in range(200))
+
+
+def write(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+def take(dataset, n):
+    return [example["input_ids"] for example in itertools.islice(iter(dataset), n)]
+
+
+def test_windows_are_the_sliding_window_of_the_stream():
+    stream = np.arange(103)
+    chunks = [stream[i : i + 7] for i in range(0, 103, 7)]  # chunk edges must not matter
+    for block, stride, offset in [(10, 10, 0), (10, 4, 0), (10, 10, 3), (5, 5, 12)]:
+        got = [w.tolist() for w in data.windows(chunks, block, stride, offset)]
+        expected = [stream[i : i + block].tolist() for i in range(offset, 103 - block + 1, stride)]
+        assert got == expected
+
+
+def test_head_and_tail_split_a_text_at_a_character_like_nanogpt():
+    pieces = [(line + "\n", False) for line in TEXT.split("\n")[:-1]]
+    n = int(len(TEXT) * 0.9)
+    train = "".join(t for t, _ in data.head(pieces, n))
+    validation = "".join(t for t, _ in data.tail(pieces, n))
+    assert train == TEXT[:n] and validation == TEXT[n:]
+
+
+def test_text_validation_is_the_tail_and_training_windows_are_the_head(tmp_path):
+    corpus = data.open_corpus(write(tmp_path / "play.txt", TEXT))
+    splits = data.text_splits(corpus, "char", block_size=16, stride=16, val_fraction=0.1, seed=0)
+    tokenizer, n = splits.tokenizer, int(len(TEXT) * 0.9)
+    validation = "".join(tokenizer.decode(ids) for ids in splits.validation["input_ids"])
+    assert TEXT[n:].startswith(validation) and len(TEXT) - n - len(validation) < 16  # the tail, whole windows only
+    first_epoch = take(splits.train, n // 16)
+    assert sorted(tokenizer.decode(w) for w in first_epoch) == sorted(TEXT[i : i + 16] for i in range(0, n - 15, 16))
+
+
+def test_training_stream_is_endless_shuffled_and_set_by_the_seed(tmp_path):
+    corpus = data.open_corpus(write(tmp_path / "play.txt", TEXT))
+    per_epoch = int(len(TEXT) * 0.9) // 16
+    run = lambda seed: take(data.text_splits(corpus, "char", 16, 16, 0.1, seed).train, 3 * per_epoch)
+    first, again, other = run(1), run(1), run(2)
+    assert len(first) == 3 * per_epoch  # goes on past the end of the corpus
+    assert first == again and first != other
+    assert first[:per_epoch] != first[per_epoch : 2 * per_epoch]  # each epoch its own order and cut
+
+
+def test_names_validation_is_held_out_and_sized_like_makemore(tmp_path):
+    names = [f"{a}{b}{c}" for a, b, c in itertools.product("abcdefghij", "klmnopqrst", "uvwxyz")]  # 600 distinct
+    random.Random(0).shuffle(names)
+    corpus = data.open_corpus(write(tmp_path / "names.txt", "\n".join(names) + "\n"))
+    splits = data.names_splits(corpus, block_size=16, val_size=1000, seed=3)
+    decode = lambda ids: splits.tokenizer.decode(ids, skip_special_tokens=True)
+    validation = {decode(ids) for ids in splits.validation["input_ids"]}
+    train = {decode(ids) for ids in take(splits.train, 540)}
+    assert len(validation) == 60  # min(1000, 10%)
+    assert train | validation == set(names) and not train & validation
+    assert splits.validation["input_ids"][0][0] == splits.validation["input_ids"][0][-1] == 0  # . name .
+
+
+def test_names_with_unknown_characters_are_rejected_with_the_characters(tmp_path):
+    corpus = data.open_corpus(write(tmp_path / "names.txt", "anna\njo-ann\nzoë\n"))
+    with pytest.raises(data.DataError, match=r"'-', 'ë'"):
+        data.names_splits(corpus, 16, 1000, 0)
+
+
+def test_jsonl_parquet_and_folders_stream_their_text_column(tmp_path):
+    docs = [{"id": i, "body": f"document {i} " * 5} for i in range(30)]
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    pq.write_table(pa.Table.from_pylist(docs), tmp_path / "docs.parquet")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for i in range(3):
+        write(folder / f"part{i}.txt", f"part {i}\n")
+    for path in ("docs.jsonl", "docs.parquet"):
+        corpus = data.open_corpus(str(tmp_path / path), "body")
+        assert list(data.pieces(corpus)) == [(d["body"], True) for d in docs]  # documents end with eos
+    assert "".join(t for t, _ in data.pieces(data.open_corpus(str(folder)))) == "part 0\npart 1\npart 2\n"
+    with pytest.raises(data.DataError, match=r"no column 'text'.*\(id, body\)"):
+        data.open_corpus(str(tmp_path / "docs.jsonl"), "text")
+
+
+def test_documents_are_separated_by_eos(tmp_path):
+    (tmp_path / "docs.jsonl").write_text('{"text": "ab"}\n{"text": "cd"}\n')
+    corpus = data.open_corpus(str(tmp_path / "docs.jsonl"))
+    tokenizer = tokenization.char_tokenizer(["abcd"])
+    ids = np.concatenate(list(data.token_chunks(data.pieces(corpus), tokenizer))).tolist()
+    eos = tokenizer.eos_token_id
+    assert ids == tokenizer("ab", add_special_tokens=False)["input_ids"] + [eos] + tokenizer(
+        "cd", add_special_tokens=False
+    )["input_ids"] + [eos]
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: str(p / "missing.txt"), "does not exist"),
+        (lambda p: write(p / "empty.txt", ""), "is empty"),
+        (lambda p: write(p / "data.csv", "a,b\n"), "use a .txt"),
+    ],
+)
+def test_bad_datasets_raise_data_errors(tmp_path, make, message):
+    with pytest.raises(data.DataError, match=message):
+        data.open_corpus(make(tmp_path))
+
+
+def test_text_shorter_than_a_window_is_rejected(tmp_path):
+    corpus = data.open_corpus(write(tmp_path / "short.txt", "to be or not to be\n" * 3))
+    with pytest.raises(data.DataError, match="shorter than one window of 64 tokens"):
+        data.text_splits(corpus, "char", block_size=64, stride=64, val_fraction=0.5, seed=0)
+
+
+def test_collate_pads_on_the_right_without_loss_on_padding():
+    batch = data.collate([{"input_ids": [0, 5, 0]}, {"input_ids": [0, 1, 2, 3, 0]}], pad_token_id=27)
+    assert batch["input_ids"].tolist() == [[0, 5, 0, 27, 27], [0, 1, 2, 3, 0]]
+    assert batch["labels"].tolist() == [[0, 5, 0, -100, -100], [0, 1, 2, 3, 0]]
+
+
+def test_play_markdown_becomes_speaker_and_lines():
+    markdown = (
+        "# Macbeth\n\n## ACT I\n\n_Thunder. Enter three\nWitches_\n\n**First Witch**  \nWhen shall we three meet again  \n"
+        "In thunder, _aside_ or in rain?\n\n**ALL**  \n\\[Within]  \nFair is foul.\n\n_Exeunt_\n"
+    )
+    assert data.play_to_text(markdown) == (
+        "First Witch:\nWhen shall we three meet again\nIn thunder,  or in rain?\n\nALL:\nFair is foul.\n"
+    )
+
+
+def test_builtin_corpora_need_no_download():
+    names = data.builtin_names().read_text().split()
+    assert len(names) == len(set(names)) == 32_000
+    assert all(name.isascii() and name.isalpha() and name.islower() for name in names)
+    plays = data.builtin_shakespeare().read_text()
+    assert plays.startswith("THESEUS:\nNow, fair Hippolyta") and len(plays) > 4_000_000

