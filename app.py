@@ -39,6 +39,10 @@ from attention_maps import GRID_CSS, HOVER_JS, PICK_JS, grid_html, head_html, in
 from attention_maps import trace_table  # noqa: E402
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
 
+# One thread per request: the models are small, and a request runs on whichever worker thread the server picks;
+# each such thread would start its own team of intra-op threads, and idle teams spin on the cores (10x slower here).
+torch.set_num_threads(1)
+
 REPO = Path(__file__).resolve().parent
 SHIPPED = {"names": REPO / "models" / "names", "shakespeare": REPO / "models" / "shakespeare"}
 MAX_NAMES = 100  # names per request

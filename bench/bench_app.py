@@ -1,0 +1,137 @@
+"""Speed of the demo, as a user feels it: median time from request to names + all attention maps, and to 200 streamed
+text tokens, through the running app (HTTP requests on 127.0.0.1, as `curl` or a page makes them), with in-process figures and a reference measured
+in the same run.
+
+    python bench/bench_app.py                      # the shipped models (else same-size random models, said so)
+    python bench/bench_app.py --runs 30 --names-model models/names --text-model models/shakespeare
+
+Goals (issue 4): names + maps <= 150 ms, 200 streamed tokens <= 2 s, on this CPU. The reference for text is the same
+200 tokens without the KV cache (the whole window recomputed every step, as nanoGPT samples): the ratio shows what the
+cache buys. The reference for names + maps is the bare model work (generate + one eager forward), in process: the rest
+is the app (checks, drawing) and the HTTP queue.
+"""
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from test_app_api import build_fixture_models, running_app  # noqa: E402  (the tests' server launcher and models)
+
+
+def median_ms(fn, runs: int) -> float:
+    times = []
+    for i in range(runs):
+        start = time.perf_counter()
+        fn(i)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def call(http, url: str, endpoint: str, *data) -> str:
+    """One request on Gradio's REST route, as `curl` would make it: POST the inputs, then read the event stream to
+    its end (for /text, every streamed token). Returns the stream."""
+    event = http.post(f"{url}gradio_api/call/{endpoint}", json={"data": list(data)}).json()["event_id"]
+    with http.stream("GET", f"{url}gradio_api/call/{endpoint}/{event}") as stream:
+        body = "".join(stream.iter_text())
+    if "event: error" in body:
+        raise RuntimeError(f"/{endpoint} failed: {body[-500:]}")
+    return body
+
+
+def through_the_server(url: str, names_model: str, text_model: str, runs: int, prompt: str) -> dict[str, float]:
+    import httpx
+
+    http = httpx.Client(timeout=60)
+
+    def names_and_maps(seed: int):  # what the page does on "Generate names": /names, then the maps of the first name
+        call(http, url, "names", "", 10, 1.0, 0, 1.0, seed, names_model)
+        call(http, url, "attention", "emma", names_model)
+
+    def text_200(seed: int):
+        call(http, url, "text", prompt, 200, 1.0, 0, 1.0, seed, text_model)
+
+    names_and_maps(0), text_200(0)  # warm up
+    return {"names + maps": median_ms(names_and_maps, runs), "text 200": median_ms(text_200, max(3, runs // 4))}
+
+
+def in_process(names_source: str, text_source: str, runs: int, prompt: str) -> dict[str, float]:
+    import app
+    from attention_maps import inspect_attention
+
+    app.configure([], names_source, text_source)
+    names_lm, text_lm = app.PICKER.get(app.NAMES_DEFAULT), app.PICKER.get(app.TEXT_DEFAULT)
+
+    def names_and_maps(seed: int):
+        app.attention_view.cache_clear()
+        _, _, first = app.names(count=10, seed=seed, model=names_lm.name)
+        app.attention(first, names_lm.name)
+
+    def bare_names(seed: int):  # the model's share: generate + one eager forward, no checks and no drawing
+        sampling = app.Sampling(1.0, 0, 1.0, seed)
+        samples = app.sample_names(names_lm, [names_lm.boundary_id], 10, sampling, names_lm.block_size - 1)
+        inspect_attention(names_lm.model, torch.tensor([[names_lm.boundary_id] + samples[0]]))
+
+    ids = app.from_boundary(text_lm, prompt, "prompt")
+    tokens = {}
+
+    def text_200(seed: int):
+        tokens["app"] = sum(1 for _ in app.sample_text(text_lm, ids, 200, app.Sampling(1.0, 0, 1.0, seed)))
+
+    def text_200_no_cache(seed: int):  # reference: every step runs the whole window (up to block_size tokens)
+        generator, window = torch.Generator().manual_seed(seed), list(ids)
+        with torch.no_grad():
+            for _ in range(200):
+                logits = text_lm.model(torch.tensor([window[-text_lm.block_size :]]), use_cache=False).logits[0, -1]
+                window.append(int(torch.multinomial(logits.softmax(-1), 1, generator=generator)))
+
+    names_and_maps(0), text_200(0)  # warm up
+    text_runs = max(3, runs // 4)
+    return {
+        "names + maps": median_ms(names_and_maps, runs),
+        "names + maps (bare model)": median_ms(bare_names, runs),
+        "text 200": median_ms(text_200, text_runs),
+        "text 200 (no KV cache)": median_ms(text_200_no_cache, text_runs),
+        "text tokens": tokens["app"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--names-model", default=str(REPO / "models" / "names"))
+    parser.add_argument("--text-model", default=str(REPO / "models" / "shakespeare"))
+    parser.add_argument("--prompt", default="ROMEO:\n")
+    args = parser.parse_args()
+
+    names_source, text_source = args.names_model, args.text_model
+    with tempfile.TemporaryDirectory() as tmp:
+        if not (Path(names_source) / "config.json").exists() or not (Path(text_source) / "config.json").exists():
+            print(f"! {names_source} or {text_source} is missing: timing random-weight test models instead "
+                  "(the names preset, and a 2-layer character model): train the shipped models for real figures.")
+            names_source, text_source = map(str, build_fixture_models(Path(tmp)))
+        print(f"models: names={names_source}  text={text_source}")
+        local = in_process(names_source, text_source, args.runs, args.prompt)  # with app.py's torch settings
+        with running_app("--names-model", names_source, "--text-model", text_source) as (url, _):
+            served = through_the_server(url, Path(names_source).name, Path(text_source).name, args.runs, args.prompt)
+
+    print(f"\n{'measure (median)':44} {'through the app':>16} {'in process':>12} {'goal':>8}")
+    print(f"{'names (10) + all attention maps':44} {served['names + maps']:13.0f} ms {local['names + maps']:9.0f} ms"
+          f" {'150 ms':>8}")  # fmt: skip
+    print(f"{'  reference: bare model work':44} {'':>16} {local['names + maps (bare model)']:9.0f} ms")
+    print(f"{'200 streamed text tokens':44} {served['text 200']:13.0f} ms {local['text 200']:9.0f} ms {'2000 ms':>8}")
+    print(f"{'  reference: same, no KV cache (nanoGPT)':44} {'':>16} {local['text 200 (no KV cache)']:9.0f} ms")
+    print(f"\nKV cache speed-up: {local['text 200 (no KV cache)'] / local['text 200']:.2f}x; app overhead on names + "
+          f"maps: {served['names + maps'] / local['names + maps (bare model)']:.2f}x the bare model work; "
+          f"text tokens per request: {local['text tokens']} (fewer means the model wrote its end token).")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
