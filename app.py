@@ -39,10 +39,6 @@ from attention_maps import GRID_CSS, HOVER_JS, PICK_JS, grid_html, head_html, in
 from attention_maps import trace_table  # noqa: E402
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
 
-# One thread per request: the models are small, and a request runs on whichever worker thread the server picks;
-# each such thread would start its own team of intra-op threads, and idle teams spin on the cores (10x slower here).
-torch.set_num_threads(1)
-
 REPO = Path(__file__).resolve().parent
 SHIPPED = {"names": REPO / "models" / "names", "shakespeare": REPO / "models" / "shakespeare"}
 MAX_NAMES = 100  # names per request
@@ -406,6 +402,26 @@ def attention_of_sample(sample: str, model: str):
 
 # ---- the page ------------------------------------------------------------------------------------------------------
 
+
+class Slider(gr.Slider):
+    """A slider whose range binds the page only: the value reaches the handler as sent (an API client may send any),
+    which checks it and names the parameter in its message. `is_template`: drawn by the frontend as a gr.Slider."""
+
+    is_template = True
+
+    def preprocess(self, payload):
+        return payload
+
+
+class Number(gr.Number):
+    """A number box whose value reaches the handler unchecked, for the same reason as `Slider`."""
+
+    is_template = True
+
+    def preprocess(self, payload):
+        return payload
+
+
 INTRO = """# MiniGPT: watch attention at work
 A small GPT written to be read, as a 🤗 `transformers` model. Generate **names** or **text**, then look at how every
 attention head of every layer spreads its attention over the tokens: each small map is one head (rows: the token that
@@ -418,16 +434,16 @@ def build_demo() -> gr.Blocks:
         gr.Markdown(INTRO)
         with gr.Accordion("Sampling", open=True):
             with gr.Row():
-                temperature = gr.Slider(0, 2, value=1.0, step=0.05, label="Temperature (0 = greedy)")
-                top_k = gr.Number(value=0, precision=0, label="Top-k (0 = off)")
-                top_p = gr.Slider(0, 1, value=1.0, step=0.01, label="Top-p (1 = off)")
-                seed = gr.Number(value=-1, precision=0, label="Seed (-1 = random; same seed, same output)")
+                temperature = Slider(0, 2, value=1.0, step=0.05, label="Temperature (0 = greedy)")
+                top_k = Number(value=0, precision=0, label="Top-k (0 = off)")
+                top_p = Slider(0, 1, value=1.0, step=0.01, label="Top-p (1 = off)")
+                seed = Number(value=-1, precision=0, label="Seed (-1 = random; same seed, same output)")
         with gr.Tabs():
             with gr.Tab("Names"):
                 with gr.Row():
                     names_model = gr.Dropdown(PICKER.names, value=NAMES_DEFAULT, label="Model")
                     prefix = gr.Textbox("", label="Starts with (optional)", placeholder="e.g. em")
-                    count = gr.Number(value=10, precision=0, label=f"How many names (1-{MAX_NAMES})")
+                    count = Number(value=10, precision=0, label=f"How many names (1-{MAX_NAMES})")
                 names_button = gr.Button("Generate names", variant="primary")
                 names_out = gr.Textbox(label="Names", lines=6, elem_id="names-output")
                 names_notes = gr.Markdown(label="Notes")
@@ -435,7 +451,7 @@ def build_demo() -> gr.Blocks:
             with gr.Tab("Text"):
                 with gr.Row():
                     text_model = gr.Dropdown(PICKER.names, value=TEXT_DEFAULT, label="Model")
-                    max_new = gr.Number(value=200, precision=0, label=f"Max new tokens (1-{MAX_NEW_TOKENS})")
+                    max_new = Number(value=200, precision=0, label=f"Max new tokens (1-{MAX_NEW_TOKENS})")
                 prompt = gr.Textbox("", label="Prompt (may be empty)", lines=3, placeholder="ROMEO:")
                 text_button = gr.Button("Generate text", variant="primary")
                 text_out = gr.Textbox(label="Text", lines=10, elem_id="text-output")
@@ -503,12 +519,16 @@ def configure(extra: list[str] = (), names_model: str | None = None, text_model:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    # One thread per request: the models are small, and a request runs on whichever worker thread the server picks;
+    # each such thread would start its own team of intra-op threads, and idle teams spin on the cores (10x slower).
+    torch.set_num_threads(1)
     configure(args.model, args.names_model, args.text_model)
     for default in {NAMES_DEFAULT, TEXT_DEFAULT}:  # load before serving: the first request is as fast as the rest
         PICKER.get(default)
     demo = build_demo()
     demo.queue(default_concurrency_limit=args.concurrency)
-    demo.launch(server_name=args.host, server_port=args.port, share=False, theme=THEME, css=GRID_CSS, ssr_mode=False)
+    demo.launch(server_name=args.host, server_port=args.port, share=False, theme=THEME, css=GRID_CSS, ssr_mode=False,
+                show_error=True)  # an unexpected error's message (never its traceback) reaches the page and the API
 
 
 if __name__ == "__main__":

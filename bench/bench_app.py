@@ -67,6 +67,7 @@ def in_process(names_source: str, text_source: str, runs: int, prompt: str) -> d
     from attention_maps import inspect_attention
 
     app.configure([], names_source, text_source)
+    torch.set_num_threads(1)  # as app.main serves
     names_lm, text_lm = app.PICKER.get(app.NAMES_DEFAULT), app.PICKER.get(app.TEXT_DEFAULT)
 
     def names_and_maps(seed: int):
@@ -118,7 +119,7 @@ def main() -> None:
                   "(the names preset, and a 2-layer character model): train the shipped models for real figures.")
             names_source, text_source = map(str, build_fixture_models(Path(tmp)))
         print(f"models: names={names_source}  text={text_source}")
-        local = in_process(names_source, text_source, args.runs, args.prompt)  # with app.py's torch settings
+        local = in_process(names_source, text_source, args.runs, args.prompt)
         with running_app("--names-model", names_source, "--text-model", text_source) as (url, _):
             served = through_the_server(url, Path(names_source).name, Path(text_source).name, args.runs, args.prompt)
 

@@ -256,10 +256,11 @@ def test_long_prompt_keeps_the_last_context_tokens_and_says_so(client):
         ("/names", dict(prefix="🙂"), "'🙂' (SLIGHTLY SMILING FACE)"),
         ("/text", dict(prompt="hi 🙂"), "'🙂' (SLIGHTLY SMILING FACE)"),
         ("/attention", dict(text="é"), "LATIN SMALL LETTER E WITH ACUTE"),
-        ("/names", dict(temperature=-1), "less than minimum"),  # the slider's range, checked by Gradio
+        ("/names", dict(temperature=-1), "Temperature must be 0 or more, got -1"),
+        ("/names", dict(count="many"), "Number of names must be a number, got 'many'"),
         ("/names", dict(top_k=-3), "top-k must be 0 (off)"),
         ("/names", dict(top_p=0), "top-p must be above 0"),
-        ("/text", dict(top_p=1.5), "greater than maximum"),
+        ("/text", dict(top_p=1.5), "top-p must be above 0 and at most 1, got 1.5"),
         ("/names", dict(prefix="abcdefghijklmnop"), "use at most 14 characters"),
         ("/names", dict(model="no-such-model"), "no-such-model"),
     ],
@@ -352,3 +353,60 @@ def test_server_made_no_network_call_and_binds_loopback(server):
     assert "NETWORK CALL" not in log
     assert f"Running on local URL:  {url.rstrip('/')}" in log
     assert "public URL" not in log  # never share=True
+
+
+# ---- in process: where the maps come from, and how they are drawn ---------------------------------------------------
+
+
+def test_maps_are_the_eager_weights_of_the_sdpa_loaded_model(fixture_models):
+    """The app loads once, with sdpa, and its maps equal those of the same weights loaded for eager attention."""
+    import app
+    from transformers import AutoModelForCausalLM
+
+    from attention_maps import inspect_attention
+
+    lm = app.load_language_model("names", str(fixture_models[0]))
+    assert lm.model.config._attn_implementation == "sdpa"
+    ids = torch.tensor([[0, 5, 13, 13, 1, 0]])  # . e m m a .
+    weights, trace = inspect_attention(lm.model, ids, trace_layer=2)
+    eager = AutoModelForCausalLM.from_pretrained(fixture_models[0], attn_implementation="eager").eval()
+    with torch.no_grad():
+        expected = torch.stack(eager(ids, output_attentions=True).attentions, dim=1)[0]  # (L, H, T, T)
+    assert weights.shape == (4, 4, 6, 6)
+    torch.testing.assert_close(torch.from_numpy(weights), expected)
+    torch.testing.assert_close(torch.from_numpy(weights).sum(-1), torch.ones(4, 4, 6))
+    assert (torch.from_numpy(weights).triu(1) == 0).all()  # no token looks ahead
+    assert [s.shape for s in trace][:2] == [(1, 6, 64), (1, 6, 192)]
+
+
+def test_unknown_characters_whatever_the_tokenizer():
+    import app
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    chars = char_tokenizer(LOWERCASE, ".")
+    assert app.unknown_characters(chars, "zoë 🙂.") == [" ", "ë", "🙂"]  # '.' is the boundary token itself
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer, bpe.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator(["hello world"] * 10, trainer=trainer)
+    assert app.unknown_characters(PreTrainedTokenizerFast(tokenizer_object=bpe), "zoë 🙂") == []  # bytes cover all
+    with_unk = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    with_unk.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    assert app.unknown_characters(PreTrainedTokenizerFast(tokenizer_object=with_unk, unk_token="[UNK]"), "ab") == ["b"]
+
+
+def test_heatmap_pixels_are_the_weights_and_the_mask_is_grey():
+    import base64
+    import io
+
+    from PIL import Image
+
+    from attention_maps import COLOURS, MASKED_RGB, heatmap_png
+
+    uri = heatmap_png(torch.tensor([[1.0, 0.0], [0.25, 0.75]]).numpy())
+    pixels = Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB")
+    assert pixels.size == (2, 2)
+    assert pixels.getpixel((0, 0)) == tuple(COLOURS[255])  # column (key) first in PIL: query 0 looks at itself
+    assert pixels.getpixel((1, 0)) == MASKED_RGB  # query 0 cannot see key 1
+    assert pixels.getpixel((0, 1)) == tuple(COLOURS[64]) and pixels.getpixel((1, 1)) == tuple(COLOURS[191])
