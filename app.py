@@ -403,23 +403,12 @@ def attention_of_sample(sample: str, model: str):
 # ---- the page ------------------------------------------------------------------------------------------------------
 
 
-class Slider(gr.Slider):
-    """A slider whose range binds the page only: the value reaches the handler as sent (an API client may send any),
-    which checks it and names the parameter in its message. `is_template`: drawn by the frontend as a gr.Slider."""
-
-    is_template = True
-
-    def preprocess(self, payload):
-        return payload
-
-
-class Number(gr.Number):
-    """A number box whose value reaches the handler unchecked, for the same reason as `Slider`."""
-
-    is_template = True
-
-    def preprocess(self, payload):
-        return payload
+def unchecked(component):
+    """`component`'s value reaches the handler as sent: an API client may send any value, and the handler checks it
+    with a message naming the parameter (Gradio's own range check would not name it). Set on the instance: a
+    subclass would make Gradio write a .pyi file beside app.py."""
+    component.preprocess = lambda payload: payload
+    return component
 
 
 INTRO = """# MiniGPT: watch attention at work
@@ -434,16 +423,16 @@ def build_demo() -> gr.Blocks:
         gr.Markdown(INTRO)
         with gr.Accordion("Sampling", open=True):
             with gr.Row():
-                temperature = Slider(0, 2, value=1.0, step=0.05, label="Temperature (0 = greedy)")
-                top_k = Number(value=0, precision=0, label="Top-k (0 = off)")
-                top_p = Slider(0, 1, value=1.0, step=0.01, label="Top-p (1 = off)")
-                seed = Number(value=-1, precision=0, label="Seed (-1 = random; same seed, same output)")
+                temperature = unchecked(gr.Slider(0, 2, value=1.0, step=0.05, label="Temperature (0 = greedy)"))
+                top_k = unchecked(gr.Number(value=0, precision=0, label="Top-k (0 = off)"))
+                top_p = unchecked(gr.Slider(0, 1, value=1.0, step=0.01, label="Top-p (1 = off)"))
+                seed = unchecked(gr.Number(value=-1, precision=0, label="Seed (-1 = random; same seed, same output)"))
         with gr.Tabs():
             with gr.Tab("Names"):
                 with gr.Row():
                     names_model = gr.Dropdown(PICKER.names, value=NAMES_DEFAULT, label="Model")
                     prefix = gr.Textbox("", label="Starts with (optional)", placeholder="e.g. em")
-                    count = Number(value=10, precision=0, label=f"How many names (1-{MAX_NAMES})")
+                    count = unchecked(gr.Number(value=10, precision=0, label=f"How many names (1-{MAX_NAMES})"))
                 names_button = gr.Button("Generate names", variant="primary")
                 names_out = gr.Textbox(label="Names", lines=6, elem_id="names-output")
                 names_notes = gr.Markdown(label="Notes")
@@ -451,7 +440,7 @@ def build_demo() -> gr.Blocks:
             with gr.Tab("Text"):
                 with gr.Row():
                     text_model = gr.Dropdown(PICKER.names, value=TEXT_DEFAULT, label="Model")
-                    max_new = Number(value=200, precision=0, label=f"Max new tokens (1-{MAX_NEW_TOKENS})")
+                    max_new = unchecked(gr.Number(value=200, precision=0, label=f"Max new tokens (1-{MAX_NEW_TOKENS})"))
                 prompt = gr.Textbox("", label="Prompt (may be empty)", lines=3, placeholder="ROMEO:")
                 text_button = gr.Button("Generate text", variant="primary")
                 text_out = gr.Textbox(label="Text", lines=10, elem_id="text-output")
