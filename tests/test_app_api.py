@@ -410,3 +410,23 @@ def test_heatmap_pixels_are_the_weights_and_the_mask_is_grey():
     assert pixels.getpixel((0, 0)) == tuple(COLOURS[255])  # column (key) first in PIL: query 0 looks at itself
     assert pixels.getpixel((1, 0)) == MASKED_RGB  # query 0 cannot see key 1
     assert pixels.getpixel((0, 1)) == tuple(COLOURS[64]) and pixels.getpixel((1, 1)) == tuple(COLOURS[191])
+
+
+SHIPPED = [REPO / "models" / "names", REPO / "models" / "shakespeare"]
+
+
+@pytest.mark.skipif(not all((m / "config.json").exists() for m in SHIPPED), reason="models/names or models/shakespeare "
+                    "is not there yet: train them with the README's commands")  # fmt: skip
+def test_plain_python_app_py_serves_the_shipped_models_offline():
+    """`python app.py` as a Space runs it: the shipped models, no download, no network call."""
+    from gradio_client import Client
+
+    with running_app() as (url, process):
+        client = Client(url, verbose=False)
+        names, _ = call(client, "/names", prefix="an", count=5, seed=0)
+        assert all(n.startswith("an") for n in names.split("\n"))
+        text, _ = stream(client, prompt="ROMEO:", max_new_tokens=20, seed=0)[-1]
+        assert text.startswith("ROMEO:") and len(text) > len("ROMEO:")
+        notes, grid, *_ = call(client, "/attention", text="to be, or not", model="shakespeare")
+        assert grid.count("<svg") > 0
+        assert "NETWORK CALL" not in server_log(process)

@@ -80,18 +80,17 @@ def test_generate_names_and_text_and_see_the_maps(page_url, tmp_path):
             assert page.locator("#text-output textarea").input_value().startswith("to be")
             expect(grid_tiles(page)).to_have_count(6)
             expect(page.locator("#shape-trace")).to_contain_text("(B, H, T, D)")
+            screenshot = tmp_path / "demo.png"
+            page.screenshot(path=str(screenshot), full_page=True)
+            assert screenshot.stat().st_size > 10_000
+            if os.environ.get("MINIGPT_SCREENSHOT"):  # keep a copy to look at
+                shutil.copy(screenshot, os.environ["MINIGPT_SCREENSHOT"])
 
             # Bad input: a clear message, and the page keeps working.
             page.get_by_role("tab", name="Names").click()
             page.get_by_label("Starts with (optional)").fill("🙂")
             page.get_by_role("button", name="Generate names").click()
             expect(page.get_by_text("does not know these characters").first).to_be_visible()
-
-            screenshot = tmp_path / "demo.png"
-            page.screenshot(path=str(screenshot), full_page=True)
-            assert screenshot.stat().st_size > 10_000
-            if os.environ.get("MINIGPT_SCREENSHOT"):  # keep a copy to look at
-                shutil.copy(screenshot, os.environ["MINIGPT_SCREENSHOT"])
             assert outside == []
         finally:
             browser.close()
