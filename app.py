@@ -109,9 +109,15 @@ class ModelPicker:
             return self.loaded[name]
 
 
+def same_path(source: str | None) -> str | None:
+    """A local folder as its absolute path (so that models/names and ./models/names are one entry), a Hub id as is."""
+    return str(Path(source).resolve()) if source and Path(source).is_dir() else source
+
+
 def model_sources(extra: list[str], names_model: str | None, text_model: str | None) -> tuple[dict[str, str], str, str]:
     """Picker entries {name: folder or Hub id} and the default model of each mode."""
     sources = {name: str(path) for name, path in SHIPPED.items() if (path / "config.json").exists()}
+    names_model, text_model, extra = same_path(names_model), same_path(text_model), [same_path(s) for s in extra]
     for source in [names_model, text_model, *extra]:
         if source and source not in sources.values():
             name = Path(source).name if Path(source).is_dir() else source
