@@ -7,6 +7,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -89,7 +90,7 @@ def running_app(*args: str, timeout: float = 120.0):
     port = free_port()
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("GRADIO_SERVER_NAME", None)
-    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"app-{port}.log", "w+")
+    log = tempfile.TemporaryFile("w+")  # the server's output, read back by tests and on failure; gone when closed
     process = subprocess.Popen([sys.executable, "-c", NETWORK_GUARD, "--port", str(port), *args], cwd=REPO, env=env,
                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     url = f"http://127.0.0.1:{port}/"
