@@ -35,8 +35,16 @@ from transformers import (  # noqa: E402
     TopPLogitsWarper,
 )
 
-from attention_maps import GRID_CSS, HOVER_JS, PICK_JS, grid_html, head_html, inspect_attention, token_labels  # noqa: E402
-from attention_maps import trace_table  # noqa: E402
+from attention_maps import (  # noqa: E402
+    GRID_CSS,
+    HOVER_JS,
+    PICK_JS,
+    grid_html,
+    head_html,
+    inspect_attention,
+    token_labels,
+    trace_table,  # noqa: E402
+)
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
 
 REPO = Path(__file__).resolve().parent
@@ -264,9 +272,13 @@ GLOBAL_RNG = threading.Lock()  # generate() samples from torch's global generato
 def sample_names(lm: LanguageModel, prompt: list[int], count: int, sampling: Sampling, max_new: int) -> list[list[int]]:
     """`count` continuations of `prompt` with model.generate (a batch), each cut after the end token (kept)."""
     config = GenerationConfig(
-        max_new_tokens=max_new, do_sample=not sampling.greedy, eos_token_id=lm.eos_id, pad_token_id=lm.eos_id,
-        **({} if sampling.greedy else dict(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)),
-    )  # fmt: skip
+        max_new_tokens=max_new,
+        do_sample=not sampling.greedy,
+        eos_token_id=lm.eos_id,
+        pad_token_id=lm.eos_id,
+    )
+    if not sampling.greedy:
+        config.update(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)
     input_ids = torch.tensor([prompt] * count)  # (count, P)
     with GLOBAL_RNG, torch.no_grad():
         torch.manual_seed(sampling.seed)
@@ -497,7 +509,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--names-model", help="the names tab's model (default: models/names)")
     parser.add_argument("--text-model", help="the text tab's model (default: models/shakespeare)")
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                        help="address to listen on (default 127.0.0.1; a Space sets GRADIO_SERVER_NAME=0.0.0.0)")  # fmt: skip
+                        help="address to listen on (default 127.0.0.1; a Space sets GRADIO_SERVER_NAME)")  # fmt: skip
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
     parser.add_argument("--concurrency", type=int, default=4, help="requests served at once")
     return parser.parse_args(argv)
@@ -527,8 +539,15 @@ def main(argv=None) -> None:
         PICKER.get(default)
     demo = build_demo()
     demo.queue(default_concurrency_limit=args.concurrency)
-    demo.launch(server_name=args.host, server_port=args.port, share=False, theme=THEME, css=GRID_CSS, ssr_mode=False,
-                show_error=True)  # an unexpected error's message (never its traceback) reaches the page and the API
+    demo.launch(
+        server_name=args.host,
+        server_port=args.port,
+        share=False,
+        theme=THEME,
+        css=GRID_CSS,
+        ssr_mode=False,
+        show_error=True,
+    )  # an unexpected error's message (never its traceback) reaches the page and the API
 
 
 if __name__ == "__main__":

@@ -82,6 +82,7 @@ def trace_steps(attn, seen: dict[str, torch.Tensor], weights: torch.Tensor) -> l
     query = seen["qkv"].split(attn.config.n_embd, dim=-1)[0]  # as forward splits the fused projection
     heads = attn.split_heads(query)  # (B, H, T, D)
     per_head_out = (*weights.shape[:-1], heads.shape[-1])  # weights (B, H, T, S) @ V (B, H, S, D)
+    batch, n_head, length, head_dim = per_head_out
     return [
         TraceStep("input x (after attn_norm)", "hidden_states", "(B, T, C)", tuple(seen["x"].shape),
                   "one C-wide vector per token"),
@@ -98,7 +99,7 @@ def trace_steps(attn, seen: dict[str, torch.Tensor], weights: torch.Tensor) -> l
         TraceStep("weighted sum of values", "weights @ v", "(B, H, T, D)", per_head_out,
                   "each head's output: a mix of the values it attends to"),
         TraceStep("heads side by side again", "output.transpose(1, 2)", "(B, T, H, D)",
-                  (per_head_out[0], per_head_out[2], per_head_out[1], per_head_out[3]), "per token, the H head outputs"),
+                  (batch, length, n_head, head_dim), "per token, the H head outputs"),
         TraceStep("after merging the heads", "output.flatten(2)", "(B, T, C)",
                   tuple(seen["merged"].shape), "the H outputs of D numbers, concatenated back to C"),
         TraceStep("after the output projection", "out_proj(output)", "(B, T, C)", tuple(seen["out"].shape),
@@ -220,8 +221,10 @@ element.addEventListener('mouseleave', () => {
 def grid_html(weights: np.ndarray, tokens: list[str], selected: tuple[int, str] = (0, "0")) -> str:
     """All heads as small heatmaps: one row per layer, one column per head, and a last column with their average."""
     n_layer, n_head = weights.shape[:2]
-    cells = ['<div class="attn-grid" style="grid-template-columns: 18px repeat(%d, max-content)">' % (n_head + 1), "<div></div>"]
-    cells += [f'<div class="col-title">head {h}</div>' for h in range(n_head)] + ['<div class="col-title">average</div>']
+    columns = f"grid-template-columns: 18px repeat({n_head + 1}, max-content)"
+    cells = [f'<div class="attn-grid" style="{columns}">', "<div></div>"]
+    cells += [f'<div class="col-title">head {h}</div>' for h in range(n_head)]
+    cells.append('<div class="col-title">average</div>')
     size = 96 if len(tokens) <= 24 else 128
     for layer in range(n_layer):
         cells.append(f'<div class="row-title">layer {layer}</div>')

@@ -364,9 +364,9 @@ def test_server_made_no_network_call_and_binds_loopback(server):
 
 def test_maps_are_the_eager_weights_of_the_sdpa_loaded_model(fixture_models):
     """The app loads once, with sdpa, and its maps equal those of the same weights loaded for eager attention."""
-    import app
     from transformers import AutoModelForCausalLM
 
+    import app
     from attention_maps import inspect_attention
 
     lm = app.load_language_model("names", str(fixture_models[0]))
@@ -384,9 +384,10 @@ def test_maps_are_the_eager_weights_of_the_sdpa_loaded_model(fixture_models):
 
 
 def test_unknown_characters_whatever_the_tokenizer():
-    import app
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
+
+    import app
 
     chars = char_tokenizer(LOWERCASE, ".")
     assert app.unknown_characters(chars, "zoë 🙂.") == [" ", "ë", "🙂"]  # '.' is the boundary token itself
