@@ -96,3 +96,16 @@ def test_auto_classes_and_pipeline_work_on_the_folder(tmp_path):
     out = generator("To be", max_new_tokens=8, do_sample=False)
     assert out[0]["generated_text"].startswith("To be")
     assert len(tokenizer(out[0]["generated_text"])["input_ids"]) > len(tokenizer("To be")["input_ids"])
+
+
+def test_shipped_models_carry_the_current_code():
+    """Each shipped folder holds the copies of the code files that `save_pretrained` wrote, for the Hub: never stale."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    folders = [f for f in (repo / "models").glob("*") if (f / "config.json").exists()]
+    for folder in folders:
+        for name in ("modeling_minigpt.py", "configuration_minigpt.py"):
+            assert (folder / name).read_text() == (repo / name).read_text(), (
+                f"{folder.name}/{name} is stale: copy {name} into the folder (or retrain with train.py)"
+            )
