@@ -64,6 +64,7 @@ class LanguageModel:
     tokenizer: object
     boundary_id: int  # the token every text starts from (bos, else eos) and names end with (eos)
     eos_id: int | None
+    never_ids: list[int]  # tokens never to generate: the pad (only there to fill batches)
 
     @property
     def block_size(self) -> int:
@@ -90,7 +91,9 @@ def load_language_model(name: str, source: str) -> LanguageModel:
     boundary = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     if boundary is None:
         raise ValueError(f"The tokenizer of {source} has neither a bos nor an eos token to start a text from.")
-    return LanguageModel(name, model.eval(), tokenizer, boundary, tokenizer.eos_token_id)
+    pad = tokenizer.pad_token_id
+    never = [pad] if pad is not None and pad not in (boundary, tokenizer.eos_token_id) else []
+    return LanguageModel(name, model.eval(), tokenizer, boundary, tokenizer.eos_token_id, never)
 
 
 class ModelPicker:
@@ -276,6 +279,7 @@ def sample_names(lm: LanguageModel, prompt: list[int], count: int, sampling: Sam
         do_sample=not sampling.greedy,
         eos_token_id=lm.eos_id,
         pad_token_id=lm.eos_id,
+        suppress_tokens=lm.never_ids or None,
     )
     if not sampling.greedy:
         config.update(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)
@@ -333,6 +337,7 @@ def sample_text(lm: LanguageModel, ids: list[int], max_new: int, sampling: Sampl
             fresh = torch.tensor([window if cache is None else window[-1:]])  # (1, T) or (1, 1)
             out = lm.model(input_ids=fresh, past_key_values=cache, use_cache=True, logits_to_keep=1)
             logits = out.logits[:, -1].float()  # (1, vocab)
+            logits[:, lm.never_ids] = float("-inf")
             if sampling.greedy:
                 token = int(logits.argmax())
             else:

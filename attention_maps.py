@@ -130,8 +130,10 @@ COLOURS = _viridis()
 
 
 def heatmap_png(weights: np.ndarray) -> str:
-    """A (T, S) weight matrix as a T x S-pixel PNG data URI, one pixel per weight (the browser scales it up)."""
-    rgb = COLOURS[np.clip(np.rint(weights * 255), 0, 255).astype(np.intp)]  # (T, S, 3)
+    """A (T, S) weight matrix as a T x S-pixel PNG data URI, one pixel per weight (the browser scales it up).
+    The colour follows the square root of the weight: over 128 tokens most weights are near 1/128, and a linear
+    scale would draw them all the same dark colour."""
+    rgb = COLOURS[np.clip(np.rint(np.sqrt(np.clip(weights, 0, 1)) * 255), 0, 255).astype(np.intp)]  # (T, S, 3)
     rgb[np.triu(np.ones(weights.shape, dtype=bool), k=1)] = MASKED_RGB
     buffer = io.BytesIO()
     Image.fromarray(rgb).save(buffer, format="PNG", compress_level=1)
@@ -225,7 +227,7 @@ def grid_html(weights: np.ndarray, tokens: list[str], selected: tuple[int, str] 
     cells = [f'<div class="attn-grid" style="{columns}">', "<div></div>"]
     cells += [f'<div class="col-title">head {h}</div>' for h in range(n_head)]
     cells.append('<div class="col-title">average</div>')
-    size = 96 if len(tokens) <= 24 else 128
+    size = 96 if len(tokens) <= 24 else 160
     for layer in range(n_layer):
         cells.append(f'<div class="row-title">layer {layer}</div>')
         columns = [(str(h), weights[layer, h], f"layer {layer}, head {h}") for h in range(n_head)]
@@ -267,6 +269,7 @@ def legend_html() -> str:
     grey = f"rgb{MASKED_RGB}"
     return (
         f'<div class="attn-legend">0<span class="bar" style="background: linear-gradient(90deg, {stops})"></span>1'
+        "<span>(colour: square root of the weight, so that small weights show; 0.25 is mid-way)</span>"
         f'<span class="bar" style="width:12px;background:{grey}"></span>masked (future token)</div>'
     )
 
