@@ -14,6 +14,10 @@ presets set good defaults for them. The output folder holds the model with its c
 the loss log (CSV and JSON), the loss curve and a model card.
 """
 
+import time
+
+STARTED = time.perf_counter()  # before the heavy imports: the wall times in the log count the whole run
+
 import json
 import math
 import sys
@@ -22,6 +26,7 @@ from pathlib import Path
 
 import torch
 from datasets.distributed import split_dataset_by_node
+from tqdm.auto import tqdm
 from transformers import (
     AutoTokenizer,
     HfArgumentParser,
@@ -132,7 +137,8 @@ def load_splits(script: ScriptArguments, training: TrainingArguments, block_size
         script.dataset = str(data.builtin_names() if tokenizer_kind == "names" else data.builtin_shakespeare())
     corpus = data.open_corpus(script.dataset, script.text_column)
     if tokenizer_kind == "names":
-        return data.names_splits(corpus, block_size, script.val_size, training.seed)
+        batch_size = training.per_device_train_batch_size * training.world_size  # what one step reads
+        return data.names_splits(corpus, block_size, script.val_size, training.seed, batch_size)
     if not 0 < script.val_fraction < 1:
         raise data.DataError(f"--val_fraction must be between 0 and 1, got {script.val_fraction}.")
     stride = script.stride or block_size
@@ -161,13 +167,16 @@ def model_config(script: ScriptArguments, tokenizer) -> MiniGPTConfig:
 
 
 class PrintValidation(TrainerCallback):
-    """One readable line per evaluation, above the progress bar."""
+    """One readable line per evaluation, above the progress bar; the wall time since the start goes into the log."""
+
+    def __init__(self, started: float):
+        self.started = started
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if state.is_world_process_zero and metrics and "eval_loss" in metrics:
-            from tqdm.auto import tqdm
-
-            tqdm.write(f"step {state.global_step}: validation loss {metrics['eval_loss']:.4f}")
+            elapsed = time.perf_counter() - self.started
+            state.log_history[-1]["elapsed_s"] = round(elapsed, 2)  # the entry the Trainer just logged
+            tqdm.write(f"step {state.global_step}: validation loss {metrics['eval_loss']:.4f} ({elapsed:.0f} s)")
 
 
 def generate_samples(model, tokenizer, count: int, names: bool) -> list[str]:
@@ -287,7 +296,7 @@ def main(argv: list[str]) -> dict:
         eval_dataset=splits.validation,
         data_collator=lambda batch: data.collate(batch, config.pad_token_id),
         processing_class=splits.tokenizer,
-        callbacks=[PrintValidation()],
+        callbacks=[PrintValidation(STARTED)],
     )
     if trainer.is_world_process_zero():
         print(f"MiniGPT {script.preset}: {sum(p.numel() for p in model.parameters()):,} parameters; {splits.summary}")
