@@ -151,7 +151,9 @@ class MiniGPTAttention(nn.Module):
 
         # Attention weights are only ever materialised by the eager path, so a request for them takes it.
         implementation = "eager" if kwargs.get("output_attentions") else self.config._attn_implementation
-        attention: Callable = ATTENTION_FUNCTIONS.get(implementation) or ALL_ATTENTION_FUNCTIONS[implementation]
+        attention: Callable = ATTENTION_FUNCTIONS.get(implementation) or ALL_ATTENTION_FUNCTIONS.get_interface(
+            implementation, eager_attention_forward
+        )
         output, weights = attention(
             self,
             query,

@@ -18,6 +18,7 @@ def tiny_model(attn_implementation="sdpa", seed=0, **overrides) -> MiniGPTForCau
     torch.manual_seed(seed)
     model = MiniGPTForCausalLM(tiny_config(**overrides)).eval()
     model.set_attn_implementation(attn_implementation)
+    assert model.config._attn_implementation == attn_implementation
     return model
 
 
