@@ -4,6 +4,7 @@
 """
 
 import argparse
+import copy
 import sys
 from pathlib import Path
 
@@ -30,11 +31,13 @@ def main():
         torch.manual_seed(0)
         model = MiniGPTForCausalLM(MiniGPTConfig.from_preset(preset)).eval()
         ids = torch.randint(0, model.config.vocab_size, (batch, length))
+        models = {"eager": model, "sdpa": copy.deepcopy(model)}  # the same weights, each path set once
+        for implementation, twin in models.items():
+            twin.set_attn_implementation(implementation)
 
-        def forward(implementation, model=model, ids=ids):
-            model.set_attn_implementation(implementation)
+        def forward(implementation, models=models, ids=ids):
             with torch.inference_mode():
-                return model(ids, use_cache=False).logits
+                return models[implementation](ids, use_cache=False).logits
 
         torch.testing.assert_close(forward("eager"), forward("sdpa"), atol=1e-4, rtol=1e-4)
         seconds = alternate({"eager": lambda: forward("eager"), "sdpa": lambda: forward("sdpa")}, args.rounds)
