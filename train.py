@@ -14,6 +14,7 @@ presets set good defaults for them. The output folder holds the model with its c
 the loss log (CSV and JSON), the loss curve and a model card.
 """
 
+# ruff: noqa: E402 (the clock starts before the heavy imports)
 import time
 
 STARTED = time.perf_counter()  # before the heavy imports: the wall times in the log count the whole run
@@ -100,7 +101,7 @@ class ScriptArguments:
     n_embd: int | None = field(default=None, metadata={"help": "Width (overrides the preset)."})
     block_size: int | None = field(default=None, metadata={"help": "Context length (overrides the preset)."})
     dropout: float | None = field(default=None, metadata={"help": "Dropout on embeddings, attention, residuals."})
-    stride: int | None = field(default=None, metadata={"help": "Tokens between training windows (default: block_size)."})
+    stride: int | None = field(default=None, metadata={"help": "Tokens between training windows (default: block)."})
     val_fraction: float = field(default=0.1, metadata={"help": "Tail of a text held out for validation."})
     val_size: int = field(default=1000, metadata={"help": "Names held out for validation (at most 10%)."})
     max_tokenizer_chars: int = field(default=100_000_000, metadata={"help": "Characters BPE is trained on, at most."})
@@ -131,13 +132,18 @@ def resolve_checkpoint(training: TrainingArguments) -> str | None:
     return wanted
 
 
+def tokenizer_kind(script: ScriptArguments) -> str:
+    """names, char, bpe or a saved tokenizer: names (one example per line) by default for the names preset."""
+    return script.tokenizer or ("names" if script.preset == "names" else "bpe")
+
+
 def load_splits(script: ScriptArguments, training: TrainingArguments, block_size: int, checkpoint: str | None):
     """The tokenizer and the train/validation data. A resumed run reuses the tokenizer saved in its checkpoint."""
-    tokenizer_kind = script.tokenizer or ("names" if script.preset == "names" else "bpe")
+    kind = tokenizer_kind(script)
     if script.dataset is None:  # built-in corpora, so that the presets run on a fresh machine with no download
-        script.dataset = str(data.builtin_names() if tokenizer_kind == "names" else data.builtin_shakespeare())
+        script.dataset = str(data.builtin_names() if kind == "names" else data.builtin_shakespeare())
     corpus = data.open_corpus(script.dataset, script.text_column)
-    if tokenizer_kind == "names":
+    if kind == "names":
         batch_size = training.per_device_train_batch_size * training.world_size  # what one step reads
         return data.names_splits(corpus, block_size, script.val_size, training.seed, batch_size)
     if not 0 < script.val_fraction < 1:
@@ -146,7 +152,7 @@ def load_splits(script: ScriptArguments, training: TrainingArguments, block_size
     if not 0 < stride <= block_size:
         raise data.DataError(f"--stride must be between 1 and block_size ({block_size}), got {stride}.")
     return data.text_splits(
-        corpus, tokenizer_kind, block_size, stride, script.val_fraction, training.seed,
+        corpus, kind, block_size, stride, script.val_fraction, training.seed,
         vocab_size=script.vocab_size or PRESETS[script.preset]["vocab_size"],
         max_tokenizer_chars=script.max_tokenizer_chars,
         tokenizer=AutoTokenizer.from_pretrained(checkpoint) if checkpoint else None,
@@ -155,13 +161,15 @@ def load_splits(script: ScriptArguments, training: TrainingArguments, block_size
 
 def model_config(script: ScriptArguments, tokenizer) -> MiniGPTConfig:
     """The preset's sizes, overridden by the flags; vocabulary and special tokens from the tokenizer."""
-    sizes = {k: getattr(script, k) for k in ("n_layer", "n_head", "n_embd", "block_size") if getattr(script, k) is not None}
+    names = ("n_layer", "n_head", "n_embd", "block_size")
+    sizes = {k: getattr(script, k) for k in names if getattr(script, k) is not None}
     if script.dropout is not None:
         sizes |= dict(embd_dropout=script.dropout, attention_dropout=script.dropout, resid_dropout=script.dropout)
     try:
         return MiniGPTConfig.from_preset(
             script.preset, **sizes, vocab_size=len(tokenizer),
-            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
         )  # fmt: skip
     except ValueError as error:  # sizes that do not fit: the config says what to change
         raise data.DataError(str(error)) from None
@@ -194,9 +202,13 @@ def generate_samples(model, tokenizer, count: int, names: bool) -> list[str]:
 def model_card(script, training, config, splits, dataset_name, metrics, samples, n_params) -> str:
     """README.md of the output folder: what was trained, on what, how well, and how to load it."""
     folder = Path(training.output_dir).name
-    shown = "\n".join(f"    {s}" for s in samples) if script.tokenizer in (None, "names") and script.preset == "names" else (
-        "\n\n".join("```\n" + s.strip() + "\n```" for s in samples[:3])
-    )
+    if tokenizer_kind(script) == "names":
+        shown = "\n".join(f"    {s}" for s in samples)
+    else:
+        shown = "\n\n".join("```\n" + s.strip() + "\n```" for s in samples[:3])
+    size = f"{config.n_layer} layers, {config.n_head} heads, width {config.n_embd}, context {config.block_size}"
+    batch = f"batch {training.per_device_train_batch_size} x {training.world_size} process(es)"
+    tokenizer = f"{type(splits.tokenizer.backend_tokenizer.model).__name__}, {len(splits.tokenizer)} tokens"
     return f"""---
 library_name: transformers
 tags: [minigpt, causal-lm, text-generation]
@@ -209,11 +221,11 @@ A MiniGPT (GPT-2-style decoder-only transformer) trained with `train.py --preset
 | | |
 | --- | --- |
 | data | {dataset_name}: {splits.summary} |
-| tokenizer | {type(splits.tokenizer.backend_tokenizer.model).__name__}, {len(splits.tokenizer)} tokens |
-| size | {n_params:,} parameters: {config.n_layer} layers, {config.n_head} heads, width {config.n_embd}, context {config.block_size} |
-| training | {metrics['steps']} steps, batch {training.per_device_train_batch_size} x {training.world_size} process(es), peak learning rate {training.learning_rate}, seed {training.seed} |
-| final training loss | {metrics['train_loss']:.4f} |
-| final validation loss | {metrics['eval_loss']:.4f} nats per token |
+| tokenizer | {tokenizer} |
+| size | {n_params:,} parameters: {size} |
+| training | {metrics["steps"]} steps, {batch}, peak learning rate {training.learning_rate}, seed {training.seed} |
+| final training loss | {metrics["train_loss"]:.4f} |
+| final validation loss | {metrics["eval_loss"]:.4f} nats per token |
 
 ![loss curve](loss_curve.png)
 
@@ -256,8 +268,7 @@ def write_outputs(trainer: Trainer, script, training, config, splits, dataset_na
     plots.write_loss_log(history, out / "loss_log.csv")
     plots.plot_losses(history, out / "loss_curve.png", title=f"MiniGPT {script.preset}")
     model = trainer.model
-    samples = generate_samples(model, splits.tokenizer, script.samples, names=script.preset == "names" and
-                               (script.tokenizer in (None, "names")))  # fmt: skip
+    samples = generate_samples(model, splits.tokenizer, script.samples, names=tokenizer_kind(script) == "names")
     n_params = sum(p.numel() for p in model.parameters())
     readme = model_card(script, training, config, splits, dataset_name, metrics, samples, n_params)
     (out / "README.md").write_text(readme)
@@ -289,7 +300,8 @@ def main(argv: list[str]) -> dict:
                                    pad_token_id=config.pad_token_id)  # fmt: skip
     train_dataset = splits.train
     if training.world_size > 1:  # process i of n keeps examples i, i + n, ...: together they see each example once
-        train_dataset = split_dataset_by_node(train_dataset, rank=training.process_index, world_size=training.world_size)
+        rank, world_size = training.process_index, training.world_size
+        train_dataset = split_dataset_by_node(train_dataset, rank=rank, world_size=world_size)
     trainer = Trainer(
         model=model,
         args=training,

@@ -135,7 +135,8 @@ def test_collate_pads_on_the_right_without_loss_on_padding():
 
 def test_play_markdown_becomes_speaker_and_lines():
     markdown = (
-        "# Macbeth\n\n## ACT I\n\n_Thunder. Enter three\nWitches_\n\n**First Witch**  \nWhen shall we three meet again  \n"
+        "# Macbeth\n\n## ACT I\n\n_Thunder. Enter three\nWitches_\n\n"
+        "**First Witch**  \nWhen shall we three meet again  \n"
         "In thunder, _aside_ or in rain?\n\n**ALL**  \n\\[Within]  \nFair is foul.\n\n_Exeunt_\n"
     )
     assert data.play_to_text(markdown) == (

@@ -8,9 +8,9 @@ import sys
 import time
 
 import pytest
+from conftest import REPO, SHARED_DATA
 
 import train
-from conftest import REPO, SHARED_DATA
 
 TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--disable_tqdm", "true", "--samples", "3"]
 
@@ -34,7 +34,8 @@ def train_command(*args, launcher=()):
 
 
 def run_train(*args, launcher=()) -> subprocess.CompletedProcess:
-    done = subprocess.run(train_command(*args, launcher=launcher), cwd=REPO, capture_output=True, text=True, timeout=300)
+    command = train_command(*args, launcher=launcher)
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -141,7 +142,7 @@ def test_bad_input_exits_2_with_a_message(tmp_path):
     [
         (["--dataset", "{tmp}/empty.txt"], "is empty"),
         (["--preset", "shakespeare", "--tokenizer", "char", "--dataset", "{tmp}/short.txt"], "shorter than one window"),
-        (["--preset", "shakespeare", "--dataset", "{tmp}/docs.jsonl", "--text_column", "content"], "no column 'content'"),
+        (["--preset", "shakespeare", "--dataset", "{tmp}/docs.jsonl", "--text_column", "body2"], "no column 'body2'"),
         (["--n_embd", "30", "--n_head", "4", "--dataset", "{tmp}/names.txt"], "must be divisible by n_head"),
         (["--block_size", "0", "--dataset", "{tmp}/names.txt"], "block_size must be a positive integer"),
         (["--dataset", "{tmp}/docs.jsonl"], "no 'text' column"),
