@@ -36,7 +36,6 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
-from transformers.trainer_utils import get_last_checkpoint
 
 import data
 import plots
@@ -117,13 +116,21 @@ def parse_args(argv: list[str]) -> tuple[ScriptArguments, TrainingArguments]:
     return script, training
 
 
+def last_complete_checkpoint(output_dir: Path) -> str | None:
+    """The newest checkpoint-N that was written to the end. The Trainer writes trainer_state.json last, so a folder
+    without it is what a kill during saving left behind: skip it rather than fail to resume."""
+    steps = [int(p.name.split("-")[1]) for p in output_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()]
+    complete = [s for s in steps if (output_dir / f"checkpoint-{s}" / "trainer_state.json").is_file()]
+    return str(output_dir / f"checkpoint-{max(complete)}") if complete else None
+
+
 def resolve_checkpoint(training: TrainingArguments) -> str | None:
     """--resume_from_checkpoint PATH, or `last` (also `true`) for the newest checkpoint in output_dir."""
     wanted = training.resume_from_checkpoint
     if wanted is None:
         return None
     if wanted.lower() in ("last", "true"):
-        last = get_last_checkpoint(training.output_dir) if Path(training.output_dir).is_dir() else None
+        last = last_complete_checkpoint(Path(training.output_dir))
         if last is None:
             print(f"No checkpoint in {training.output_dir} yet: training from the start.")
         return last

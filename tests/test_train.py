@@ -159,3 +159,14 @@ def test_each_bad_input_gets_its_message(tmp_path, monkeypatch, capsys, args, me
         train.cli()
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_resume_skips_a_checkpoint_that_a_kill_left_half_written(tmp_path):
+    for step, complete in [(10, True), (20, True), (30, False)]:  # killed while saving step 30
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"")
+        if complete:
+            (folder / "trainer_state.json").write_text("{}")  # the Trainer writes it last
+    assert train.last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-20")
+    assert train.last_complete_checkpoint(tmp_path / "nothing") is None
