@@ -34,7 +34,7 @@ def grid_tiles(page):
 def test_generate_names_and_text_and_see_the_maps(page_url, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    expect.set_options(timeout=30_000)  # a busy 2-core machine: generous, it only matters when something is wrong
+    expect.set_options(timeout=90_000)  # a busy 2-core machine: generous, it only matters when something is wrong
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -52,7 +52,7 @@ def test_generate_names_and_text_and_see_the_maps(page_url, tmp_path):
             page.get_by_role("button", name="Generate names").click()
             names = page.locator("#names-output textarea")
             page.wait_for_function("() => document.querySelector('#names-output textarea').value.startsWith('em')",
-                                   timeout=30_000)  # fmt: skip
+                                   timeout=90_000)  # fmt: skip
             first = names.input_value().split("\n")[0]
             attention_text = page.get_by_label("Text to look at (filled in by each generation)")
             expect(attention_text).to_have_value(re.compile(rf"^\.{first}\.?$"))
@@ -76,7 +76,7 @@ def test_generate_names_and_text_and_see_the_maps(page_url, tmp_path):
             page.get_by_label("Prompt (may be empty)").fill("to be")
             page.get_by_role("button", name="Generate text").click()
             page.wait_for_function("() => document.querySelector('#text-output textarea').value.length > 40",
-                                   timeout=30_000)  # fmt: skip
+                                   timeout=90_000)  # fmt: skip
             assert page.locator("#text-output textarea").input_value().startswith("to be")
             expect(grid_tiles(page)).to_have_count(6)
             expect(page.locator("#shape-trace")).to_contain_text("(B, H, T, D)")
