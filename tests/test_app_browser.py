@@ -39,6 +39,7 @@ def test_generate_names_and_text_and_see_the_maps(page_url, tmp_path):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.set_default_timeout(90_000)  # actions and navigation too, not only the expectations
             outside = []  # requests that leave this machine: the page must work offline
             page.on("request", lambda r: outside.append(r.url) if "127.0.0.1" not in r.url and not
                     r.url.startswith("data:") else None)  # fmt: skip
