@@ -46,6 +46,7 @@ from attention_maps import (  # noqa: E402
     trace_table,  # noqa: E402
 )
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
+from tokenization import unknown_characters  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
 SHIPPED = {"names": REPO / "models" / "names", "shakespeare": REPO / "models" / "shakespeare"}
@@ -221,25 +222,9 @@ def describe(character: str) -> str:
     return f"{character!r} ({unicodedata.name(character, f'U+{ord(character):04X}')})"
 
 
-def unknown_characters(tokenizer, text: str) -> list[str]:
-    """Characters of `text` the tokenizer has no token for, whatever its kind: each is encoded alone and counts as
-    unknown if that fails, gives nothing, or gives the unknown token. Byte-level BPE knows every character."""
-    for special in tokenizer.all_special_tokens:
-        text = text.replace(special, "")
-    unknown = []
-    for character in sorted(set(text)):
-        try:
-            ids = tokenizer.encode(character, add_special_tokens=False)
-        except Exception:  # a character-level tokenizer without an unknown token raises
-            ids = []
-        if not ids or (tokenizer.unk_token_id is not None and tokenizer.unk_token_id in ids):
-            unknown.append(character)
-    return unknown
-
-
 def encode(lm: LanguageModel, text: str, what: str) -> list[int]:
     """The ids of `text` (no special tokens added), or a message naming every character the model does not know."""
-    unknown = unknown_characters(lm.tokenizer, text)
+    unknown = unknown_characters(lm.tokenizer, text, allow_special_tokens=True)  # a prompt may hold '.' etc.
     if unknown:
         known = sorted(t for t in lm.tokenizer.get_vocab() if len(t) == 1 and t not in lm.tokenizer.all_special_tokens)
         hint = f" It knows only: {''.join(known)!r}." if len(known) <= 100 else ""

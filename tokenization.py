@@ -81,15 +81,30 @@ def bpe_tokenizer(texts: Iterator[str], vocab_size: int) -> PreTrainedTokenizerF
     return wrap(tokenizer, END_OF_TEXT)
 
 
-def unknown_characters(tokenizer: PreTrainedTokenizerFast, text: str) -> list[str]:
-    """Characters of `text` that a character-level tokenizer cannot encode (none for byte-level BPE)."""
+def unknown_characters(tokenizer, text: str, allow_special_tokens: bool = False) -> list[str]:
+    """The sorted characters of `text` that `tokenizer` has no token for (none for byte-level BPE).
+
+    Training data must not contain a special token's character (a "." inside a name would teach the model to stop), so
+    by default those count as unknown; a prompt may contain whole special tokens (".emma."): `allow_special_tokens`."""
+    if allow_special_tokens:
+        for special in tokenizer.all_special_tokens:
+            text = text.replace(special, "")
+    specials = set() if allow_special_tokens else set(tokenizer.all_special_tokens)
     backend = tokenizer.backend_tokenizer
-    if not isinstance(backend.model, models.WordLevel):
-        return []
-    normalized = backend.normalizer.normalize_str(text) if backend.normalizer is not None else text
-    vocab = backend.get_vocab()
-    specials = set(tokenizer.all_special_tokens)
-    return sorted({c for c in normalized if c not in vocab or c in specials})
+    if isinstance(backend.model, models.WordLevel):  # fast path for our character-level tokenizers: a vocab lookup
+        normalized = backend.normalizer.normalize_str(text) if backend.normalizer is not None else text
+        vocab = backend.get_vocab()
+        return sorted({c for c in normalized if c not in vocab or c in specials})
+    return [c for c in sorted(set(text)) if c in specials or not encodes(tokenizer, c)]
+
+
+def encodes(tokenizer, character: str) -> bool:
+    """Whether any tokenizer (a Hub model's too) has a real token for `character`, not nothing and not unk."""
+    try:
+        ids = tokenizer.encode(character, add_special_tokens=False)
+    except Exception:  # a vocabulary without an unknown token raises
+        return False
+    return bool(ids) and (tokenizer.unk_token_id is None or tokenizer.unk_token_id not in ids)
 
 
 def check_text(tokenizer: PreTrainedTokenizerFast, text: str) -> None:

@@ -403,18 +403,22 @@ def test_unknown_characters_whatever_the_tokenizer():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    import app
+    from tokenization import unknown_characters
 
+    allowed = lambda tokenizer, text: unknown_characters(tokenizer, text, allow_special_tokens=True)  # as app does
     chars = char_tokenizer(LOWERCASE, ".")
-    assert app.unknown_characters(chars, "zoë 🙂.") == [" ", "ë", "🙂"]  # '.' is the boundary token itself
+    assert allowed(chars, "zoë 🙂.") == [" ", "ë", "🙂"]  # '.' is the boundary token itself
+    assert unknown_characters(chars, "zoë 🙂.") == [" ", ".", "ë", "🙂"]  # in training data it is not a letter
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer, bpe.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     bpe.train_from_iterator(["hello world"] * 10, trainer=trainer)
-    assert app.unknown_characters(PreTrainedTokenizerFast(tokenizer_object=bpe), "zoë 🙂") == []  # bytes cover all
+    assert allowed(PreTrainedTokenizerFast(tokenizer_object=bpe), "zoë 🙂") == []  # bytes cover all
     with_unk = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
     with_unk.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
-    assert app.unknown_characters(PreTrainedTokenizerFast(tokenizer_object=with_unk, unk_token="[UNK]"), "ab") == ["b"]
+    with_unk = PreTrainedTokenizerFast(tokenizer_object=with_unk, unk_token="[UNK]")
+    assert allowed(with_unk, "ab") == unknown_characters(with_unk, "ab") == ["b"]
+    assert unknown_characters(with_unk, "a[UNK]") == ["K", "N", "U", "[", "]"]  # not a way to smuggle an unknown in
 
 
 def test_heatmap_pixels_are_the_weights_and_the_mask_is_grey():
