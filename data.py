@@ -273,24 +273,30 @@ def shuffled(examples: Iterable, buffer_size: int, rng: random.Random) -> Iterat
     yield from buffer
 
 
-def length_grouped(examples: Iterable[list[int]], batch_size: int, rng: random.Random, pool_batches: int = 50):
-    """Consecutive runs of `batch_size` examples of similar length, in random order. A batch is padded to its longest
-    example: grouping names by length about halves the padding, and so the compute, per step."""
-    for pool in batched(examples, batch_size * pool_batches):
-        pool.sort(key=len)
-        groups = [pool[i : i + batch_size] for i in range(0, len(pool), batch_size)]
-        rng.shuffle(groups)
-        for group in groups:
-            yield from group
+def packed(examples: Iterable[list[int]], block_size: int) -> Iterator[list[int]]:
+    """Whole names packed into rows of at most `block_size` tokens, each name sharing its boundary with the next:
+    ".emma." then ".ava." make ".emma.ava.". That shared "." is the target that ends "emma" and the token "ava" starts
+    from, so every position keeps a real target; `collate` stops a name from attending to the names before it. Rows
+    of random names with almost no padding: a step costs what a batch grouped by length costs, without the bias of
+    batches that hold only long or only short names (which slowed training a lot)."""
+    row = []
+    for example in examples:
+        if row and len(row) + len(example) - 1 > block_size:
+            yield row
+            row = []
+        row = row + example[1:] if row else list(example)
+    if row:
+        yield row
 
 
-def endless(epoch_examples: Callable[[int, random.Random], Iterable], seed: int, buffer_size: int, batch_size: int):
-    """Shuffled examples, epoch after epoch, as one endless stream whose order depends on the seed only."""
+def endless(epoch_examples: Callable[[int, random.Random], Iterable], seed: int, buffer_size: int, pack: int | None):
+    """Shuffled examples, epoch after epoch, as one endless stream whose order depends on the seed only; with `pack`,
+    the shuffled names packed into rows of that many tokens."""
     for epoch in itertools.count():
         rng = random.Random(seed * 1_000_003 + epoch)
         examples = shuffled(epoch_examples(epoch, rng), buffer_size, rng)
-        if batch_size > 1:
-            examples = length_grouped(examples, batch_size, rng)
+        if pack:
+            examples = packed(examples, pack)
         for ids in examples:
             yield {"input_ids": ids}
 
@@ -298,9 +304,9 @@ def endless(epoch_examples: Callable[[int, random.Random], Iterable], seed: int,
 FEATURES = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int32"))})
 
 
-def streamed(epoch_examples, seed: int, buffer_size: int, batch_size: int = 1) -> datasets.IterableDataset:
-    """The endless stream as a `datasets.IterableDataset`; `batch_size` > 1 groups examples of similar length."""
-    kwargs = dict(epoch_examples=epoch_examples, seed=seed, buffer_size=buffer_size, batch_size=batch_size)
+def streamed(epoch_examples, seed: int, buffer_size: int, pack: int | None = None) -> datasets.IterableDataset:
+    """The endless stream as a `datasets.IterableDataset`; `pack` packs names into rows (see `packed`)."""
+    kwargs = dict(epoch_examples=epoch_examples, seed=seed, buffer_size=buffer_size, pack=pack)
     return datasets.IterableDataset.from_generator(endless, features=FEATURES, gen_kwargs=kwargs)
 
 
@@ -318,9 +324,9 @@ def held_out_indices(count: int, n_val: int, seed: int) -> set[int]:
     return set(permutation[count - n_val :])
 
 
-def names_splits(corpus: Corpus, block_size: int, val_size: int, seed: int, batch_size: int = 1) -> Splits:
-    """One example per name; `val_size` names (at most 10%) held out by a seeded shuffle. With `batch_size`, training
-    batches hold names of similar length (see `length_grouped`)."""
+def names_splits(corpus: Corpus, block_size: int, val_size: int, seed: int) -> Splits:
+    """One example per name; `val_size` names (at most 10%) held out by a seeded shuffle. Training rows pack several
+    shuffled names each (see `packed`); validation names stay one a row."""
     tokenizer = tokenization.names_tokenizer()
     count, unknown = 0, set()
     for name in names(corpus):  # one pass to count the names and to check their letters
@@ -342,7 +348,7 @@ def names_splits(corpus: Corpus, block_size: int, val_size: int, seed: int, batc
     validation = list(name_examples(split(True), tokenizer, block_size))
     buffer_size = SHUFFLE_BUFFER_TOKENS // block_size
     epoch_examples = lambda epoch, rng: name_examples(split(False), tokenizer, block_size)
-    train = streamed(epoch_examples, seed, buffer_size, batch_size)
+    train = streamed(epoch_examples, seed, buffer_size, pack=block_size)
     summary = f"{count - n_val:,} training names and {n_val:,} held-out validation names (seeded shuffle, seed {seed})"
     return Splits(train, datasets.Dataset.from_dict({"input_ids": validation}), tokenizer, summary)
 
@@ -412,11 +418,12 @@ def text_splits(
     return Splits(train, validation, tokenizer, summary)
 
 
-def collate(examples: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Pads a batch on the right; padded positions get label -100 (no loss).
+def collate(examples: list[dict], pad_token_id: int, boundary_id: int | None = None) -> dict[str, torch.Tensor]:
+    """Pads a batch on the right; padded positions get label -100 (no loss). With `boundary_id` (names), rows may hold
+    several packed names: each gets its own positions and sees only itself (see `packed_names_attention`).
 
-    No attention_mask is passed: with right padding, causal attention already keeps every real token from seeing the
-    padding after it, and without a mask the model takes sdpa's fast causal path.
+    Otherwise no attention_mask is passed: with right padding, causal attention already keeps every real token from
+    seeing the padding after it, and without a mask the model takes sdpa's fast causal path.
     """
     length = max(len(e["input_ids"]) for e in examples)
     input_ids = torch.full((len(examples), length), pad_token_id, dtype=torch.long)  # (B, T)
@@ -425,4 +432,21 @@ def collate(examples: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:
         ids = torch.as_tensor(example["input_ids"], dtype=torch.long)
         input_ids[row, : len(ids)] = ids
         labels[row, : len(ids)] = ids
-    return {"input_ids": input_ids, "labels": labels}
+    batch = {"input_ids": input_ids, "labels": labels}
+    if boundary_id is not None:
+        batch["attention_mask"], batch["position_ids"] = packed_names_attention(input_ids, boundary_id, pad_token_id)
+    return batch
+
+
+def packed_names_attention(input_ids: torch.Tensor, boundary_id: int, pad_token_id: int):
+    """For rows of packed names (B, T): the (B, 1, T, T) bool mask that lets each token see the earlier tokens of its
+    own name only, and the (B, T) positions counted from each name's first boundary. With these, a packed row computes
+    exactly what its names would compute one a row."""
+    t = torch.arange(input_ids.shape[1])  # (T,)
+    starts = input_ids == boundary_id  # (B, T): every boundary starts a name (the last one only ends one: harmless)
+    name = starts.cumsum(dim=1)  # (B, T): which name of the row each token belongs to
+    name = torch.where(input_ids == pad_token_id, -1 - t, name)  # each padding token alone: it sees itself, no NaN
+    position_ids = t - torch.where(starts, t, 0).cummax(dim=1).values  # (B, T): distance to the name's start
+    same_name = name[:, :, None] == name[:, None, :]  # (B, T, T)
+    causal = t[:, None] >= t[None, :]  # (T, T)
+    return (same_name & causal)[:, None], position_ids  # (B, 1, T, T), (B, T)

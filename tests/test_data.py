@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 import data
 import tokenization
@@ -69,7 +70,8 @@ def test_names_validation_is_held_out_and_sized_like_makemore(tmp_path):
     splits = data.names_splits(corpus, block_size=16, val_size=1000, seed=3)
     decode = lambda ids: splits.tokenizer.decode(ids, skip_special_tokens=True)
     validation = {decode(ids) for ids in splits.validation["input_ids"]}
-    train = {decode(ids) for ids in take(splits.train, 540)}
+    rows = take(splits.train, 400)  # packed: several names a row
+    train = {name for ids in rows for name in splits.tokenizer.decode(ids).strip(".").split(".")}
     assert len(validation) == 60  # min(1000, 10%)
     assert train | validation == set(names) and not train & validation
     assert splits.validation["input_ids"][0][0] == splits.validation["input_ids"][0][-1] == 0  # . name .
@@ -125,6 +127,37 @@ def test_text_shorter_than_a_window_is_rejected(tmp_path):
     corpus = data.open_corpus(write(tmp_path / "short.txt", "to be or not to be\n" * 3))
     with pytest.raises(data.DataError, match="shorter than one window of 64 tokens"):
         data.text_splits(corpus, "char", block_size=64, stride=64, val_fraction=0.5, seed=0)
+
+
+def test_names_are_packed_whole_into_rows_sharing_their_boundaries():
+    tokenizer = tokenization.names_tokenizer()
+    names = ["emma", "ava", "olivia", "x", "bartholomewxyz", "jo", "mohammed", "alia"]
+    rows = list(data.packed(data.name_examples(names, tokenizer, 16), block_size=16))
+    expected = [".emma.ava.", ".olivia.x.", ".bartholomewxyz.", ".jo.mohammed.", ".alia."]
+    assert [tokenizer.decode(r) for r in rows] == expected
+    assert all(len(r) <= 16 for r in rows)
+
+
+def test_packed_names_compute_what_they_compute_one_a_row():
+    from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
+
+    tokenizer = tokenization.names_tokenizer()
+    torch.manual_seed(0)
+    config = MiniGPTConfig.from_preset("names", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    model = MiniGPTForCausalLM(config).eval()
+    examples = list(data.name_examples(["emma", "ava", "olivia", "x", "bartholomewxyz", "jo", "lu"], tokenizer, 16))
+    packed = data.collate([{"input_ids": r} for r in data.packed(examples, 16)], tokenizer.pad_token_id, boundary_id=0)
+    alone = data.collate([{"input_ids": e} for e in examples], tokenizer.pad_token_id)
+    assert packed["input_ids"].shape[0] < alone["input_ids"].shape[0]
+    assert packed["position_ids"][0].tolist()[:10] == [0, 1, 2, 3, 4, 0, 1, 2, 3, 0]  # .emma.ava.: each from 0
+    for implementation in ("eager", "sdpa"):
+        model.set_attn_implementation(implementation)
+        with torch.no_grad():
+            torch.testing.assert_close(model(**packed).loss, model(**alone).loss, rtol=1e-5, atol=1e-6)
+            # Per name too: the last logits of "emma" are the same packed or alone (the next name cannot leak back).
+            emma_packed = model(**packed).logits[0, 4]
+            emma_alone = model(**alone).logits[0, 4]
+        torch.testing.assert_close(emma_packed, emma_alone, rtol=1e-5, atol=1e-5)
 
 
 def test_collate_pads_on_the_right_without_loss_on_padding():
