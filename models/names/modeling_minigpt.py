@@ -357,6 +357,8 @@ class MiniGPTForCausalLM(MiniGPTPreTrainedModel, GenerationMixin):
         super().__init__(config)
         self.model = MiniGPTModel(config)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        if config.tie_word_embeddings:  # the tied head is not saved: a Trainer resume re-ties it instead of warning
+            self._keys_to_ignore_on_save = {"lm_head.weight"}
         self.post_init()
 
     def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
