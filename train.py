@@ -275,8 +275,7 @@ def write_outputs(trainer: Trainer, script, training, config, splits, dataset_na
     plots.plot_losses(history, out / "loss_curve.png", title=f"MiniGPT {script.preset}")
     model = trainer.model
     samples = generate_samples(model, splits.tokenizer, script.samples, names=tokenizer_kind(script) == "names")
-    n_params = sum(p.numel() for p in model.parameters())
-    readme = model_card(script, training, config, splits, dataset_name, metrics, samples, n_params)
+    readme = model_card(script, training, config, splits, dataset_name, metrics, samples, model.num_parameters())
     (out / "README.md").write_text(readme)
     (out / "training_args.json").write_text(json.dumps({**vars(script), "max_steps": training.max_steps}, indent=1))
     return metrics
@@ -319,7 +318,7 @@ def main(argv: list[str]) -> dict:
         callbacks=[PrintValidation(STARTED)],
     )
     if trainer.is_world_process_zero():
-        print(f"MiniGPT {script.preset}: {sum(p.numel() for p in model.parameters()):,} parameters; {splits.summary}")
+        print(f"MiniGPT {script.preset}: {model.num_parameters():,} parameters; {splits.summary}")
     trainer.train(resume_from_checkpoint=checkpoint)
     if not any("eval_loss" in h and h["step"] == trainer.state.global_step for h in trainer.state.log_history):
         trainer.evaluate()  # the final validation loss, unless the schedule just measured it
