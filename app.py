@@ -8,7 +8,6 @@ Named API endpoints (gradio_client): /names, /text (streamed) and /attention. Se
 """
 
 import argparse
-import functools
 import math
 import os
 import random
@@ -35,16 +34,8 @@ from transformers import (  # noqa: E402
     TopPLogitsWarper,
 )
 
-from attention_maps import (  # noqa: E402
-    GRID_CSS,
-    HOVER_JS,
-    PICK_JS,
-    grid_html,
-    head_html,
-    inspect_attention,
-    token_labels,
-    trace_table,  # noqa: E402
-)
+from attention_maps import GRID_CSS, HOVER_JS, PICK_JS, grid_html, head_html, token_labels, trace_steps, trace_table  # noqa: E402
+from forward_pass import ForwardPassCache  # noqa: E402
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
 from tokenization import known_characters, unknown_characters  # noqa: E402
 
@@ -362,13 +353,29 @@ def text(prompt: str = "", max_new_tokens: float = 200, temperature: float = 1.0
 # ---- attention -----------------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=16)  # clicking through heads redraws from here, without running the model again
-def attention_view(model: str, text: str):
+# One forward pass per (model, text) serves every view of it; 1 GiB holds one GPT-2-sized pass of 1,024 tokens.
+PASSES = ForwardPassCache(max_bytes=int(os.environ.get("MINIGPT_PASS_CACHE_BYTES", 1 << 30)))
+
+
+@dataclass
+class TextView:
+    """A text as one model sees it: its tokens, their readable labels, notes about the input, and the recorded pass."""
+
+    lm: LanguageModel
+    ids: list[int]
+    tokens: list[str]
+    notes: list[str]
+
+    @property
+    def recorded(self):
+        return PASSES.get(self.lm.model, self.ids)
+
+
+def text_view(model: str, text: str) -> TextView:
     lm = PICKER.get(model)
     notes = []
     ids = keep_context(lm, from_boundary(lm, text, "text"), "text", notes)
-    weights, trace = inspect_attention(lm.model, torch.tensor([ids]))
-    return token_labels(lm.tokenizer, ids), weights, trace, notes
+    return TextView(lm, ids, token_labels(lm.tokenizer, ids), notes)
 
 
 def layer_and_head_choices(n_layer: int, n_head: int):
@@ -380,15 +387,16 @@ def layer_and_head_choices(n_layer: int, n_head: int):
 def attention(text: str = "emma", model: str | None = None):
     """Attention maps of `text` for every layer and head, the chosen head large, and the shape trace."""
     model = model or NAMES_DEFAULT
-    tokens, weights, trace, notes = attention_view(model, text or "")
-    config = PICKER.get(model).model.config
-    sizes = dict(B=1, T=len(tokens), C=config.n_embd, H=config.n_head, D=config.n_embd // config.n_head)
-    headers, rows = trace_table(trace, sizes)
-    notes = notes + [f"{len(tokens)} tokens: {' '.join(tokens)}"]
+    view = text_view(model, text or "")
+    weights = view.recorded.attentions.numpy()  # (L, H, T, T)
+    config = view.lm.model.config
+    sizes = dict(B=1, T=len(view.tokens), C=config.n_embd, H=config.n_head, D=config.n_embd // config.n_head)
+    headers, rows = trace_table(trace_steps(view.lm.model.model.layers[0].attn, view.recorded, 0), sizes)
+    notes = view.notes + [f"{len(view.tokens)} tokens: {' '.join(view.tokens)}"]
     return (
         notes_markdown(notes),
-        grid_html(weights, tokens),
-        head_html(weights, tokens, 0, "0"),
+        grid_html(weights, view.tokens),
+        head_html(weights, view.tokens, 0, "0"),
         pandas.DataFrame(rows, columns=headers),
         *layer_and_head_choices(config.n_layer, config.n_head),
         {"model": model, "text": text or ""},
@@ -398,8 +406,8 @@ def attention(text: str = "emma", model: str | None = None):
 def show_head(shown: dict | None, layer: int, head: str):
     if not shown:
         return gr.skip()
-    tokens, weights, _, _ = attention_view(shown["model"], shown["text"])
-    return head_html(weights, tokens, int(layer), str(head))
+    view = text_view(shown["model"], shown["text"])
+    return head_html(view.recorded.attentions.numpy(), view.tokens, int(layer), str(head))
 
 
 def pick_head(shown: dict | None, event: gr.EventData):

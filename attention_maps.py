@@ -1,8 +1,9 @@
 """What the demo shows of a model's attention: every head's weights, a shape trace of one attention sublayer, and
 the HTML that draws them.
 
-The weights come from the model's eager path (`output_attentions=True`), which MiniGPT takes per call even when it was
-loaded with sdpa, so the demo loads its weights once. The heatmaps are small PNGs inside SVG (token labels on the
+The weights come from the shared forward pass of the text (forward_pass.py): the model's eager path
+(`output_attentions=True`), which MiniGPT takes per call even when it was loaded with sdpa, so the demo loads its
+weights once. The heatmaps are small PNGs inside SVG (token labels on the
 axes) rather than plotting-library figures: all heads of a 128-token text draw in tens of milliseconds, and the large
 maps show each weight on hover with a few lines of JavaScript (`HOVER_JS`).
 
@@ -13,11 +14,9 @@ import base64
 import html
 import io
 import math
-import threading
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 from PIL import Image
 
 
@@ -30,13 +29,6 @@ class TraceStep:
     meaning: str
 
 
-@dataclass
-class AttentionView:
-    tokens: list[str]  # T labels, readable (spaces and newlines made visible)
-    weights: np.ndarray  # (L, H, T, T) float32, rows sum to 1, zero above the diagonal (future tokens)
-    trace: list[TraceStep]  # the attention sublayer of one layer, step by step
-
-
 def token_labels(tokenizer, ids: list[int]) -> list[str]:
     """One short readable label per token id: spaces as '␣', newlines as '↵', special tokens as written."""
     labels = []
@@ -46,49 +38,22 @@ def token_labels(tokenizer, ids: list[int]) -> list[str]:
     return labels
 
 
-def inspect_attention(model, input_ids: torch.Tensor, trace_layer: int = 0) -> tuple[np.ndarray, list[TraceStep]]:
-    """One eager forward pass over `input_ids` (1, T): all attention weights (L, H, T, T) and the shape trace of
-    layer `trace_layer`'s attention sublayer, read from that pass by hooks on the real modules."""
-    attn = model.model.layers[trace_layer].attn
-    seen: dict[str, torch.Tensor] = {}
-    caller = threading.get_ident()  # the server runs requests in threads that share the model: record ours only
-
-    def record(name: str, from_output: bool):
-        def hook(module, args, output=None):
-            if threading.get_ident() == caller:
-                seen[name] = output if from_output else args[0]
-
-        return hook
-
-    handles = [
-        attn.register_forward_pre_hook(record("x", from_output=False)),
-        attn.qkv_proj.register_forward_hook(record("qkv", from_output=True)),
-        attn.out_proj.register_forward_pre_hook(record("merged", from_output=False)),
-        attn.out_proj.register_forward_hook(record("out", from_output=True)),
-    ]
-    try:
-        with torch.no_grad():
-            outputs = model(input_ids=input_ids, output_attentions=True, use_cache=False)
-    finally:
-        for handle in handles:
-            handle.remove()
-    weights = torch.stack(outputs.attentions, dim=1)[0]  # L x (1, H, T, S) -> (L, H, T, S)
-    return weights.float().numpy(), trace_steps(attn, seen, outputs.attentions[trace_layer])
-
-
-def trace_steps(attn, seen: dict[str, torch.Tensor], weights: torch.Tensor) -> list[TraceStep]:
-    """The steps of MiniGPTAttention.forward with the shapes one pass produced. The per-head tensors are those of
-    the module's own `split_heads`; the scores have the weights' shape (softmax keeps it)."""
-    query = seen["qkv"].split(attn.config.n_embd, dim=-1)[0]  # as forward splits the fused projection
-    heads = attn.split_heads(query)  # (B, H, T, D)
+def trace_steps(attn, recorded, layer: int) -> list[TraceStep]:
+    """The steps of MiniGPTAttention.forward with the shapes one recorded pass (forward_pass.ForwardPass) produced,
+    for a batch of one. The per-head tensors are those of the module's own `split_heads`; the scores have the
+    weights' shape (softmax keeps it)."""
+    x = recorded.attn_inputs[layer][None]  # (1, T, C)
+    qkv_shape = (*x.shape[:-1], 3 * x.shape[-1])  # what qkv_proj makes of it
+    heads = attn.split_heads(x)  # (B, H, T, D), as forward splits each of q, k, v
+    weights = recorded.attentions[layer][None]  # (B, H, T, S)
     per_head_out = (*weights.shape[:-1], heads.shape[-1])  # weights (B, H, T, S) @ V (B, H, S, D)
     batch, n_head, length, head_dim = per_head_out
     return [
-        TraceStep("input x (after attn_norm)", "hidden_states", "(B, T, C)", tuple(seen["x"].shape),
+        TraceStep("input x (after attn_norm)", "hidden_states", "(B, T, C)", tuple(x.shape),
                   "one C-wide vector per token"),
-        TraceStep("fused Q/K/V projection", "qkv_proj(x)", "(B, T, 3C)", tuple(seen["qkv"].shape),
+        TraceStep("fused Q/K/V projection", "qkv_proj(x)", "(B, T, 3C)", qkv_shape,
                   "query, key and value of every token, side by side"),
-        TraceStep("Q, K, V before the split", ".split(C, dim=-1)", "(B, T, C) each", tuple(query.shape),
+        TraceStep("Q, K, V before the split", ".split(C, dim=-1)", "(B, T, C) each", tuple(x.shape),
                   "three tensors, all heads still together"),
         TraceStep("after the split into heads", "split_heads(q / k / v)", "(B, H, T, D) each", tuple(heads.shape),
                   "H heads, each looking at its own D = C / H numbers"),
@@ -101,8 +66,10 @@ def trace_steps(attn, seen: dict[str, torch.Tensor], weights: torch.Tensor) -> l
         TraceStep("heads side by side again", "output.transpose(1, 2)", "(B, T, H, D)",
                   (batch, length, n_head, head_dim), "per token, the H head outputs"),
         TraceStep("after merging the heads", "output.flatten(2)", "(B, T, C)",
-                  tuple(seen["merged"].shape), "the H outputs of D numbers, concatenated back to C"),
-        TraceStep("after the output projection", "out_proj(output)", "(B, T, C)", tuple(seen["out"].shape),
+                  tuple(recorded.merged_heads[layer][None].shape),
+                  "the H outputs of D numbers, concatenated back to C"),
+        TraceStep("after the output projection", "out_proj(output)", "(B, T, C)",
+                  tuple(recorded.attn_outputs[layer][None].shape),
                   "mixed across heads, ready to add to the residual stream"),
     ]  # fmt: skip
 
@@ -275,6 +242,6 @@ def legend_html() -> str:
 
 
 __all__ = [
-    "AttentionView", "TraceStep", "token_labels", "inspect_attention", "trace_table", "heatmap_png", "grid_html",
+    "TraceStep", "token_labels", "trace_steps", "trace_table", "heatmap_png", "grid_html",
     "head_html", "GRID_CSS", "PICK_JS", "HOVER_JS",
 ]  # fmt: skip

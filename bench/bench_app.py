@@ -86,21 +86,21 @@ def full_length_seeds(app, lm, ids: list[int], count: int) -> list[int]:
 
 def in_process(names_source: str, text_source: str, runs: int, prompt: str) -> dict[str, float]:
     import app
-    from attention_maps import inspect_attention
+    from forward_pass import run_forward_pass
 
     app.configure([], names_source, text_source)
     torch.set_num_threads(1)  # as app.main serves
     names_lm, text_lm = app.PICKER.get(app.NAMES_DEFAULT), app.PICKER.get(app.TEXT_DEFAULT)
 
     def names_and_maps(seed: int):
-        app.attention_view.cache_clear()
+        app.PASSES.clear()
         _, _, first = app.names(count=10, seed=seed, model=names_lm.name)
         app.attention(first, names_lm.name)
 
     def bare_names(seed: int):  # the model's share: generate + one eager forward, no checks and no drawing
         sampling = app.Sampling(1.0, 0, 1.0, seed)
         samples = app.sample_names(names_lm, [names_lm.boundary_id], 10, sampling, names_lm.block_size - 1)
-        inspect_attention(names_lm.model, torch.tensor([[names_lm.boundary_id] + samples[0]]))
+        run_forward_pass(names_lm.model, [names_lm.boundary_id] + samples[0])
 
     ids = app.from_boundary(text_lm, prompt, "prompt")
     seeds = full_length_seeds(app, text_lm, ids, max(3, runs // 4))

@@ -369,19 +369,22 @@ def test_maps_are_the_eager_weights_of_the_sdpa_loaded_model(fixture_models):
     from transformers import AutoModelForCausalLM
 
     import app
-    from attention_maps import inspect_attention
+    from attention_maps import trace_steps
+    from forward_pass import run_forward_pass
 
     lm = app.load_language_model("names", str(fixture_models[0]))
     assert lm.model.config._attn_implementation == "sdpa"
-    ids = torch.tensor([[0, 5, 13, 13, 1, 0]])  # . e m m a .
-    weights, trace = inspect_attention(lm.model, ids, trace_layer=2)
+    ids = [0, 5, 13, 13, 1, 0]  # . e m m a .
+    recorded = run_forward_pass(lm.model, ids)
+    weights = recorded.attentions
     eager = AutoModelForCausalLM.from_pretrained(fixture_models[0], attn_implementation="eager").eval()
     with torch.no_grad():
-        expected = torch.stack(eager(ids, output_attentions=True).attentions, dim=1)[0]  # (L, H, T, T)
+        expected = torch.stack(eager(torch.tensor([ids]), output_attentions=True).attentions, dim=1)[0]  # (L, H, T, T)
     assert weights.shape == (4, 4, 6, 6)
-    torch.testing.assert_close(torch.from_numpy(weights), expected)
-    torch.testing.assert_close(torch.from_numpy(weights).sum(-1), torch.ones(4, 4, 6))
-    assert (torch.from_numpy(weights).triu(1) == 0).all()  # no token looks ahead
+    torch.testing.assert_close(weights, expected)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(4, 4, 6))
+    assert (weights.triu(1) == 0).all()  # no token looks ahead
+    trace = trace_steps(lm.model.model.layers[2].attn, recorded, layer=2)
     assert [s.shape for s in trace][:2] == [(1, 6, 64), (1, 6, 192)]
 
 

@@ -1,0 +1,96 @@
+"""The recorded forward pass every view shares: its tensors are the model's own, and the cache computes each pass once,
+stays within its byte budget, and never serves one model's pass for another."""
+
+import threading
+
+import pytest
+import torch
+
+from forward_pass import ForwardPassCache, run_forward_pass
+from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
+
+
+def tiny_model(seed: int = 0, implementation: str = "sdpa") -> MiniGPTForCausalLM:
+    torch.manual_seed(seed)
+    config = MiniGPTConfig(vocab_size=31, block_size=24, n_layer=3, n_head=2, n_embd=16)
+    return MiniGPTForCausalLM._from_config(config, attn_implementation=implementation).eval()
+
+
+IDS = [0, 5, 9, 3, 3, 7, 1, 0, 12]
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_recorded_tensors_are_the_models_own(implementation):
+    model = tiny_model(implementation=implementation)
+    recorded = run_forward_pass(model, IDS)
+    L, T, C = 3, len(IDS), 16
+    assert recorded.attentions.shape == (L, 2, T, T) and recorded.residual.shape == (L + 1, T, C)
+    with torch.no_grad():
+        out = model(torch.tensor([IDS]), output_attentions=True, output_hidden_states=True)
+        torch.testing.assert_close(recorded.attentions, torch.stack(out.attentions, 1)[0])
+        torch.testing.assert_close(recorded.logits(model), out.logits[0])
+        torch.testing.assert_close(recorded.logits(model, position=4), out.logits[0, 4])
+        for layer, block in enumerate(model.model.layers):
+            x = recorded.residual[layer]
+            torch.testing.assert_close(recorded.attn_inputs[layer], block.attn_norm(x))
+            torch.testing.assert_close(recorded.attn_outputs[layer], block.attn.out_proj(recorded.merged_heads[layer]))
+            after_attn = x + recorded.attn_outputs[layer]
+            torch.testing.assert_close(recorded.residual[layer + 1], after_attn + block.mlp(block.mlp_norm(after_attn)))
+        loss = model(torch.tensor([IDS]), labels=torch.tensor([IDS])).loss
+    torch.testing.assert_close(recorded.token_losses(model).mean(), loss)
+
+
+def test_the_cache_computes_a_pass_once_and_keeps_models_apart():
+    first, second = tiny_model(0), tiny_model(1)
+    cache = ForwardPassCache()
+    a = cache.get(first, IDS)
+    assert cache.get(first, list(IDS)) is a and cache.computed == 1
+    b = cache.get(second, IDS)
+    assert cache.computed == 2 and not torch.equal(a.attentions, b.attentions)
+    assert cache.get(first, IDS[:-1]) is not a and cache.computed == 3
+
+
+def test_a_model_gone_is_never_served_to_the_one_that_takes_its_place():
+    cache = ForwardPassCache()
+    model = tiny_model(0)
+    cache.get(model, IDS)
+    old_id = id(model)
+    del model
+    for seed in range(1, 50):  # a new object may well be given the freed address
+        other = tiny_model(seed)
+        recorded = cache.get(other, IDS)
+        torch.testing.assert_close(recorded.attentions, run_forward_pass(other, IDS).attentions)
+        if id(other) == old_id:
+            break
+        del other
+
+
+def test_the_cache_stays_within_its_byte_budget():
+    model = tiny_model()
+    one = run_forward_pass(model, IDS).nbytes
+    cache = ForwardPassCache(max_bytes=int(2.5 * one))
+    for last in range(4):  # four texts of the same length, so the same size
+        cache.get(model, IDS[:-1] + [last])
+    kept = cache._passes.values()
+    assert len(kept) == 2 and sum(p.nbytes for _, p in kept) <= cache.max_bytes
+    cache.get(model, IDS[:-1] + [0])  # evicted first (least recently used): computed again
+    assert cache.computed == 5
+    assert ForwardPassCache(max_bytes=one // 2).get(model, IDS).attentions.shape[-1] == len(IDS)  # too big: not kept
+
+
+def test_concurrent_requests_for_one_text_compute_it_once():
+    model = tiny_model()
+    cache = ForwardPassCache()
+    start = threading.Barrier(8)
+    results = []
+
+    def request():
+        start.wait()
+        results.append(cache.get(model, IDS))
+
+    threads = [threading.Thread(target=request) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert cache.computed == 1 and all(r is results[0] for r in results)
