@@ -4,7 +4,8 @@
     python app.py --model path/to/folder --model user/minigpt-on-the-hub   # more models in the picker
     python app.py --host 0.0.0.0 --port 7860        # what a Space does (or set GRADIO_SERVER_NAME)
 
-Named API endpoints (gradio_client): /names, /text (streamed) and /attention. See the README for an example.
+Named API endpoints (gradio_client): /names, /text (streamed) and /attention; JSON answers from /next_tokens,
+/ablate, /importance, /head_roles, /logit_lens and /compare. See the README for examples.
 """
 
 import argparse
@@ -34,8 +35,20 @@ from transformers import (  # noqa: E402
     TopPLogitsWarper,
 )
 
+import head_insights  # noqa: E402
 from attention_maps import GRID_CSS, HOVER_JS, PICK_JS, grid_html, head_html, token_labels, trace_steps, trace_table  # noqa: E402
 from forward_pass import ForwardPassCache  # noqa: E402
+from insight_views import (  # noqa: E402
+    INSIGHT_CSS,
+    PICK_TOKEN_JS,
+    ablation_html,
+    compare_html,
+    generation_html,
+    importance_html,
+    next_tokens_html,
+    roles_html,
+    sampled_html,
+)
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
 from tokenization import known_characters, unknown_characters  # noqa: E402
 
@@ -421,6 +434,235 @@ def attention_of_sample(sample: str, model: str):
     return sample, model, *attention(sample, model)
 
 
+# ---- what does this head do? ---------------------------------------------------------------------------------------
+# head_insights.py computes; these endpoints answer in plain numbers (JSON), and the page draws those same answers.
+
+MAX_INSIGHT_TOKENS = 200  # new tokens per generation redone with an ablation
+ROLE_PROBES = 4  # random repeated sequences the induction score averages over
+
+
+class UserError(gr.Error):
+    """A message about the input, kept out of the server log (no stack trace there or in the answer)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, print_exception=False)
+
+
+def checked(compute, *args):
+    """`compute(*args)`, a ValueError from head_insights (a bad head, position, mode or text) as a message."""
+    try:
+        return compute(*args)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+
+
+def insight_view(text: str, model: str | None, min_tokens: int = 2) -> TextView:
+    view = text_view(model or NAMES_DEFAULT, text or "")
+    if len(view.ids) < min_tokens:
+        raise UserError("The text is empty: type at least one character (the start token alone predicts nothing).")
+    return view
+
+
+def position_of(view: TextView, position) -> int:
+    return checked(head_insights.check_position, number("Position", position, -1, int), len(view.ids))
+
+
+def labelled(view: TextView, ids: list[int], probabilities: list[float]) -> list[dict]:
+    labels = token_labels(view.lm.tokenizer, ids)
+    return [{"token": t, "id": i, "probability": p} for t, i, p in zip(labels, ids, probabilities)]
+
+
+def next_tokens(text: str = "emma", model: str | None = None, position: int = -1) -> dict:
+    """The top-10 next tokens at `position` (tokens shown, from 0; -1: the last) with their probabilities, and the
+    probability the model gave the token that actually follows."""
+    view = insight_view(text, model, min_tokens=1)
+    position = position_of(view, position)
+    found = head_insights.next_token_probabilities(view.lm.model, view.recorded, position, k=10)
+    answer = {"tokens": view.tokens, "position": position, "notes": view.notes,
+              "top": labelled(view, found["top_ids"], found["top_probabilities"]), "next": None}  # fmt: skip
+    if "next_id" in found:
+        answer["next"] = labelled(view, [found["next_id"]], [found["next_probability"]])[0]
+    return answer
+
+
+def logit_lens(text: str = "emma", model: str | None = None, position: int = -1) -> dict:
+    """At `position`, the top-3 tokens the residual stream predicts after the embeddings and after each layer."""
+    view = insight_view(text, model, min_tokens=1)
+    position = position_of(view, position)
+    lens = head_insights.logit_lens(view.lm.model, view.recorded, position, k=3)
+    names = ["embeddings"] + [f"layer {layer}" for layer in range(len(lens) - 1)]
+    layers = [{"after": name, "top": labelled(view, ids, p)} for name, (ids, p) in zip(names, lens)]
+    return {"tokens": view.tokens, "position": position, "layers": layers, "notes": view.notes}
+
+
+def ablate(text: str = "emma", model: str | None = None, heads: str = "", mode: str = "zero", position: int = -1,
+           prompt: str = "", new_tokens: int = 0, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+           seed: int = 0) -> dict:  # fmt: skip
+    """The text with `heads` ("1.2, 0.3") ablated (`mode` zero or mean over the text's positions): per-token losses
+    before and after (entry t: the loss of token t + 1), their means, the top-5 next tokens at `position` before and
+    after, and with `new_tokens` > 0, `prompt` continued with the same seed plain and ablated."""
+    view = insight_view(text, model)
+    config = view.lm.model.config
+    chosen = checked(head_insights.parse_heads, heads, config.n_layer, config.n_head)
+    position = position_of(view, position)
+    before = view.recorded
+    after = checked(head_insights.ablated_pass, view.lm.model, before, chosen, mode)
+    top = [head_insights.top_tokens(p.logits(view.lm.model, position), 5) for p in (before, after)]
+    loss_before, loss_after = before.token_losses(view.lm.model), after.token_losses(view.lm.model)
+    answer = {
+        "tokens": view.tokens, "heads": [list(h) for h in chosen], "mode": mode, "position": position,
+        "loss_before": loss_before.tolist(), "loss_after": loss_after.tolist(),
+        "total_before": float(loss_before.mean()), "total_after": float(loss_after.mean()),
+        "top5_before": labelled(view, *top[0]), "top5_after": labelled(view, *top[1]), "notes": view.notes,
+    }  # fmt: skip
+    new = clamped("New tokens", number("New tokens", new_tokens, 0, int), 0, MAX_INSIGHT_TOKENS, answer["notes"])
+    if new:
+        sampling = parse_sampling(temperature, top_k, top_p, seed, view.lm.vocab_size, answer["notes"])
+        answer["generation"] = generate_ablated(view, chosen, mode, prompt, new, sampling)
+    return answer
+
+
+def generate_ablated(view: TextView, heads: list[tuple[int, int]], mode: str, prompt: str, new: int,
+                     sampling: Sampling) -> dict:  # fmt: skip
+    """`prompt` continued by the text loop twice with the same seed: plain, then with the heads ablated (mean
+    ablation puts in the means over the analysed text)."""
+    lm = view.lm
+    ids = keep_context(lm, from_boundary(lm, prompt or "", "prompt"), "prompt", [])
+    means = head_insights.head_means(view.recorded) if mode == "mean" else None
+    mask = head_insights.head_mask(heads, lm.model.config.n_layer, lm.model.config.n_head)
+    plain = list(sample_text(lm, ids, new, sampling))
+    with head_insights.heads_ablated(lm.model, mask, means):
+        ablated = list(sample_text(lm, ids, new, sampling))
+    decode = lambda new_ids: lm.tokenizer.decode(ids + new_ids, skip_special_tokens=True)  # noqa: E731
+    return {"seed": sampling.seed, "plain": decode(plain), "ablated": decode(ablated)}
+
+
+def importance(text: str = "emma", model: str | None = None, mode: str = "zero") -> dict:
+    """Per head (layer x head list), the rise of the mean loss over the text when that head alone is ablated."""
+    view = insight_view(text, model)
+    scores, loss = checked(head_insights.head_importance, view.lm.model, view.recorded, mode)
+    return {"importance": scores.tolist(), "loss": loss, "mode": mode, "tokens": view.tokens, "notes": view.notes}
+
+
+def head_roles(text: str = "emma", model: str | None = None) -> dict:
+    """Per head (layer x head lists), the previous-token, first-token and self scores on the text, the induction score
+    on random tokens repeated twice (sized to the context), the top-3 heads of each, and the probe's losses."""
+    view = insight_view(text, model)
+    lm = view.lm
+    vocabulary = [i for i in range(lm.vocab_size) if i not in {lm.boundary_id, lm.eos_id, *lm.never_ids}]
+    probes = head_insights.induction_probe(vocabulary, lm.boundary_id, lm.block_size, ROLE_PROBES)
+    scores = head_insights.head_roles(lm.model, view.recorded, probes)
+    roles = {role: scores[role] for role in ("previous_token", "first_token", "self", "induction")}
+    top = {role: [{"layer": layer, "head": head, "score": score} for layer, head, score in
+                  head_insights.top_heads(s)] for role, s in roles.items()}  # fmt: skip
+    probe = {"count": ROLE_PROBES, "length": (probes.shape[1] - 1) // 2, "first_half_loss": scores["first_half_loss"],
+             "repeated_half_loss": scores["repeated_half_loss"]}  # fmt: skip
+    return {**{role: s.tolist() for role, s in roles.items()}, "top_heads": top, "probe": probe, "notes": view.notes}
+
+
+def compare(text: str = "emma", other_text: str = "anna", model: str | None = None) -> dict:
+    """The per-head difference of the two texts' attention maps (first minus second; the same number of tokens
+    needed) and the per-token loss of each."""
+    first, second = insight_view(text, model), insight_view(other_text, model)
+    difference, per_head = checked(head_insights.compare_attention, first.recorded, second.recorded)
+    lm = first.lm.model
+    return {
+        "tokens": first.tokens, "other_tokens": second.tokens,
+        "difference": difference.double().round(decimals=6).tolist(),  # short decimals: a smaller answer
+        "difference_per_head": per_head.tolist(), "loss": first.recorded.token_losses(lm).tolist(),
+        "other_loss": second.recorded.token_losses(lm).tolist(), "notes": first.notes + second.notes,
+    }  # fmt: skip
+
+
+def sampled_colours(generated: str, model: str, prompt: str, temperature, top_k, top_p, seed) -> str:
+    """After a generation: each new token coloured by the probability it was drawn with, from one forward pass over
+    the generated text (its last `block_size` tokens) with the sampler's warpers applied to the logits."""
+    view = insight_view(generated, model, min_tokens=1)
+    lm, notes = view.lm, []
+    sampling = parse_sampling(temperature, top_k, top_p, seed, lm.vocab_size, notes)
+    prompt_length = len(from_boundary(lm, prompt or "", "prompt")) - (len(from_boundary(lm, generated, "text")) -
+                                                                         len(view.ids))  # fmt: skip
+    logits = view.recorded.logits(lm.model)  # (T, V)
+    warp = None if sampling.greedy else sampling.warpers()
+    drawn = head_insights.sampled_probabilities(logits, view.ids, warp, lm.never_ids).tolist()
+    pieces = [lm.tokenizer.decode([i], skip_special_tokens=True) for i in view.ids]
+    shown = [None] + [p if t >= max(prompt_length, 1) else None for t, p in enumerate(drawn, start=1)]
+    note = ("Each generated token coloured by the probability it was sampled with (after temperature, top-k and "
+            "top-p; greedy: the model's own); yellow: likely, purple: a surprise. Hover for the number.")  # fmt: skip
+    return sampled_html(pieces, shown, note)
+
+
+def show_next_tokens(text, model, position):
+    return next_tokens_html(next_tokens(text, model, position), logit_lens(text, model, position))
+
+
+def pick_position(text, model, event: gr.EventData):
+    position = int(event._data["position"])
+    return position, show_next_tokens(text, model, position)
+
+
+def show_ablation(text, model, ticked, mode, position):
+    return ablation_html(ablate(text, model, ", ".join(ticked or []), mode, position))
+
+
+def show_generation(text, model, ticked, mode, prompt, new_tokens, temperature, top_k, top_p, seed):
+    answer = ablate(text, model, ", ".join(ticked or []), mode, -1, prompt, new_tokens, temperature, top_k, top_p,
+                    seed)  # fmt: skip
+    return generation_html(answer["generation"]) if "generation" in answer else ""
+
+
+def head_choices(model: str):
+    config = PICKER.get(model or NAMES_DEFAULT).model.config
+    choices = [f"{layer}.{head}" for layer in range(config.n_layer) for head in range(config.n_head)]
+    return gr.CheckboxGroup(choices=choices, value=[])
+
+
+def build_head_insights(demo, text, model, sampling, prompt, generated_text, text_model, after_text):
+    """The "What does this head do?" section, on the text and model of the attention maps."""
+    gr.Markdown("## What does this head do?\nOn the text and model above. Click a token to pick its position.")
+    with gr.Row():
+        position = unchecked(gr.Number(-1, precision=0, label="Position (from 0; -1 = last)", scale=1))
+        next_button = gr.Button("Next-token probabilities and logit lens", scale=2)
+    next_out = gr.HTML(js_on_load=PICK_TOKEN_JS, elem_id="next-tokens")
+    gr.Markdown("### Ablate heads")
+    with gr.Row():
+        heads = gr.CheckboxGroup([], label="Heads to ablate (layer.head)", elem_id="ablate-heads", scale=3)
+        mode = gr.Radio(["zero", "mean"], value="zero", label="Replace their output by", scale=1)
+    with gr.Row():
+        insight_prompt = gr.Textbox("", label="Prompt to generate again with the ablation", scale=3)
+        new_tokens = unchecked(gr.Number(60, precision=0, label=f"New tokens (0-{MAX_INSIGHT_TOKENS})", scale=1))
+    ablate_button = gr.Button("Ablate", variant="primary")
+    ablation_out = gr.HTML(elem_id="ablation")
+    generation_out = gr.HTML(elem_id="ablated-generation")
+    with gr.Row():
+        importance_button = gr.Button("Head importance map")
+        roles_button = gr.Button("Head roles")
+    importance_out = gr.HTML(elem_id="importance")
+    roles_out = gr.HTML(elem_id="head-roles")
+    gr.Markdown("### Compare two texts")
+    other_text = gr.Textbox("anna", label="Second text (as many tokens as the first)")
+    compare_button = gr.Button("Compare")
+    compare_out = gr.HTML(elem_id="compare")
+    sampled_out = gr.HTML(elem_id="sampled-probabilities")
+
+    for endpoint in (next_tokens, logit_lens, ablate, importance, head_roles, compare):
+        gr.api(endpoint, api_name=endpoint.__name__)
+    next_button.click(show_next_tokens, [text, model, position], next_out, api_visibility="private")
+    next_out.pick(pick_position, [text, model], [position, next_out], api_visibility="private")
+    ablate_button.click(show_ablation, [text, model, heads, mode, position], ablation_out, api_visibility="private"
+                        ).then(show_generation, [text, model, heads, mode, insight_prompt, new_tokens, *sampling],
+                               generation_out, api_visibility="private")  # fmt: skip
+    importance_button.click(lambda t, m, a: importance_html(importance(t, m, a)), [text, model, mode], importance_out,
+                            api_visibility="private")  # fmt: skip
+    roles_button.click(lambda t, m: roles_html(head_roles(t, m)), [text, model], roles_out, api_visibility="private")
+    compare_button.click(lambda t, o, m: compare_html(compare(t, o, m)), [text, other_text, model], compare_out,
+                         api_visibility="private")  # fmt: skip
+    gr.on([demo.load, model.change], head_choices, model, heads, api_visibility="private")
+    after_text.success(
+        sampled_colours, [generated_text, text_model, prompt, *sampling], sampled_out, api_visibility="private"
+    ).success(lambda p: p, prompt, insight_prompt, api_visibility="private")
+
+
 # ---- the page ------------------------------------------------------------------------------------------------------
 
 
@@ -488,7 +730,7 @@ def build_demo() -> gr.Blocks:
             names, [prefix, count, *sampling, names_model], [names_out, names_notes, first_name], api_name="names"
         ).success(attention_of_sample, [first_name, names_model], [attn_text, attn_model, *attn_outputs],
                   api_visibility="private")  # fmt: skip
-        text_button.click(
+        generated = text_button.click(
             text, [prompt, max_new, *sampling, text_model], [text_out, text_notes], api_name="text"
         ).success(attention_of_sample, [text_out, text_model], [attn_text, attn_model, *attn_outputs],
                   api_visibility="private")  # fmt: skip
@@ -497,6 +739,7 @@ def build_demo() -> gr.Blocks:
         for selector in (layer, head):
             selector.input(show_head, [shown, layer, head], large, api_visibility="private")
         demo.load(attention, [attn_text, attn_model], attn_outputs, api_visibility="private")
+        build_head_insights(demo, attn_text, attn_model, sampling, prompt, text_out, text_model, generated)
     return demo
 
 
@@ -542,7 +785,7 @@ def main(argv=None) -> None:
         server_port=args.port,
         share=False,
         theme=THEME,
-        css=GRID_CSS,
+        css=GRID_CSS + INSIGHT_CSS,
         ssr_mode=False,
         show_error=True,
     )  # an unexpected error's message (never its traceback) reaches the page and the API

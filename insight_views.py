@@ -1,0 +1,205 @@
+"""HTML for the "What does this head do?" section, drawn from the plain-number answers of the API (app.py's
+`next_tokens`, `ablate`, `importance`, `head_roles`, `logit_lens`, `compare`): the page shows what a notebook gets.
+
+Nothing here computes a model's numbers (head_insights.py does) or knows of Gradio.
+"""
+
+import html
+
+from attention_maps import COLOURS
+
+INSIGHT_CSS = """
+.insight { font-size: 13px; }
+.insight table { border-collapse: collapse; margin: 4px 0 10px; }
+.insight td, .insight th { padding: 2px 5px; text-align: center; border: 1px solid rgba(128,128,128,.25); }
+.insight .strip { overflow-x: auto; max-width: 100%; }
+.insight .strip td { font-family: ui-monospace, monospace; white-space: pre; min-width: 14px; }
+.insight .tok { cursor: pointer; }
+.insight .tok.chosen { outline: 2px solid #f97316; }
+.insight .bar { display: inline-block; height: 10px; background: #6366f1; vertical-align: middle; }
+.insight .maps { display: flex; flex-wrap: wrap; gap: 18px; }
+.insight .sampled span { font-family: ui-monospace, monospace; white-space: pre-wrap; }
+"""
+
+# A click on a token of the strip picks its position (the `pick` event of the gr.HTML).
+PICK_TOKEN_JS = """
+element.addEventListener('click', (event) => {
+  const cell = event.target.closest('[data-position]');
+  if (cell) trigger('pick', {position: Number(cell.dataset.position)});
+});
+"""
+
+
+def _viridis(value: float) -> str:
+    """CSS colour of a value in [0, 1] on the maps' scale, and a text colour that reads on it."""
+    r, g, b = COLOURS[round(min(max(value, 0.0), 1.0) * 255)]
+    return f"background: rgb({r},{g},{b}); color: {'#000' if value > 0.6 else '#fff'}"
+
+
+def _diverging(value: float, scale: float) -> str:
+    """Red for a rise, blue for a fall, white for none; `scale` is the value drawn at full strength."""
+    strength = 0.0 if scale <= 0 else min(abs(value) / scale, 1.0)
+    fade = round(255 * (1 - strength))
+    colour = f"255,{fade},{fade}" if value > 0 else f"{fade},{fade},255"
+    return f"background: rgb({colour}); color: #000"
+
+
+def _label(token: str) -> str:
+    return html.escape(token)
+
+
+def head_table(scores: list[list[float]], title: str, diverging: bool = False, digits: int = 2) -> str:
+    """A layer x head grid of numbers, each cell coloured by its value (0..1 on viridis, or red / blue for +/-)."""
+    scale = max((abs(v) for row in scores for v in row), default=0.0)
+    rows = ["<tr><th></th>" + "".join(f"<th>head {h}</th>" for h in range(len(scores[0]))) + "</tr>"]
+    for layer, row in enumerate(scores):
+        cells = "".join(
+            f'<td style="{_diverging(v, scale) if diverging else _viridis(v)}" title="layer {layer}, head {h}: '
+            f'{v:.4f}">{v:+.{digits}f}</td>'
+            if diverging
+            else f'<td style="{_viridis(v)}" title="layer {layer}, head {h}: {v:.4f}">{v:.{digits}f}</td>'
+            for h, v in enumerate(row)
+        )
+        rows.append(f"<tr><th>layer {layer}</th>{cells}</tr>")
+    return f"<figure><figcaption><b>{html.escape(title)}</b></figcaption><table>{''.join(rows)}</table></figure>"
+
+
+def token_strip(tokens: list[str], chosen: int | None = None) -> str:
+    """The tokens in a row, each clickable (it picks the position), the chosen one outlined."""
+    cells = "".join(
+        f'<td class="tok{" chosen" if i == chosen else ""}" data-position="{i}" title="position {i}">{_label(t)}</td>'
+        for i, t in enumerate(tokens)
+    )
+    return f'<div class="strip"><table><tr><th>token</th>{cells}</tr></table></div>'
+
+
+def probability_bars(top: list[dict], width: int = 220) -> str:
+    rows = "".join(
+        f"<tr><td>{_label(t['token'])}</td><td style='text-align:left'><span class='bar' "
+        f"style='width:{max(1, round(t['probability'] * width))}px'></span> {t['probability']:.3f}</td></tr>"
+        for t in top
+    )
+    return f"<table><tr><th>next token</th><th>probability</th></tr>{rows}</table>"
+
+
+def next_tokens_html(answer: dict, lens: dict) -> str:
+    """The clickable tokens, the top-10 next tokens at the chosen position as bars, the probability of the token that
+    follows, and the logit lens at the same position."""
+    position, tokens = answer["position"], answer["tokens"]
+    follows = answer.get("next")
+    actual = (f"The token that follows, {_label(follows['token'])!s}, got probability {follows['probability']:.4f}."
+              if follows else "This is the last token: nothing follows it in the text.")  # fmt: skip
+    layers = "".join(
+        f"<tr><th>{html.escape(step['after'])}</th>"
+        + "".join(f"<td>{_label(t['token'])} <small>{t['probability']:.2f}</small></td>" for t in step["top"])
+        + "</tr>"
+        for step in lens["layers"]
+    )
+    return (
+        f'<div class="insight">{token_strip(tokens, position)}'
+        f"<p>After token {position} <b>{_label(tokens[position])}</b> (click another token to move):</p>"
+        f'<div class="maps"><div>{probability_bars(answer["top"])}<p>{actual}</p></div>'
+        f"<div><b>Logit lens</b>: the top-3 tokens the residual stream would predict after each layer (final norm and "
+        f"LM head applied to it); the last row is the model's prediction.<table>{layers}</table></div></div></div>"
+    )
+
+
+def loss_strip(tokens: list[str], before: list[float], after: list[float] | None = None, element_id: str = "") -> str:
+    """Per-token loss under the tokens (entry t: the loss of token t + 1); with `after`, a second row coloured by the
+    change (red: worse, blue: better)."""
+    token_cells = "".join(f"<td>{_label(t)}</td>" for t in tokens[1:])
+    before_cells = "".join(f"<td>{v:.2f}</td>" for v in before)
+    first_row = "loss" if after is None else "loss before"
+    rows = f"<tr><th>token</th>{token_cells}</tr><tr><th>{first_row}</th>{before_cells}</tr>"
+    if after is not None:
+        scale = max((abs(a - b) for a, b in zip(after, before)), default=0.0)
+        after_cells = "".join(
+            f'<td style="{_diverging(a - b, scale)}" data-change="{a - b:.6f}" title="change {a - b:+.4f}">{a:.2f}</td>'
+            for a, b in zip(after, before)
+        )
+        rows += f"<tr><th>loss after</th>{after_cells}</tr>"
+    return f'<div class="strip" id="{element_id}"><table>{rows}</table></div>'
+
+
+def ablation_html(answer: dict) -> str:
+    heads = ", ".join(f"{layer}.{head}" for layer, head in answer["heads"]) or "no head"
+    change = answer["total_after"] - answer["total_before"]
+    tops = "".join(
+        f"<div><b>{title} ablation</b> (next token after position {answer['position']})"
+        f"{probability_bars(answer[key], 160)}</div>"
+        for title, key in (("Before", "top5_before"), ("After", "top5_after"))
+    )
+    return (
+        f'<div class="insight"><p>Ablated ({answer["mode"]}): <b>{heads}</b>. Mean loss over the text '
+        f"{answer['total_before']:.4f} → {answer['total_after']:.4f} (<b>{change:+.4f}</b> nats per token).</p>"
+        f"{loss_strip(answer['tokens'], answer['loss_before'], answer['loss_after'], 'loss-strip')}"
+        f'<div class="maps">{tops}</div></div>'
+    )
+
+
+def generation_html(generation: dict) -> str:
+    return (
+        f'<div class="insight maps"><div><b>Generated, plain</b> (seed {generation["seed"]})<pre>'
+        f"{html.escape(generation['plain'])}</pre></div><div><b>Same seed, heads ablated</b><pre>"
+        f"{html.escape(generation['ablated'])}</pre></div></div>"
+    )
+
+
+def importance_html(answer: dict) -> str:
+    table = head_table(answer["importance"], "Loss increase when each head alone is ablated", diverging=True, digits=3)
+    return (
+        f'<div class="insight">{table}'
+        f"<p>Plain loss over the text: {answer['loss']:.4f} nats per token ({answer['mode']} ablation). Red: the "
+        "model needs the head here; blue: it does better without it.</p></div>"
+    )
+
+
+ROLE_TITLES = {
+    "previous_token": "Previous token (weight on i - 1)",
+    "first_token": "First token / boundary sink (weight on position 0)",
+    "self": "Self (weight on i itself)",
+    "induction": "Induction (repeated random probe)",
+}
+
+
+def roles_html(answer: dict) -> str:
+    maps = []
+    for role, title in ROLE_TITLES.items():
+        named = ", ".join(f"{t['layer']}.{t['head']} ({t['score']:.2f})" for t in answer["top_heads"][role])
+        maps.append(f"<div>{head_table(answer[role], title)}<p>Top heads: {named}</p></div>")
+    probe = answer["probe"]
+    return (
+        f'<div class="insight"><div class="maps">{"".join(maps)}</div><p>Induction probe: {probe["count"]} '
+        f"sequences of {probe['length']} random tokens repeated twice. Loss on the first half "
+        f"{probe['first_half_loss']:.3f}, on the repeated half {probe['repeated_half_loss']:.3f} nats per token: the "
+        "drop is what the model learns in context.</p></div>"
+    )
+
+
+def compare_html(answer: dict) -> str:
+    texts = "".join(
+        f"<p><b>{which} text</b>, mean loss {sum(losses) / max(1, len(losses)):.4f}</p>{loss_strip(tokens, losses)}"
+        for which, tokens, losses in (
+            ("First", answer["tokens"], answer["loss"]),
+            ("Second", answer["other_tokens"], answer["other_loss"]),
+        )
+    )
+    title = "Mean |difference| of each head's map (first text minus second)"
+    return f'<div class="insight">{head_table(answer["difference_per_head"], title, digits=3)}{texts}</div>'
+
+
+def sampled_html(tokens: list[str], probabilities: list[float | None], note: str) -> str:
+    """Generated tokens coloured by the probability they were sampled with (viridis; the prompt uncoloured)."""
+    spans = "".join(
+        f"<span>{html.escape(t)}</span>"
+        if p is None
+        else f'<span style="{_viridis(p)}" title="p = {p:.4f}" data-probability="{p:.6f}">{html.escape(t)}</span>'
+        for t, p in zip(tokens, probabilities)
+    )
+    return f'<div class="insight sampled"><p>{html.escape(note)}</p><p>{spans}</p></div>'
+
+
+__all__ = [
+    "INSIGHT_CSS", "PICK_TOKEN_JS", "head_table", "token_strip", "next_tokens_html", "loss_strip", "ablation_html",
+    "generation_html", "importance_html", "roles_html", "compare_html", "sampled_html",
+]  # fmt: skip
