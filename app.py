@@ -9,6 +9,7 @@ Named API endpoints (gradio_client): /names, /text (streamed) and /attention; JS
 """
 
 import argparse
+import functools
 import math
 import os
 import random
@@ -448,12 +449,22 @@ class UserError(gr.Error):
         super().__init__(message, print_exception=False)
 
 
-def checked(compute, *args):
-    """`compute(*args)`, a ValueError from head_insights (a bad head, position, mode or text) as a message."""
-    try:
-        return compute(*args)
-    except ValueError as error:
-        raise UserError(str(error)) from None
+def quiet_errors(endpoint):
+    """`endpoint` with its messages about the input (a gr.Error, or a ValueError from head_insights: a bad head,
+    position, mode or text) answered as a UserError: the message reaches the caller, no stack trace the log."""
+
+    @functools.wraps(endpoint)
+    def answer(*args, **kwargs):
+        try:
+            return endpoint(*args, **kwargs)
+        except UserError:
+            raise
+        except gr.Error as error:
+            raise UserError(error.message) from None
+        except ValueError as error:
+            raise UserError(str(error)) from None
+
+    return answer
 
 
 def insight_view(text: str, model: str | None, min_tokens: int = 2) -> TextView:
@@ -464,7 +475,7 @@ def insight_view(text: str, model: str | None, min_tokens: int = 2) -> TextView:
 
 
 def position_of(view: TextView, position) -> int:
-    return checked(head_insights.check_position, number("Position", position, -1, int), len(view.ids))
+    return head_insights.check_position(number("Position", position, -1, int), len(view.ids))
 
 
 def labelled(view: TextView, ids: list[int], probabilities: list[float]) -> list[dict]:
@@ -472,6 +483,7 @@ def labelled(view: TextView, ids: list[int], probabilities: list[float]) -> list
     return [{"token": t, "id": i, "probability": p} for t, i, p in zip(labels, ids, probabilities)]
 
 
+@quiet_errors
 def next_tokens(text: str = "emma", model: str | None = None, position: int = -1) -> dict:
     """The top-10 next tokens at `position` (tokens shown, from 0; -1: the last) with their probabilities, and the
     probability the model gave the token that actually follows."""
@@ -485,6 +497,7 @@ def next_tokens(text: str = "emma", model: str | None = None, position: int = -1
     return answer
 
 
+@quiet_errors
 def logit_lens(text: str = "emma", model: str | None = None, position: int = -1) -> dict:
     """At `position`, the top-3 tokens the residual stream predicts after the embeddings and after each layer."""
     view = insight_view(text, model, min_tokens=1)
@@ -495,6 +508,7 @@ def logit_lens(text: str = "emma", model: str | None = None, position: int = -1)
     return {"tokens": view.tokens, "position": position, "layers": layers, "notes": view.notes}
 
 
+@quiet_errors
 def ablate(text: str = "emma", model: str | None = None, heads: str = "", mode: str = "zero", position: int = -1,
            prompt: str = "", new_tokens: int = 0, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
            seed: int = 0) -> dict:  # fmt: skip
@@ -503,10 +517,10 @@ def ablate(text: str = "emma", model: str | None = None, heads: str = "", mode: 
     after, and with `new_tokens` > 0, `prompt` continued with the same seed plain and ablated."""
     view = insight_view(text, model)
     config = view.lm.model.config
-    chosen = checked(head_insights.parse_heads, heads, config.n_layer, config.n_head)
+    chosen = head_insights.parse_heads(heads, config.n_layer, config.n_head)
     position = position_of(view, position)
     before = view.recorded
-    after = checked(head_insights.ablated_pass, view.lm.model, before, chosen, mode)
+    after = head_insights.ablated_pass(view.lm.model, before, chosen, mode)
     top = [head_insights.top_tokens(p.logits(view.lm.model, position), 5) for p in (before, after)]
     loss_before, loss_after = before.token_losses(view.lm.model), after.token_losses(view.lm.model)
     answer = {
@@ -537,13 +551,15 @@ def generate_ablated(view: TextView, heads: list[tuple[int, int]], mode: str, pr
     return {"seed": sampling.seed, "plain": decode(plain), "ablated": decode(ablated)}
 
 
+@quiet_errors
 def importance(text: str = "emma", model: str | None = None, mode: str = "zero") -> dict:
     """Per head (layer x head list), the rise of the mean loss over the text when that head alone is ablated."""
     view = insight_view(text, model)
-    scores, loss = checked(head_insights.head_importance, view.lm.model, view.recorded, mode)
+    scores, loss = head_insights.head_importance(view.lm.model, view.recorded, mode)
     return {"importance": scores.tolist(), "loss": loss, "mode": mode, "tokens": view.tokens, "notes": view.notes}
 
 
+@quiet_errors
 def head_roles(text: str = "emma", model: str | None = None) -> dict:
     """Per head (layer x head lists), the previous-token, first-token and self scores on the text, the induction score
     on random tokens repeated twice (sized to the context), the top-3 heads of each, and the probe's losses."""
@@ -560,11 +576,12 @@ def head_roles(text: str = "emma", model: str | None = None) -> dict:
     return {**{role: s.tolist() for role, s in roles.items()}, "top_heads": top, "probe": probe, "notes": view.notes}
 
 
+@quiet_errors
 def compare(text: str = "emma", other_text: str = "anna", model: str | None = None) -> dict:
     """The per-head difference of the two texts' attention maps (first minus second; the same number of tokens
     needed) and the per-token loss of each."""
     first, second = insight_view(text, model), insight_view(other_text, model)
-    difference, per_head = checked(head_insights.compare_attention, first.recorded, second.recorded)
+    difference, per_head = head_insights.compare_attention(first.recorded, second.recorded)
     lm = first.lm.model
     return {
         "tokens": first.tokens, "other_tokens": second.tokens,

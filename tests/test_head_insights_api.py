@@ -1,0 +1,142 @@
+"""The "What does this head do?" endpoints through gradio_client, on the tiny fixture models: plain-number answers that
+equal the model's own numbers, and clear messages for bad input."""
+
+import pytest
+import torch
+from test_app_api import app_error, build_fixture_models, call, running_app, server_log, stream
+from torch.nn import functional as F
+
+ENDPOINTS = {
+    "/next_tokens": ["text", "model", "position"],
+    "/logit_lens": ["text", "model", "position"],
+    "/ablate": ["text", "model", "heads", "mode", "position", "prompt", "new_tokens", "temperature", "top_k", "top_p",
+                "seed"],
+    "/importance": ["text", "model", "mode"],
+    "/head_roles": ["text", "model"],
+    "/compare": ["text", "other_text", "model"],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def fixture_models(tmp_path_factory):
+    return build_fixture_models(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def server(fixture_models):
+    names, text = fixture_models
+    with running_app("--names-model", str(names), "--text-model", str(text)) as (url, process):
+        yield url, process
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    from gradio_client import Client
+
+    return Client(server[0], verbose=False)
+
+
+@pytest.fixture(scope="module")
+def names_model(fixture_models):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(fixture_models[0]).eval()
+
+
+EMMA = [0, 5, 13, 13, 1]  # . e m m a
+
+
+def test_endpoints_are_listed_with_their_parameters(client):
+    api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    for name, parameters in ENDPOINTS.items():
+        assert [p["parameter_name"] for p in api[name]["parameters"]] == parameters, name
+        assert all(p["parameter_has_default"] for p in api[name]["parameters"]), name
+
+
+def test_next_tokens_are_the_softmax_of_the_models_logits(client, names_model):
+    answer = call(client, "/next_tokens", text="emma", position=2)
+    assert answer["tokens"] == [".", "e", "m", "m", "a"] and answer["position"] == 2
+    with torch.no_grad():
+        probabilities = names_model(torch.tensor([EMMA])).logits[0, 2].softmax(-1)
+    expected, order = probabilities.sort(descending=True)
+    assert [t["id"] for t in answer["top"]] == order[:10].tolist()
+    assert [t["probability"] for t in answer["top"]] == pytest.approx(expected[:10].tolist(), rel=1e-4)
+    assert answer["next"]["token"] == "m" and answer["next"]["probability"] == pytest.approx(float(probabilities[13]))
+    assert call(client, "/next_tokens", text="emma")["next"] is None  # the last token: nothing follows
+
+
+def test_ablate_gives_losses_before_and_after(client, names_model):
+    plain = call(client, "/ablate", text="emma", heads="")
+    with torch.no_grad():
+        logits = names_model(torch.tensor([EMMA])).logits[0, :-1]
+    expected = F.cross_entropy(logits, torch.tensor(EMMA[1:]), reduction="none")
+    assert plain["loss_before"] == pytest.approx(expected.tolist(), rel=1e-4)
+    assert plain["loss_after"] == plain["loss_before"] and plain["heads"] == []  # nothing ablated: bit-identical
+    answer = call(client, "/ablate", text="emma", heads="1.2, 0.3", mode="mean", position=1)
+    assert answer["heads"] == [[1, 2], [0, 3]] and answer["mode"] == "mean" and answer["position"] == 1
+    assert answer["loss_before"] == plain["loss_before"] and answer["loss_after"] != answer["loss_before"]
+    assert answer["total_after"] == pytest.approx(sum(answer["loss_after"]) / 4)
+    assert len(answer["top5_before"]) == len(answer["top5_after"]) == 5
+
+
+def test_ablated_generation_redoes_the_text_with_the_same_seed(client):
+    text = stream(client, prompt="to be", max_new_tokens=20, seed=4, model="tiny-text")[-1][0]
+    same = call(client, "/ablate", text="to be", model="tiny-text", heads="", prompt="to be", new_tokens=20, seed=4)
+    assert same["generation"]["plain"] == same["generation"]["ablated"] == text
+    off = call(client, "/ablate", text="to be", model="tiny-text", heads="0.0, 0.1, 1.0, 1.1", prompt="to be",
+               new_tokens=20, seed=4)["generation"]  # fmt: skip
+    assert off["plain"] == text and off["ablated"].startswith("to be") and len(off["ablated"]) <= len("to be") + 20
+    # (random weights: the heads barely move the sampled tokens; that generation runs ablated is tested in process)
+
+
+def test_importance_roles_lens_and_compare_answer_layer_by_head(client):
+    importance = call(client, "/importance", text="emmanuel")
+    assert len(importance["importance"]) == 4 and all(len(row) == 4 for row in importance["importance"])
+    roles = call(client, "/head_roles", text="emmanuel")
+    for role in ("previous_token", "first_token", "self", "induction"):
+        scores = torch.tensor(roles[role])
+        assert scores.shape == (4, 4) and bool(((scores >= 0) & (scores <= 1 + 1e-6)).all()), role
+        best = roles["top_heads"][role][0]
+        assert best["score"] == pytest.approx(float(scores.max()))
+        assert roles[role][best["layer"]][best["head"]] == best["score"]
+    assert roles["probe"]["length"] == 7  # (16 - 1) // 2 random tokens, twice, in the 16-token context
+    lens = call(client, "/logit_lens", text="emma", position=3)
+    assert [step["after"] for step in lens["layers"]] == ["embeddings", "layer 0", "layer 1", "layer 2", "layer 3"]
+    top3 = [t["id"] for t in call(client, "/next_tokens", text="emma", position=3)["top"][:3]]
+    assert [t["id"] for t in lens["layers"][-1]["top"]] == top3
+    compared = call(client, "/compare", text="emma", other_text="anna")
+    assert torch.tensor(compared["difference"]).shape == (4, 4, 5, 5)
+    assert compared["loss"] == pytest.approx(call(client, "/ablate", text="emma")["loss_before"], rel=1e-5)
+    assert len(compared["other_loss"]) == 4 and max(map(max, compared["difference_per_head"])) > 0
+
+
+def test_text_past_the_context_keeps_its_end_and_says_so(client):
+    answer = call(client, "/ablate", text="x" * 100, model="tiny-text", heads="1.1")
+    assert len(answer["tokens"]) == 32 and len(answer["loss_before"]) == 31
+    assert "101 tokens" in answer["notes"][0] and "kept the last 32" in answer["notes"][0]
+
+
+@pytest.mark.parametrize(
+    "endpoint, params, message",
+    [
+        ("/ablate", dict(heads="4.0"), "There is no head 4.0: this model has layers 0-3 and heads 0-3"),
+        ("/ablate", dict(heads="1,2"), "Cannot read the head '1': write each head as layer.head"),
+        ("/ablate", dict(mode="half"), "The ablation mode must be 'zero' or 'mean', got 'half'"),
+        ("/ablate", dict(text=""), "The text is empty"),
+        ("/importance", dict(text=""), "The text is empty"),
+        ("/head_roles", dict(text=""), "The text is empty"),
+        ("/next_tokens", dict(position=5), "The position must be between 0 and 4"),
+        ("/logit_lens", dict(position="first"), "Position must be a number, got 'first'"),
+        ("/compare", dict(text="emma", other_text="ann"), "same number of tokens"),
+        ("/head_roles", dict(text="Émile"), "LATIN CAPITAL LETTER E WITH ACUTE"),
+        ("/importance", dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+    ],
+)
+def test_bad_input_gives_a_clear_message(client, endpoint, params, message):
+    error = app_error(client, endpoint, **params)
+    assert message in error and "Traceback" not in error
+
+
+def test_user_mistakes_stay_out_of_the_server_log(client, server):
+    app_error(client, "/ablate", heads="9.9")
+    assert "Traceback" not in server_log(server[1])
