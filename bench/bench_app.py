@@ -55,7 +55,22 @@ def call(http, url: str, endpoint: str, *data) -> str:
     return body
 
 
-def through_the_server(url: str, names_model: str, text_model: str, runs: int, prompt: str, seeds: list[int]):
+INSIGHTS = {  # row name: (endpoint, its inputs after text and model, goal in ms)
+    "ablation (heads 1.2, 0.3, mean)": ("ablate", ["1.2, 0.3", "mean", -1, "", 0, 1.0, 0, 1.0, 0], 500),
+    "head importance map (zero)": ("importance", ["zero"], 3000),
+    "head roles (+ induction probe)": ("head_roles", [], 1000),
+}
+
+
+def shakespeare_128(lm) -> str:
+    """The first 127 tokens of Tiny Shakespeare as text: with the start token, the 128 tokens the goals are set on."""
+    source = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
+    sample = source.read_text()[:4000] if source.exists() else "To be, or not to be, that is the question:\n" * 40
+    return lm.tokenizer.decode(lm.tokenizer.encode(sample, add_special_tokens=False)[:127])
+
+
+def through_the_server(url: str, names_model: str, text_model: str, runs: int, prompt: str, seeds: list[int],
+                       sample: str):  # fmt: skip
     import httpx
 
     http = httpx.Client(timeout=60)
@@ -69,7 +84,12 @@ def through_the_server(url: str, names_model: str, text_model: str, runs: int, p
         assert "200 new tokens." in body
 
     names_and_maps(0), text_200(0)  # warm up
-    return {"names + maps": median_ms(names_and_maps, runs), "text 200": median_ms(text_200, len(seeds))}
+    timings = {"names + maps": median_ms(names_and_maps, runs), "text 200": median_ms(text_200, len(seeds))}
+    for row, (endpoint, inputs, _) in INSIGHTS.items():
+        ask = lambda i, endpoint=endpoint, inputs=inputs: call(http, url, endpoint, sample, text_model, *inputs)  # noqa: E731
+        ask(0)  # warm up (the text's recorded pass is then cached, as for a user looking at one text)
+        timings[row] = median_ms(ask, runs)
+    return timings
 
 
 def full_length_seeds(app, lm, ids: list[int], count: int) -> list[int]:
@@ -117,7 +137,18 @@ def in_process(names_source: str, text_source: str, runs: int, prompt: str) -> d
 
     names_and_maps(0), text_200(0)  # warm up
     text_runs = len(seeds)
+    sample = shakespeare_128(text_lm)
+    assert len(app.text_view(text_lm.name, sample).ids) == 128, "the sample must be 128 tokens"
+    insights = {}
+    for row, (endpoint, inputs, _) in INSIGHTS.items():
+        run = getattr(app, endpoint)
+        run(sample, text_lm.name, *inputs)  # warm up
+        insights[row] = median_ms(lambda i, run=run, inputs=inputs: run(sample, text_lm.name, *inputs), runs)
+    sample_ids = app.text_view(text_lm.name, sample).ids
     return {
+        "sample": sample,
+        **insights,
+        "recorded pass (128 tokens)": median_ms(lambda i: run_forward_pass(text_lm.model, sample_ids), runs),
         "seeds": seeds,
         "names + maps": median_ms(names_and_maps, runs),
         "names + maps (bare model)": median_ms(bare_names, runs),
@@ -146,7 +177,13 @@ def main() -> None:
         local = in_process(names_source, text_source, args.runs, args.prompt)
         with running_app("--names-model", names_source, "--text-model", text_source) as (url, _):
             served = through_the_server(
-                url, Path(names_source).name, Path(text_source).name, args.runs, args.prompt, local["seeds"]
+                url,
+                Path(names_source).name,
+                Path(text_source).name,
+                args.runs,
+                args.prompt,
+                local["seeds"],
+                local["sample"],
             )
 
     print(f"\n{'measure (median)':44} {'through the app':>16} {'in process':>12} {'goal':>8}")
@@ -155,6 +192,9 @@ def main() -> None:
     print(f"{'  reference: bare model work':44} {'':>16} {local['names + maps (bare model)']:9.0f} ms")
     print(f"{'200 streamed text tokens':44} {served['text 200']:13.0f} ms {local['text 200']:9.0f} ms {'2000 ms':>8}")
     print(f"{'  reference: nanoGPT sampling (no KV cache)':44} {'':>16} {local['text 200 (no KV cache)']:9.0f} ms")
+    for row, (_, _, goal) in INSIGHTS.items():
+        print(f"{row + ', 128 tokens':44} {served[row]:13.0f} ms {local[row]:9.0f} ms {f'{goal} ms':>8}")
+    print(f"{'  reference: one recorded eager pass':44} {'':>16} {local['recorded pass (128 tokens)']:9.0f} ms")
     speedup = local["text 200 (no KV cache)"] / local["text 200"]
     overhead = served["names + maps"] / local["names + maps (bare model)"]
     print(f"\nText: {speedup:.2f}x faster than nanoGPT sampling. Names + maps, served: {overhead:.2f}x the bare model.")
