@@ -2,9 +2,13 @@
 equal the model's own numbers, and clear messages for bad input."""
 
 import pytest
+import test_app_api
 import torch
-from test_app_api import app_error, build_fixture_models, call, running_app, server_log, stream
+from test_app_api import app_error, call, server_log, stream
 from torch.nn import functional as F
+
+# The app serving the fixture models, as test_app_api starts it (one server for this module).
+fixture_models, server, client = test_app_api.fixture_models, test_app_api.server, test_app_api.client
 
 ENDPOINTS = {
     "/next_tokens": ["text", "model", "position"],
@@ -15,25 +19,6 @@ ENDPOINTS = {
     "/head_roles": ["text", "model"],
     "/compare": ["text", "other_text", "model"],
 }  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def fixture_models(tmp_path_factory):
-    return build_fixture_models(tmp_path_factory.mktemp("models"))
-
-
-@pytest.fixture(scope="module")
-def server(fixture_models):
-    names, text = fixture_models
-    with running_app("--names-model", str(names), "--text-model", str(text)) as (url, process):
-        yield url, process
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    from gradio_client import Client
-
-    return Client(server[0], verbose=False)
 
 
 @pytest.fixture(scope="module")

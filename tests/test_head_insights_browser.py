@@ -1,60 +1,44 @@
 """The "What does this head do?" section in a real browser (Debian Chromium driven by Playwright): tick a head, ablate,
 and see the per-token loss strip change; click a token to see its next-token probabilities."""
 
-import os
-import shutil
-
-import pytest
-from test_app_api import build_fixture_models, running_app
+import test_app_browser
 from test_app_browser import CHROMIUM, CHROMIUM_ARGS, pytestmark  # noqa: F401  (skipped without Chromium)
 
-
-@pytest.fixture(scope="module")
-def page_url(tmp_path_factory):
-    names, text = build_fixture_models(tmp_path_factory.mktemp("models"))
-    with running_app("--names-model", str(names), "--text-model", str(text)) as (url, _):
-        yield url
+page_url = test_app_browser.page_url  # the app on the fixture models
 
 
-def test_tick_a_head_ablate_and_see_the_loss_strip_change(page_url, tmp_path):
+def test_tick_a_head_ablate_and_see_the_loss_strip_change(page_url):
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=90_000)  # a busy 2-core machine: generous, it only matters when something is wrong
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(90_000)
-            page.goto(page_url)
-            expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(20)  # the example text's maps
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        page.set_default_timeout(90_000)
+        page.goto(page_url)
+        expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(20)  # the example text's maps
 
-            # Tick head 1.2 (4 layers x 4 heads of the names fixture are offered), ablate: the strip shows the change.
-            heads = page.locator("#ablate-heads")
-            expect(heads.get_by_label("3.3")).to_be_visible()
-            heads.get_by_label("1.2").check()
-            page.get_by_role("button", name="Ablate", exact=True).click()
-            strip = page.locator("#loss-strip")
-            expect(strip).to_contain_text("loss after")
-            cells = strip.locator("td[data-change]")
-            changes = [float(c) for c in cells.evaluate_all("cells => cells.map(c => c.dataset.change)")]
-            assert len(changes) == 4 and any(abs(c) > 1e-6 for c in changes)  # 'emma': 4 predicted tokens
-            expect(page.locator("#ablation")).to_contain_text("Ablated (zero): 1.2")
-            expect(page.locator("#ablated-generation")).to_contain_text("Same seed, heads ablated")
+        # Tick head 1.2 (4 layers x 4 heads of the names fixture are offered), ablate: the strip shows the change.
+        heads = page.locator("#ablate-heads")
+        expect(heads.get_by_label("3.3")).to_be_visible()
+        heads.get_by_label("1.2").check()
+        page.get_by_role("button", name="Ablate", exact=True).click()
+        strip = page.locator("#loss-strip")
+        expect(strip).to_contain_text("loss after")
+        cells = strip.locator("td[data-change]")
+        changes = [float(c) for c in cells.evaluate_all("cells => cells.map(c => c.dataset.change)")]
+        assert len(changes) == 4 and any(abs(c) > 1e-6 for c in changes)  # 'emma': 4 predicted tokens
+        expect(page.locator("#ablation")).to_contain_text("Ablated (zero): 1.2")
+        expect(page.locator("#ablated-generation")).to_contain_text("Same seed, heads ablated")
 
-            # Click a token: its next-token probabilities.
-            page.get_by_role("button", name="Next-token probabilities and logit lens").click()
-            page.locator('#next-tokens td[data-position="2"]').click()
-            expect(page.locator("#next-tokens")).to_contain_text("After token 2")
-            expect(page.locator("#next-tokens")).to_contain_text("The token that follows, m, got probability")
+        # Click a token: its next-token probabilities.
+        page.get_by_role("button", name="Next-token probabilities and logit lens").click()
+        page.locator('#next-tokens td[data-position="2"]').click()
+        expect(page.locator("#next-tokens")).to_contain_text("After token 2")
+        expect(page.locator("#next-tokens")).to_contain_text("The token that follows, m, got probability")
 
-            page.get_by_role("button", name="Head roles").click()
-            expect(page.locator("#head-roles")).to_contain_text("Induction probe")
-            page.get_by_role("button", name="Head importance map").click()
-            expect(page.locator("#importance")).to_contain_text("Loss increase when each head alone is ablated")
-            if os.environ.get("MINIGPT_INSIGHT_SCREENSHOT"):  # the README's picture: the section, as it is drawn
-                section = tmp_path / "insights.png"
-                page.locator("#ablation").scroll_into_view_if_needed()
-                page.screenshot(path=str(section), full_page=True)
-                shutil.copy(section, os.environ["MINIGPT_INSIGHT_SCREENSHOT"])
-        finally:
-            browser.close()
+        page.get_by_role("button", name="Head roles").click()
+        expect(page.locator("#head-roles")).to_contain_text("Induction probe")
+        page.get_by_role("button", name="Head importance map").click()
+        expect(page.locator("#importance")).to_contain_text("Loss increase when each head alone is ablated")
+        browser.close()
