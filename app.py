@@ -451,7 +451,7 @@ class UserError(gr.Error):
 
 def quiet_errors(endpoint):
     """`endpoint` with its messages about the input (a gr.Error, or a ValueError from head_insights: a bad head,
-    position, mode or text) answered as a UserError: the message reaches the caller, no stack trace the log."""
+    position, mode or text) answered as a UserError: the message reaches the caller, no stack trace reaches the log."""
 
     @functools.wraps(endpoint)
     def answer(*args, **kwargs):
