@@ -436,6 +436,7 @@ POLL_SECONDS = 1.0  # a watcher reads its run's progress this often
 PLOT_SECONDS = 3.0  # and redraws the loss plot at most this often (a matplotlib figure costs tens of ms)
 SIZE_FIELDS = {"n_layer": "Layers", "n_head": "Heads", "n_embd": "Width (n_embd)", "block_size": "Context (tokens)",
                "max_steps": "Steps", "seed": "Seed", "vocab_size": "BPE vocabulary size"}  # fmt: skip
+TOKENIZER_LABEL = "Tokenizer (none chosen: names for names, bpe for Shakespeare, char for your text)"
 DATA_CHOICES = [("Built-in names", "names"), ("Built-in Shakespeare", "shakespeare"), ("Your names or text", "text")]
 
 
@@ -469,7 +470,8 @@ def train(data: str = "names", text: str = "", tokenizer: str | None = None, n_l
           name: str = "", vocab_size: float | None = None, upload: str | None = None,
           request: gr.Request = None):  # fmt: skip
     """Trains a model with train.py (queued behind any other run) and streams its progress: the name, the progress
-    bar, the loss plot, the latest samples and the numbers. Left-out sizes take the data's defaults."""
+    bar, the loss plot, the latest samples and the numbers. Left out, the tokenizer follows the data (names, bpe for
+    Shakespeare, char for a text) and the sizes are the tab's first ones (the names preset)."""
     with visitor_errors():
         default = training_runs.defaults(data or "names")
         given = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size, max_steps=max_steps,
@@ -584,9 +586,9 @@ def train_tab() -> list:
         gr.Markdown(TRAIN_INTRO)
         with gr.Row():
             data = unchecked(gr.Radio(DATA_CHOICES, value="names", label="Data"))
-            tokenizer = unchecked(gr.Radio(list(training_runs.TOKENIZERS), value="names", label="Tokenizer"))
+            tokenizer = unchecked(gr.Radio(list(training_runs.TOKENIZERS), value=None, label=TOKENIZER_LABEL))
         with gr.Row():
-            text = gr.Textbox(label="Your names (one a line) or text", lines=4, scale=3)
+            text = gr.Textbox("", label="Your names (one a line) or text", lines=4, scale=3)
             upload = gr.File(label="... or a .txt file", file_types=[".txt"], type="filepath", scale=1)
         with gr.Row():
             numbers = {key: unchecked(gr.Number(default[key], precision=0, label=label))
@@ -623,9 +625,13 @@ def train_tab() -> list:
 
 def pickers_follow_training(demo: gr.Blocks, training_events: list) -> None:
     """Every model picker on the page (each dropdown offering the picker's models, whichever view it belongs to)
-    gains a model as soon as a run of this page finishes, and a page opened later lists every finished model."""
+    gains a model as soon as a run of this page finishes, and a page opened later lists every finished model. The
+    pickers take any name (PICKER.get says which exist): a dropdown would refuse a model added after the page was
+    built to an API client, whose page never ran the refresh."""
     offered = set(PICKER.names)
     pickers = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and {v for _, v in b.choices} == offered]
+    for picker in pickers:
+        unchecked(picker)
     refresh = lambda: [gr.update(choices=PICKER.names)] * len(pickers)
     for event in training_events:
         event.then(refresh, None, pickers, api_visibility="private")
