@@ -582,7 +582,7 @@ stops, with a checkpoint, after {training_runs.MAX_RUN_SECONDS // 60} minutes. M
 def train_tab() -> list:
     """The Train tab, wired; returns the events whose end may bring a new model (for `pickers_follow_training`)."""
     default = training_runs.defaults("names")
-    with gr.Tab("Train"):
+    with gr.Tab("Train", elem_id="train-tab"):
         gr.Markdown(TRAIN_INTRO)
         with gr.Row():
             data = unchecked(gr.Radio(DATA_CHOICES, value="names", label="Data"))
@@ -608,7 +608,7 @@ def train_tab() -> list:
             as_json = gr.JSON(label="Progress")
         with gr.Row():
             zip_button = gr.Button("Download the model (zip)")
-            zipped = gr.File(label="Model folder (zip)", interactive=False)
+            zipped = gr.File(label="Model folder (zip)", interactive=False, height=80)
 
     n = numbers
     inputs = [data, text, tokenizer, n["n_layer"], n["n_head"], n["n_embd"], n["block_size"], n["max_steps"],

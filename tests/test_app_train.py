@@ -36,7 +36,7 @@ def events(folder) -> list[dict]:
     return [json.loads(line) for line in (folder / "progress.jsonl").read_text().splitlines()]
 
 
-def test_a_names_run_streams_progress_and_its_model_generates_and_downloads(server, tmp_path):
+def test_a_names_run_streams_progress_and_its_model_generates_downloads_and_outlives_a_restart(server):
     client = visitor(server)
     job = client.submit(**TINY, max_steps=80, name="tiny-run", api_name="/train")
     updates = [numbers(out) for out in job] + [numbers(job.result())]
@@ -60,6 +60,13 @@ def test_a_names_run_streams_progress_and_its_model_generates_and_downloads(serv
     assert {f"tiny-run/{f}" for f in ("model.safetensors", "config.json", "tokenizer.json", "README.md",
                                       "loss_curve.png", "modeling_minigpt.py")} <= files  # fmt: skip
     assert not any("checkpoint" in f or f.endswith(("progress.jsonl", "spec.json")) for f in files)
+
+    # A server started afresh on the same runs folder offers the model again.
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MINIGPT_RUNS_DIR", str(server[2]))
+        with running_app() as (url, _):
+            names, _ = call(visitor((url,)), "/names", count=3, seed=0, model="tiny-run")
+    assert len(names.split("\n")) == 3
 
 
 def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterrupted_run(server):
@@ -144,4 +151,13 @@ def test_an_oversized_upload_is_refused_by_its_size(server, tmp_path):
     big.write_text("to be or not to be\n" * 60_000)  # 1.14 MB
     error = app_error(visitor(server), "/train", data="text", upload=handle_file(str(big)))
     assert "The file is 1.1 MB: the limit is 1 MB" in error
+    assert "Traceback" not in server_log(server[1])
+
+
+def test_a_check_that_only_training_can_make_comes_back_as_a_message(server):
+    """160 characters pass the check made before the run (one 16-character window in the last tenth), but byte-level
+    BPE turns the repeated letter into a few tokens: train.py's own message comes back, the traceback stays out."""
+    params = dict(data="text", tokenizer="bpe", vocab_size=300, text="a" * 160, max_steps=5, name="too-short")
+    error = app_error(visitor(server), "/train", **params)
+    assert "shorter than one window of 16 tokens" in error and "Traceback" not in error
     assert "Traceback" not in server_log(server[1])
