@@ -6,18 +6,14 @@ import shutil
 import time
 
 import pytest
-from test_app_api import build_fixture_models, running_app
 from test_app_browser import CHROMIUM, CHROMIUM_ARGS, pytestmark  # noqa: F401  (skipped where Chromium is missing)
+from test_app_train import training_app
 
 
 @pytest.fixture(scope="module")
 def page_url(tmp_path_factory):
-    root = tmp_path_factory.mktemp("train-browser")
-    names, text = build_fixture_models(root)
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("MINIGPT_RUNS_DIR", str(root / "runs"))
-        with running_app("--names-model", str(names), "--text-model", str(text)) as (url, _):
-            yield url
+    with training_app(tmp_path_factory.mktemp("train-browser")) as (url, _, _):
+        yield url
 
 
 def plot_source(page) -> str | None:
