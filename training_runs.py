@@ -375,6 +375,7 @@ def run_in_this_process(folder: Path, resume: bool) -> int:
     """The subprocess's work: train.main with the reporting callback; every outcome ends with one terminal event."""
     spec = RunSpec.load(folder)
     torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))  # one core stays with the server
+    os.nice(10)  # and the server's requests go first when they want the cores: training waits, a visitor would not
     reporter = ReportAndStop(folder, names=spec.tokenizer == "names", seed=spec.seed)
     try:
         metrics = train.main(train_arguments(spec, folder, resume), callbacks=[reporter])
