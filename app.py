@@ -517,7 +517,8 @@ def watch(run: training_runs.Run):
         if points != drawn and (progress.done or time.monotonic() - drawn_at > PLOT_SECONDS):
             plot, drawn, drawn_at = loss_plot(run.name, progress), points, time.monotonic()
         numbers = {"name": run.name, **dataclasses.asdict(progress)}
-        yield run.name, progress_html(progress), plot, "\n".join(progress.samples), numbers
+        apart = "\n\n" if any("\n" in sample for sample in progress.samples) else "\n"  # texts, or one name a line
+        yield run.name, progress_html(progress), plot, apart.join(progress.samples), numbers
         if progress.state == "failed":
             raise gr.Error(progress.message, print_exception=False)
         if progress.done:
