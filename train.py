@@ -292,7 +292,9 @@ def push(training: TrainingArguments) -> None:
     print(f"Pushed to https://huggingface.co/{repo.repo_id}")
 
 
-def main(argv: list[str]) -> dict:
+def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
+    """Trains as the command line says; `callbacks` are added to the Trainer's (the web app reports progress and
+    stops a run through them)."""
     script, training = parse_args(argv)
     push_to_hub, training.push_to_hub = training.push_to_hub, False  # pushed once at the end, with our model card
     checkpoint = resolve_checkpoint(training)
@@ -315,11 +317,14 @@ def main(argv: list[str]) -> dict:
         eval_dataset=splits.validation,
         data_collator=lambda batch: data.collate(batch, config.pad_token_id, boundary),
         processing_class=splits.tokenizer,
-        callbacks=[PrintValidation(STARTED)],
+        callbacks=[PrintValidation(STARTED), *callbacks],
     )
     if trainer.is_world_process_zero():
         print(f"MiniGPT {script.preset}: {model.num_parameters():,} parameters; {splits.summary}")
     trainer.train(resume_from_checkpoint=checkpoint)
+    if trainer.state.global_step < training.max_steps:  # a callback stopped the run: keep its checkpoint, nothing more
+        print(f"Stopped at step {trainer.state.global_step}: resume with --resume_from_checkpoint last.")
+        return {"steps": trainer.state.global_step, "stopped": True}
     if not any("eval_loss" in h and h["step"] == trainer.state.global_step for h in trainer.state.log_history):
         trainer.evaluate()  # the final validation loss, unless the schedule just measured it
     metrics = {}

@@ -1,0 +1,73 @@
+"""The Train tab in a real browser (Debian Chromium driven by Playwright): start a tiny run, watch the loss plot
+redraw, cancel, resume, let it finish, then open the new model's attention maps."""
+
+import os
+import shutil
+import time
+
+import pytest
+from test_app_browser import CHROMIUM, CHROMIUM_ARGS, pytestmark  # noqa: F401  (skipped where Chromium is missing)
+from test_app_train import training_app
+
+
+@pytest.fixture(scope="module")
+def page_url(tmp_path_factory):
+    with training_app(tmp_path_factory.mktemp("train-browser")) as (url, _, _):
+        yield url
+
+
+def plot_source(page) -> str | None:
+    image = page.locator("#train-plot img")
+    return image.first.get_attribute("src") if image.count() else None
+
+
+def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=180_000)  # a training run on a busy 2-core machine
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.set_default_timeout(90_000)
+            page.goto(page_url)
+            page.get_by_role("tab", name="Train").click()
+            for label, value in [("Layers", "1"), ("Heads", "2"), ("Width (n_embd)", "16"), ("Steps", "600")]:
+                page.get_by_label(label, exact=True).fill(value)
+            page.get_by_label("Model name (empty: one is picked)").fill("browser-run")
+            page.get_by_role("button", name="Start training").click()
+
+            # The loss plot is redrawn as the run goes: at least two different images while it is running.
+            bar = page.locator("#train-progress .train-progress")
+            drawn, deadline = set(), time.monotonic() + 240
+            while len(drawn) < 2:
+                assert time.monotonic() < deadline, f"the plot was drawn {len(drawn)} time(s)"
+                assert bar.count() == 0 or bar.get_attribute("data-state") in ("queued", "running")
+                if source := plot_source(page):
+                    drawn.add(source)
+                time.sleep(0.3)
+            expect(bar).to_contain_text("left")  # the time-left estimate
+            expect(page.locator("#train-samples textarea")).not_to_have_value("")  # samples of an evaluation
+            shot = tmp_path / "train.png"
+            page.locator("#train-tab").screenshot(path=str(shot))
+            if os.environ.get("MINIGPT_TRAIN_SCREENSHOT"):  # the README's picture of a run in progress
+                shutil.copy(shot, os.environ["MINIGPT_TRAIN_SCREENSHOT"])
+
+            page.get_by_role("button", name="Cancel").click()
+            expect(bar).to_have_attribute("data-state", "stopped")
+            stopped_at = int(bar.get_attribute("data-step"))
+            assert 0 < stopped_at < 600
+            expect(bar).to_contain_text("checkpoint is kept")
+
+            page.get_by_role("button", name="Resume").click()
+            expect(bar).to_have_attribute("data-state", "finished")
+            expect(bar).to_have_attribute("data-step", "600")
+
+            # The new model is in the maps' picker: its 1 layer x (2 heads + average) maps.
+            picker = page.locator("input[aria-label='Model']:visible")
+            picker.click()
+            page.get_by_role("option", name="browser-run").click()
+            page.get_by_role("button", name="Show attention").click()
+            expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(3)
+        finally:
+            browser.close()

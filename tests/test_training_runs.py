@@ -1,0 +1,79 @@
+"""training_runs.py in process, without training: the limits, the progress read back from the events, the zip."""
+
+import zipfile
+
+import pytest
+
+import training_runs
+from configuration_minigpt import MiniGPTConfig
+from modeling_minigpt import MiniGPTForCausalLM
+
+SIZES = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, max_steps=100, learning_rate=1e-3, seed=0, vocab_size=512)
+
+
+def request(**changes):
+    return training_runs.check_request(**{"data": "names", "text": "", "tokenizer": None, "name": "", **SIZES,
+                                          "taken": set(), **changes})  # fmt: skip
+
+
+def test_parameters_are_those_of_the_model_that_will_train():
+    spec, _ = request(n_layer=3, n_embd=48, n_head=4)
+    config = MiniGPTConfig.from_preset("names", n_layer=3, n_embd=48, n_head=4, block_size=16, vocab_size=28)
+    assert spec.parameters == MiniGPTForCausalLM(config).num_parameters()
+
+
+def test_the_largest_run_the_limit_proposes_fits_and_one_step_more_does_not():
+    with pytest.raises(training_runs.RunError, match=r"use at most ([\d,]+) steps") as error:
+        request(n_layer=8, n_head=8, n_embd=256, max_steps=20_000)
+    fitting = int(error.value.args[0].split("use at most ")[1].split(" steps")[0].replace(",", ""))
+    spec, _ = request(n_layer=8, n_head=8, n_embd=256, max_steps=fitting)
+    assert spec.parameters * fitting * spec.batch_size * spec.block_size <= training_runs.MAX_WORK
+    with pytest.raises(training_runs.RunError, match="too big"):
+        request(n_layer=8, n_head=8, n_embd=256, max_steps=fitting + 1)
+
+
+def test_visitor_names_and_texts_are_checked_and_kept():
+    spec, text = request(data="text", tokenizer="names", text=" Anna\n\nbob \n" + "eve\n" * 8)
+    assert spec.tokenizer == "names" and text == "Anna\nbob\n" + "eve\n" * 8  # one a line; upper case is fine
+    spec, text = request(data="text", text="x" * 160)  # char by default; the last tenth holds one 16-token window
+    assert spec.tokenizer == "char" and spec.preset == "shakespeare"
+    with pytest.raises(training_runs.RunError, match="give at least 160 characters"):
+        request(data="text", text="x" * 159)
+    assert request(data="shakespeare")[0].tokenizer == "bpe"
+    assert training_runs.NAME.fullmatch(request()[0].name)  # a name is picked when none is given
+
+
+def test_progress_of_a_resumed_run_drops_what_came_after_its_checkpoint():
+    """Killed at step 30 after a checkpoint at 20, resumed from 20: the points past 20 were made by a run that is
+    gone; the time left is measured from the resumed run's own pace."""
+    events = [
+        dict(event="launch", time=0.0),
+        dict(event="start", step=0, max_steps=100, time=1.0),
+        dict(event="loss", step=10, loss=3.0, time=2.0),
+        dict(event="eval", step=20, eval_loss=2.9, time=3.0),
+        dict(event="samples", step=20, samples=["ann", "bo"], time=3.0),
+        dict(event="loss", step=30, loss=2.5, time=4.0),
+        dict(event="stopped", step=30, message="killed", time=5.0),
+        dict(event="launch", time=50.0),
+        dict(event="start", step=20, max_steps=100, time=60.0),
+        dict(event="step", step=40, time=62.0),
+        dict(event="loss", step=40, loss=2.4, time=62.0),
+    ]
+    progress = training_runs.progress_of(events)
+    assert progress.state == "running" and progress.step == 40 and progress.max_steps == 100
+    assert progress.train == [(10, 3.0), (40, 2.4)] and progress.validation == [(20, 2.9)]
+    assert progress.samples == ["ann", "bo"]
+    assert progress.seconds_left == pytest.approx((62 - 60) / (40 - 20) * (100 - 40))
+    finished = training_runs.progress_of(events + [dict(event="finished", step=100, message="done", time=70.0)])
+    assert finished.done and finished.state == "finished" and finished.seconds_left is None
+
+
+def test_the_zip_is_the_model_folder_without_the_run_files(tmp_path):
+    folder = tmp_path / "my-model"
+    (folder / "checkpoint-10").mkdir(parents=True)
+    for name in ("model.safetensors", "config.json", "README.md", "spec.json", "progress.jsonl", "data.txt"):
+        (folder / name).write_text(name)
+    with zipfile.ZipFile(training_runs.zip_model(folder)) as archive:
+        names = sorted(archive.namelist())
+        assert names == ["my-model/README.md", "my-model/config.json", "my-model/model.safetensors"]
+        assert archive.read("my-model/config.json") == b"config.json"
