@@ -324,21 +324,25 @@ def token_cell(j: int, tokens: list[str]) -> str:
     return f'<td class="tok">{j} {html.escape(tokens[j][:12])}</td>'
 
 
-def keys_table(key: str, tokens: list[str], query: int, columns: dict[str, list]) -> str:
-    """One row per key position j (all of them: a long text scrolls), one column per list; the query's row stands
-    out. Each number cell carries `data-key` = key.column, so that a page test can read a column back."""
-    length = max(len(values) for values in columns.values())
-    head = "<tr><th>j</th>" + "".join(f"<th>{html.escape(name)}</th>" for name in columns) + "</tr>"
+def keys_table(tokens: list[str], query: int, columns: list[tuple[str | None, str, list]]) -> str:
+    """One row per key position j (all of them: a long text scrolls), one column per (data key, header, values); the
+    query's row stands out. A column's cells carry its data key (step.number, as in the JSON), for a page test."""
+    length = max(len(values) for _, _, values in columns)
+    head = "<tr><th>j</th>" + "".join(f"<th>{html.escape(header)}</th>" for _, header, _ in columns) + "</tr>"
     rows = []
     for j in range(length):
         cells = []
-        for name, values in columns.items():
+        for key, header, values in columns:
             value = values[j] if j < len(values) else None
-            cell = number_html(value, " dropped" if name.startswith("kept") and value == 0 else "")
-            cells.append(f'<td data-key="{key}.{name}">{cell}</td>')
+            cell = number_html(value, " dropped" if header == "kept" and value == 0 else "")
+            cells.append(f'<td data-key="{key}">{cell}</td>' if key else f"<td>{cell}</td>")
         self_row = ' class="self"' if j == query else ""
         rows.append(f"<tr{self_row}>{token_cell(j, tokens)}{''.join(cells)}</tr>")
     return f'<div class="scroll"><table>{head}{"".join(rows)}</table></div>'
+
+
+def scalar_html(key: str, value) -> str:
+    return f'<span data-key="{key}">{number_html(value)}</span>'
 
 
 def matrix_html(key: str, label: str, symbols: str, rows: list[list[float]], tokens: list[str], query: int,
@@ -409,36 +413,43 @@ def steps_html(numbers: dict) -> str:
         symbols, label = NUMBERS[name][key]
         return matrix_html(f"{name}.{key}", label, symbols, s[name][key], tokens, i, weights)
 
-    section(1, "inputs", vector("inputs", "x_i") + matrix("inputs", "x_j"), wide=C > 64)
-    plain = s["no_weights"]
-    section(2, "no_weights", keys_table("no_weights", tokens, i, {"x_i . x_j": plain["scores"],
-            "softmax": plain["weights"]}) + vector("no_weights", "output"))  # fmt: skip
-    rows = s["qkv"]["rows"]
-    slices = ", ".join(f"{name}: rows {a}..{b - 1}" for name, (a, b) in rows.items())
-    bias = " (and the same entries of its bias)" if s["qkv"]["bias"] else ""
-    where = f"<p>Made by {s['qkv']['weight']} {tuple(s['qkv']['weight_shape'])}: {slices}{bias}.</p>"
+    def column(name: str, key: str, header: str) -> tuple[str, str, list]:
+        return f"{name}.{key}", header, s[name][key]
+
+    section(
+        1, "inputs", vector("inputs", "x_i") + matrix("inputs", "x_j") + vector("inputs", "residual_i"), wide=C > 64
+    )
+    table = keys_table(
+        tokens, i, [column("no_weights", "scores", "x_i . x_j"), column("no_weights", "weights", "softmax")]
+    )
+    section(2, "no_weights", table + vector("no_weights", "output"))
+    qkv = s["qkv"]
+    slices = ", ".join(f"{name}: rows {a}..{b - 1}" for name, (a, b) in qkv["rows"].items())
+    bias = " (and the same entries of its bias)" if qkv["bias"] else ""
+    where = f"<p>Made by {qkv['weight']} {tuple(qkv['weight_shape'])}: {slices}{bias}.</p>"
     section(3, "qkv", where + vector("qkv", "q_i") + matrix("qkv", "k_j") + matrix("qkv", "v_j"))
-    scale = s["scores"]["scale"]
-    scaling = f"<p>D = {s['scores']['D']}, 1/sqrt(D) = {number_html(scale)}</p>"
-    section(4, "scores", scaling + keys_table("scores", tokens, i, {"q_i . k_j": s["scores"]["scores"],
-            "x 1/sqrt(D)": s["scores"]["scaled"]}))  # fmt: skip
-    total = f"<p>The weights sum to {number_html(s['softmax']['sum'])}.</p>"
-    section(5, "softmax", keys_table("softmax", tokens, i, {"masked": s["softmax"]["masked"],
-            "w_ij": s["softmax"]["weights"]}) + total)  # fmt: skip
+    scaling = f"<p>D = {s['scores']['D']}, 1/sqrt(D) = {scalar_html('scores.scale', s['scores']['scale'])}</p>"
+    table = keys_table(tokens, i, [column("scores", "scores", "q_i . k_j"), column("scores", "scaled", "x 1/sqrt(D)")])
+    section(4, "scores", scaling + table)
+    table = keys_table(tokens, i, [column("softmax", "masked", "masked"), column("softmax", "weights", "w_ij")])
+    section(5, "softmax", table + f"<p>The weights sum to {scalar_html('softmax.sum', s['softmax']['sum'])}.</p>")
     drop = s["dropout"]
+    after = column("dropout", "weights", "after dropout")
     if drop["applied"]:
         told = (f"<p>Training mode: p = {drop['p']}, seed {drop['seed']}: kept weights are multiplied by "
                 f"1/(1-p) = {number_html(drop['scale'])}.</p>")  # fmt: skip
         if drop["p"] == 0:
             told += "<p>This model was trained without attention dropout (p = 0): training mode changes nothing.</p>"
-        columns = {"w_ij": weights, "kept": drop["keep"], "after dropout": drop["weights"]}
+        columns = [(None, "w_ij", weights), column("dropout", "keep", "kept"), after]
     else:
         told = "<p>Evaluation mode: dropout is the identity. Switch on training mode to see it.</p>"
-        columns = {"after dropout": drop["weights"]}
-    section(6, "dropout", told + keys_table("dropout", tokens, i, columns))
-    section(7, "output", vector("output", "z_i") + vector("output", "heads_z_i", this_head) + vector("output", "out_i")
-            + vector("output", "next_i"), wide=True)  # fmt: skip
-    difference = f"<p>Largest absolute difference over every token and head: {number_html(s['multi_head']['max_abs_difference'])}</p>"  # noqa: E501
-    section(8, "multi_head", vector("multi_head", "separate_i", this_head) + vector("multi_head", "fused_i", this_head)
-            + difference, wide=True)  # fmt: skip
+        columns = [after]
+    section(6, "dropout", told + keys_table(tokens, i, columns))
+    outputs = [vector("output", "z_i"), vector("output", "heads_z_i", this_head), vector("output", "out_i"),
+               vector("output", "next_i")]  # fmt: skip
+    section(7, "output", "".join(outputs), wide=True)
+    difference = scalar_html("multi_head.max_abs_difference", s["multi_head"]["max_abs_difference"])
+    both = vector("multi_head", "separate_i", this_head) + vector("multi_head", "fused_i", this_head)
+    section(8, "multi_head", f"{both}<p>Largest absolute difference, over every token and head: {difference}</p>",
+            wide=True)  # fmt: skip
     return f'<div class="steps">{"".join(parts)}</div>'
