@@ -284,7 +284,8 @@ STEPS_CSS = """
 .steps th { font-size: 11px; font-weight: 600; text-align: right; padding: 0 4px; position: sticky; top: 0;
             background: var(--background-fill-primary, white); }
 .steps td { padding: 0 2px; }
-.steps td.tok { font-family: ui-monospace, monospace; font-size: 11.5px; text-align: left; padding-right: 8px; }
+.steps td.tok { font-family: ui-monospace, monospace; font-size: 11.5px; text-align: left; padding-right: 8px;
+                white-space: nowrap; }
 .steps tr.self td { font-weight: 700; background: rgba(249, 115, 22, 0.12); }
 .steps .big { font-size: 15px; font-weight: 700; }
 """
@@ -310,7 +311,7 @@ def number_html(value, extra: str = "") -> str:
         return f'<span class="n{extra}" title="none">·</span>'
     if value == NEG_INF:
         return f'<span class="n masked{extra}" title="-inf">−∞</span>'
-    shown = f"{value:.3f}" if abs(value) < 1e4 else f"{value:.3g}"
+    shown = str(value) if isinstance(value, int) else f"{value:.3f}" if abs(value) < 1e4 else f"{value:.3g}"
     return f'<span class="n{extra}" title="{value!r}">{shown}</span>'
 
 
