@@ -440,11 +440,18 @@ def users_mistakes():
 
 
 def flag(name: str, value, default: bool) -> bool:
+    """`value` as a bool: true or false, 1 or 0 (as JSON or strings); None (left out by an API client): the default."""
     if value is None or value == "":
         return default
-    if value in (True, False, 0, 1) or str(value).lower() in ("true", "false"):
-        return value is True or value == 1 or str(value).lower() == "true"
-    raise gr.Error(f"{name} must be true or false, got {value!r}.")
+    spelled = str(value).strip().lower()
+    if spelled not in ("true", "false", "1", "0"):
+        raise gr.Error(f"{name} must be true or false, got {value!r}.")
+    return spelled in ("true", "1")
+
+
+def kept_choice(value, count: int) -> int:
+    """A layer or head chosen before, if the model now shown has it; else 0."""
+    return int(value) if value is not None and 0 <= int(value) < count else 0
 
 
 def step(text: str = "emma", model: str | None = None, layer: int = 0, head: int = 0, query: int | None = None,
@@ -468,8 +475,7 @@ def step_view(shown: dict | None, layer, head, query, training, seed):
     if not shown:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
     config = PICKER.get(shown["model"]).model.config
-    layer, head = (int(c) if c is not None and int(c) < n else 0
-                   for c, n in ((layer, config.n_layer), (head, config.n_head)))  # fmt: skip
+    layer, head = kept_choice(layer, config.n_layer), kept_choice(head, config.n_head)
     numbers = step(shown["text"], shown["model"], layer, head, query, training, seed)
     tokens = numbers["tokens"]
     return (
