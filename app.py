@@ -4,8 +4,8 @@
     python app.py --model path/to/folder --model user/minigpt-on-the-hub   # more models in the picker
     python app.py --host 0.0.0.0 --port 7860        # what a Space does (or set GRADIO_SERVER_NAME)
 
-Named API endpoints (gradio_client): /names, /text (streamed) and /attention; JSON answers from /next_tokens,
-/ablate, /importance, /head_roles, /logit_lens and /compare. See the README for examples.
+Named API endpoints (gradio_client): /names, /text (streamed), /attention and /step; JSON answers from
+/next_tokens, /ablate, /importance, /head_roles, /logit_lens and /compare. See the README for examples.
 """
 
 import argparse
@@ -46,6 +46,7 @@ import head_insights  # noqa: E402
 import plots  # noqa: E402
 import training_runs  # noqa: E402
 from attention_maps import GRID_CSS, HOVER_JS, PICK_JS, grid_html, head_html, token_labels, trace_steps, trace_table  # noqa: E402
+from attention_steps import QUERY_JS, STEPS_CSS, StepChoiceError, attention_steps, steps_html, steps_json  # noqa: E402
 from forward_pass import ForwardPassCache  # noqa: E402
 from insight_views import (  # noqa: E402
     INSIGHT_CSS,
@@ -906,6 +907,105 @@ def pickers_follow_training(demo: gr.Blocks, training_events: list) -> None:
     demo.load(refresh, None, pickers, api_visibility="private")
 
 
+# ---- attention, step by step ---------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def users_mistakes():
+    """Errors inside are the user's (a bad value, an unknown character or model): the message goes to them, with no
+    traceback in the server log."""
+    try:
+        yield
+    except gr.Error as error:
+        error.print_exception = False
+        raise
+    except StepChoiceError as error:
+        raise gr.Error(str(error), print_exception=False) from None
+
+
+def flag(name: str, value, default: bool) -> bool:
+    """`value` as a bool: true or false, 1 or 0 (as JSON or strings); None (left out by an API client): the default."""
+    if value is None or value == "":
+        return default
+    spelled = str(value).strip().lower()
+    if spelled not in ("true", "false", "1", "0"):
+        raise gr.Error(f"{name} must be true or false, got {value!r}.")
+    return spelled in ("true", "1")
+
+
+def kept_choice(value, count: int) -> int:
+    """A layer or head chosen before, if the model now shown has it; else 0."""
+    return int(value) if value is not None and 0 <= int(value) < count else 0
+
+
+def step(text: str = "emma", model: str | None = None, layer: int = 0, head: int = 0, query: int | None = None,
+         training: bool = False, seed: int = 0) -> dict:  # fmt: skip
+    """Every number of one attention head at work on one token of `text`: the textbook steps from the sublayer's
+    input to what the next sublayer receives (attention_steps.py). `query` is the token's position (0: the start
+    token; default: the last token); `training` applies the model's attention dropout, drawn with `seed`."""
+    with users_mistakes():
+        model = model or NAMES_DEFAULT
+        view = text_view(model, text or "")
+        choice = dict(layer=number("Layer", layer, 0, int), head=number("Head", head, 0, int),
+                      query=number("Query position", query, None, int), training=flag("Training", training, False),
+                      seed=number("Seed", seed, 0, int))  # fmt: skip
+        steps = attention_steps(view.lm.model, view.recorded, **choice, rng_lock=GLOBAL_RNG)
+    return steps_json(steps, view.tokens, model=model, notes=view.notes)
+
+
+def step_view(shown: dict | None, layer, head, query, training, seed):
+    """The step view of the text the maps show: its layer, head and query choices (kept where they still fit) and
+    the steps drawn from exactly what the `step` endpoint returns."""
+    if not shown:
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    config = PICKER.get(shown["model"]).model.config
+    layer, head = kept_choice(layer, config.n_layer), kept_choice(head, config.n_head)
+    numbers = step(shown["text"], shown["model"], layer, head, query, training, seed)
+    tokens = numbers["tokens"]
+    return (
+        gr.Dropdown(choices=[(f"layer {n}", n) for n in range(config.n_layer)], value=layer),
+        gr.Dropdown(choices=[(f"head {n}", n) for n in range(config.n_head)], value=head),
+        gr.Dropdown(choices=[(f"{j}: {t}", j) for j, t in enumerate(tokens)], value=numbers["query"]),
+        steps_html(numbers),
+    )
+
+
+def step_view_of_new_text(shown: dict | None, layer, head, training, seed):
+    """The maps show another text: its last token is the query."""
+    return step_view(shown, layer, head, None, training, seed)
+
+
+def step_view_at_row(shown: dict | None, map_layer, map_head, layer, head, training, seed, event: gr.EventData):
+    """A click on a row of the enlarged head: that token is the query, in the map's layer and head (the step view's
+    own head when the map is the layer's average)."""
+    head = head if map_head == "mean" else int(map_head)
+    return step_view(shown, map_layer, head, int(event._data["row"]), training, seed)
+
+
+def step_by_step_section(shown: gr.State, map_layer: gr.Dropdown, map_head: gr.Dropdown, large: gr.HTML) -> None:
+    """The Step by step view, driven by the text and model of the maps (`shown`), and by clicks on the enlarged
+    head's rows; and the `step` endpoint."""
+    gr.Markdown(
+        "## Attention, step by step\nHow one head turns one token's input into its output, with the model's "
+        "real numbers: pick a layer, a head and the query token, or click a row of the enlarged head above."
+    )
+    with gr.Row():
+        layer = gr.Dropdown([0], value=0, label="Layer", interactive=True)
+        head = gr.Dropdown([0], value=0, label="Head", interactive=True)
+        query = gr.Dropdown([0], value=0, label="Query token", interactive=True)
+        training = gr.Checkbox(False, label="Training mode (the model's attention dropout)")
+        seed = unchecked(gr.Number(value=0, precision=0, label="Dropout seed"))
+    view = gr.HTML(css_template=STEPS_CSS, js_on_load=None, elem_id="step-view")
+    controls = [layer, head, query, view]
+    shown.change(step_view_of_new_text, [shown, layer, head, training, seed], controls, api_visibility="private")
+    for control in (layer, head, query, training, seed):
+        control.input(step_view, [shown, layer, head, query, training, seed], controls, api_visibility="private")
+    large.js_on_load = (large.js_on_load or "") + QUERY_JS  # the map's own script, plus the `query` event
+    large.query(step_view_at_row, [shown, map_layer, map_head, layer, head, training, seed], controls,
+                api_visibility="private")  # fmt: skip
+    gr.api(step, api_name="step")
+
+
 # ---- the page ------------------------------------------------------------------------------------------------------
 
 
@@ -985,6 +1085,7 @@ def build_demo() -> gr.Blocks:
         demo.load(attention, [attn_text, attn_model], attn_outputs, api_visibility="private")
         build_head_insights(demo, attn_text, attn_model, sampling, prompt, text_out, text_model, generated)
         pickers_follow_training(demo, training)
+        step_by_step_section(shown, layer, head, large)
     return demo
 
 
