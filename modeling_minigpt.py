@@ -403,9 +403,11 @@ class MiniGPTForCausalLM(MiniGPTPreTrainedModel, GenerationMixin):
         labels: torch.LongTensor | None = None,  # (B, T), -100 where no loss; shifted inside
         use_cache: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
-        shift_labels: torch.LongTensor | None = None,  # (B, T), labels already shifted: used instead of labels
         **kwargs: Unpack[TransformersKwargs],
     ) -> CausalLMOutputWithPast:
+        # (B, T) labels already shifted, used instead of labels (context parallelism). Not a named parameter: Trainer
+        # takes every parameter named like a label for a label, and would compute no loss on batches without it.
+        shift_labels = kwargs.pop("shift_labels", None)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,

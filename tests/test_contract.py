@@ -2,7 +2,6 @@
 and computes what eager computes, packed sequences stay apart, compile and export trace it whole, the loss honours
 `shift_labels`, and the class flags are each checked by a test here or in test_modeling.py."""
 
-import inspect
 import typing
 
 import pytest
@@ -18,6 +17,7 @@ from transformers.integrations.flash_attention import flash_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs
+from transformers.utils.generic import find_labels
 
 from modeling_minigpt import MiniGPTAttention, MiniGPTBlock, MiniGPTForCausalLM, MiniGPTModel, next_token_loss
 
@@ -230,8 +230,8 @@ def test_flash_path_gets_the_2d_mask_and_packed_positions_and_equals_eager(refer
 
 def test_compiled_fullgraph_generation_with_a_static_cache_equals_eager():
     """generate() compiles the decoding step when the cache is static; fullgraph=True makes any graph break an error.
-    The backend records each graph and runs it as is (backend="eager" would too): tracing is what this proves, and
-    inductor's C++ build would take a minute here. The prompts are left-padded, so the 4D mask goes through the graph."""
+    The backend records each graph and runs it as is (as backend="eager" would): tracing is what this proves, and
+    inductor's C++ build would take a minute here. The prompts are left-padded: the 4D mask goes through the graph."""
     graphs = []
 
     def recording_backend(graph_module, example_inputs):
@@ -290,14 +290,13 @@ def test_shift_labels_give_the_loss_and_gradient_of_labels():
     logits = model(ids).logits
     summed = next_token_loss(logits, shift_labels=shift_labels, num_items_in_batch=1)
     torch.testing.assert_close(summed, by_labels[0] * (shift_labels != -100).sum())
+    assert find_labels(MiniGPTForCausalLM) == ["labels"]  # Trainer evaluates a batch's loss when these are all given
 
 
-@pytest.mark.parametrize(
-    "forward", [MiniGPTForCausalLM.forward, MiniGPTModel.forward, MiniGPTBlock.forward, MiniGPTAttention.forward]
-)
-def test_forward_kwargs_are_typed_as_transformers_kwargs(forward):
+@pytest.mark.parametrize("module", [MiniGPTForCausalLM, MiniGPTModel, MiniGPTBlock, MiniGPTAttention])
+def test_forward_kwargs_are_typed_as_transformers_kwargs(module):
     """`**kwargs: Unpack[TransformersKwargs]`, as Llama: how the library and its docs see output_attentions & co."""
-    annotation = typing.get_type_hints(forward)["kwargs"]
+    annotation = typing.get_type_hints(module.forward)["kwargs"]
     assert annotation == Unpack[TransformersKwargs]
     assert {"output_attentions", "output_hidden_states", "num_items_in_batch"} <= TransformersKwargs.__optional_keys__
 
