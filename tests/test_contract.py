@@ -2,6 +2,7 @@
 and computes what eager computes, packed sequences stay apart, compile and export trace it whole, the loss honours
 `shift_labels`, and the class flags are each checked by a test here or in test_modeling.py."""
 
+import inspect
 import typing
 
 import pytest
@@ -330,3 +331,12 @@ def test_attention_backend_contract(monkeypatch):
     ]
     expected = torch.stack([alone[-1] for alone in logits_alone(tiny_model("eager", block_size=16), sequences)])
     torch.testing.assert_close(logits, expected, atol=1e-5, rtol=0)
+
+
+def test_device_placement_flags_name_what_the_model_has():
+    """`_no_split_modules` and `_skip_keys_device_placement` act when a model is spread over several devices (none
+    here): they must at least name a block class of the model and an argument of its forward."""
+    model = tiny_model()
+    module_classes = {type(module).__name__ for module in model.modules()}
+    assert set(MiniGPTForCausalLM._no_split_modules) <= module_classes
+    assert set(MiniGPTForCausalLM._skip_keys_device_placement) <= set(inspect.signature(model.forward).parameters)
