@@ -445,7 +445,8 @@ def checked_head(view: TextView, layer, head) -> tuple[int, str]:
     if not 0 <= layer < n_layer:
         raise gr.Error(f"layer must be 0 to {n_layer - 1}, got {layer}.", print_exception=False)
     if head != "mean" and not (head.isdigit() and int(head) < n_head):
-        raise gr.Error(f"head must be 0 to {n_head - 1} or 'mean' (their average), got {head!r}.", print_exception=False)
+        raise gr.Error(f"head must be 0 to {n_head - 1} or 'mean' (their average), got {head!r}.",
+                       print_exception=False)  # fmt: skip
     return layer, head
 
 

@@ -86,6 +86,7 @@ def trace_table(trace: list[TraceStep], sizes: dict[str, int]) -> tuple[list[str
     return ["step", "code", "shape", f"shape here ({legend})", "meaning"], rows
 
 
+# ---- what the drawings show: pooled maps, windows, exact rows -------------------------------------------------------
 
 GRID_TILE = 160  # px a side of a tile of the grid; its image is max-pooled to at most as many pixels
 FULL_RESOLUTION = 256  # tokens a side of the largest window the enlarged head draws at one pixel per weight
@@ -128,13 +129,16 @@ def head_matrix(attentions: torch.Tensor, layer: int, head: str) -> torch.Tensor
 
 
 def query_weights(attentions: torch.Tensor, layer: int, head: str, query: int) -> list[float]:
-    """The exact weights (float32, as Python floats) of one query over the keys it sees, 0 .. query."""
-    return head_matrix(attentions, layer, head)[query, : query + 1].tolist()
+    """The exact weights (float32, as Python floats) of one query over the keys it sees, 0 .. query (for "mean", the
+    average over the layer's heads of that row alone: a hover reads it in well under a millisecond)."""
+    heads = attentions[layer, :, query, : query + 1]  # (H, query + 1)
+    return (heads.mean(0) if head == "mean" else heads[int(head)]).tolist()
 
 
 @dataclass(frozen=True)
 class Window:
-    """The square part of a T x T map that the enlarged head shows: queries row .. row + size, keys col .. col + size."""
+    """The square part of a T x T map that the enlarged head shows: queries row .. row + size, keys col .. col +
+    size."""
 
     row: int
     col: int
@@ -169,7 +173,8 @@ def _viridis() -> np.ndarray:
 
 COLOURS = _viridis()
 LEVELS = 254  # colour indices 0 .. 254 for the weights, 255 for the mask: a one-byte palette PNG
-PALETTE = np.vstack([COLOURS[np.rint(np.arange(LEVELS + 1) * 255 / LEVELS).astype(np.intp)], [MASKED_RGB]]).astype(np.uint8)
+PALETTE = np.vstack([COLOURS[np.rint(np.arange(LEVELS + 1) * 255 / LEVELS).astype(np.intp)], [MASKED_RGB]])
+PALETTE = PALETTE.astype(np.uint8)  # (256, 3)
 
 
 def colour_indices(weights, masked: np.ndarray | None = None) -> np.ndarray:
@@ -184,9 +189,13 @@ def colour_indices(weights, masked: np.ndarray | None = None) -> np.ndarray:
 
 
 def png_bytes(indices: np.ndarray) -> bytes:
-    """A palette PNG, one pixel per index (the browser scales it up, pixelated)."""
-    image = Image.fromarray(indices, mode="P")
-    image.putpalette(PALETTE.tobytes())
+    """A PNG, one pixel per index (the browser scales it up, pixelated): a palette PNG (one byte a pixel), or RGB for
+    images smaller than the palette's 768 bytes (a short name's tiles)."""
+    if indices.size * 3 < PALETTE.size:
+        image = Image.fromarray(PALETTE[indices])
+    else:
+        image = Image.fromarray(indices, mode="P")
+        image.putpalette(PALETTE.tobytes())
     buffer = io.BytesIO()
     image.save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()

@@ -3,6 +3,7 @@ zoomed windows, exports in bertviz's layout equal to `output_attentions`, and a 
 model converted with `from_gpt2`, through the running app."""
 
 import base64
+import functools
 import io
 
 import numpy as np
@@ -20,7 +21,6 @@ from attention_maps import (
     future_blocks,
     grid_images,
     max_pooled,
-    query_weights,
 )
 from modeling_minigpt import MiniGPTForCausalLM
 
@@ -62,7 +62,9 @@ def own_attentions(folder, ids: list[int]) -> list[torch.Tensor]:
         torch.set_num_threads(threads)
 
 
+@functools.cache
 def component_id(url: str, elem_id: str) -> int:
+    """The id of the component with `elem_id` on the page served at `url` (the page knows it from /config)."""
     import httpx
 
     config = httpx.get(f"{url}config").json()
@@ -149,8 +151,9 @@ def decode_png(uri_or_bytes) -> np.ndarray:
 
 @pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
 def test_exported_weights_are_output_attentions_exactly_in_bertviz_layout(tmp_path, suffix):
-    from forward_pass import run_forward_pass
     from test_forward_pass import IDS, tiny_model
+
+    from forward_pass import run_forward_pass
 
     model = tiny_model(implementation="sdpa")
     recorded = run_forward_pass(model, IDS)
@@ -186,10 +189,11 @@ def test_exported_images(tmp_path):
 def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_text(tmp_path):
     """Two models with the same tokenizer and different weights: the same text gets each model's own maps, drawn
     from one pass per (model, text)."""
+    from test_app_api import save_fixture_model
+
     import app
     from attention_maps import grid_html
     from forward_pass import run_forward_pass
-    from test_app_api import save_fixture_model
 
     first = save_fixture_model(tmp_path / "a", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
     second = save_fixture_model(tmp_path / "b", char_tokenizer(LOWERCASE, "."), seed=1, name="names")
@@ -202,7 +206,8 @@ def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_tex
     for name in ("a", "b"):
         lm = app.PICKER.get(name)
         ids = app.from_boundary(lm, "emma", "text")
-        assert maps[name][1] == grid_html(run_forward_pass(lm.model, ids).attentions, app.token_labels(lm.tokenizer, ids))
+        tokens = app.token_labels(lm.tokenizer, ids)
+        assert maps[name][1] == grid_html(run_forward_pass(lm.model, ids).attentions, tokens)
         row = app.attention_values("emma", name, layer=1, head="2", query=3)
         assert row["weights"] == own_attentions(tmp_path / name, ids)[1][0, 2, 3, :4].tolist()
 
