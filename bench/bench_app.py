@@ -159,7 +159,6 @@ def gpt2_at_1024(root: Path, runs: int) -> dict[str, float]:
     folder = save_gpt2(root / "gpt2-shaped", printable_tokenizer(), **GPT2_SHAPE)
     text = ("It was the best of times, it was the worst of times, it was the age of wisdom. " * 20)[:1023]
     app.configure([str(folder)])
-    torch.set_num_threads(1)  # as app.main serves
     lm = app.PICKER.get("gpt2-shaped")
     ids = app.from_boundary(lm, text, "text")
     assert len(ids) == 1024
@@ -285,6 +284,7 @@ def main() -> None:
     parser.add_argument("--only", choices=["speed", "scale"], help="only issue 4's rows (speed) or issue 11's (scale)")
     args = parser.parse_args()
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    torch.set_num_threads(1)  # as app.main serves: idle intra-op threads spin on a loaded machine and blur the ratios
 
     names_source, text_source = args.names_model, args.text_model
     with tempfile.TemporaryDirectory() as tmp:
