@@ -28,6 +28,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 import gradio as gr  # noqa: E402
 import pandas  # noqa: E402
 import torch  # noqa: E402
+from gradio.data_classes import FileData  # noqa: E402  (a file returned by an API-only endpoint, gr.api)
 from transformers import (  # noqa: E402
     AutoConfig,
     AutoModelForCausalLM,
@@ -518,20 +519,23 @@ def export_folder() -> Path:
 
 
 def attention_export(text: str = "emma", model: str | None = None, what: str = "safetensors", layer: int = 0,
-                     head: str = "0") -> str:  # fmt: skip
+                     head: str = "0") -> FileData:  # fmt: skip
     """A file of the text's attention. what: "safetensors" or "npz" (every layer's (1, heads, T, T) weights, the
     tokens and ids, as bertviz takes them), "map.png" (one head, or "mean", at full resolution), "grid.png" or
     "grid.svg" (every map)."""
-    model = model or NAMES_DEFAULT
+    return FileData(path=str(export_file(model or NAMES_DEFAULT, text or "", what, layer, head)))
+
+
+def export_file(model: str, text: str, what: str, layer, head) -> Path:
     if what not in EXPORTS:
         raise gr.Error(f"what must be one of {', '.join(EXPORTS)}, got {what!r}.", print_exception=False)
-    view = text_view(model, text or "")
+    view = text_view(model, text)
     layer, head = checked_head(view, layer, head)
     attentions = view.recorded.attentions  # (L, H, T, T)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", model)
     path = export_folder() / f"attention-{name}-{len(view.ids)}-tokens"
     if what in ("safetensors", "npz"):
-        return str(save_weights(path.with_suffix("." + what), attentions, view.tokens, view.ids))
+        return save_weights(path.with_suffix("." + what), attentions, view.tokens, view.ids)
     if what == "grid.svg" and len(view.ids) > GRID_SVG_UP_TO:
         raise gr.Error(f"The text is {len(view.ids)} tokens: the grid as SVG is for texts of at most {GRID_SVG_UP_TO}; "
                        "export it as PNG.", print_exception=False)  # fmt: skip
@@ -544,14 +548,14 @@ def attention_export(text: str = "emma", model: str | None = None, what: str = "
     else:
         path = path.with_suffix(".svg")
         path.write_text(grid_svg(attentions, view.tokens))
-    return str(path)
+    return path
 
 
 def export_shown(shown: dict | None, what: str, layer: int, head: str):
     """The page's export: of the text whose maps are shown."""
     if not shown:
         raise gr.Error("Show the attention of a text first.", print_exception=False)
-    return attention_export(shown["text"], shown["model"], what, layer, head)
+    return str(export_file(shown["model"], shown["text"], what, layer, head))
 
 
 def attention_of_sample(sample: str, model: str):

@@ -362,8 +362,8 @@ window.addEventListener('mouseup', (event) => {
   const {cell, x, y} = drag, dx = event.clientX - x, dy = event.clientY - y;
   drag = null;
   const root = cell.figure.closest('.attn-large');
-  if (Math.abs(dx) + Math.abs(dy) < 4) {
-    cell.figure.querySelector('image.heat').removeAttribute('transform');  // a click: select the query row under the pointer
+  if (Math.abs(dx) + Math.abs(dy) < 4) {  // a click: select the query row under the pointer
+    cell.figure.querySelector('image.heat').removeAttribute('transform');
     const detail = {layer: Number(cell.figure.dataset.layer), head: cell.figure.dataset.head, query: cell.q};
     root.dataset.query = cell.q;
     trigger('query', detail);

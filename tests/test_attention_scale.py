@@ -255,6 +255,7 @@ def test_a_1024_token_text_on_a_from_gpt2_model(long_server, tmp_path):
 
     # The weights of the whole text, through the API: every layer as bertviz takes it.
     path = call(client, "/attention_export", text=text, model="tiny-gpt2", what="npz")
+    assert "minigpt-exports-" not in path  # the client's own download, not a path on the server
     layers, tokens, input_ids = load_weights(path)
     assert input_ids == ids and len(tokens) == LONG
     assert all(torch.equal(torch.from_numpy(a), b) for a, b in zip(layers, expected, strict=True))
