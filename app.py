@@ -582,7 +582,9 @@ looks; columns: the tokens it looks at; grey: future tokens it cannot see). Clic
 
 
 def build_demo() -> gr.Blocks:
-    with gr.Blocks(title="MiniGPT attention explorer") as demo:
+    # delete_cache: exports (up to 604 MB of weights for GPT-2 at 1,024 tokens) are copied into Gradio's cache; every
+    # 10 minutes, the files older than 30 go, so that a long-running Space does not fill its disk.
+    with gr.Blocks(title="MiniGPT attention explorer", delete_cache=(600, 1800)) as demo:
         gr.Markdown(INTRO)
         with gr.Accordion("Sampling", open=True):
             with gr.Row():
