@@ -448,14 +448,14 @@ def figure_body(matrix: torch.Tensor, tokens: list[str], caption: str, window: W
     factor = pool_factor(window.size, FULL_RESOLUTION)
     part = max_pooled(matrix[window.row : window.row + window.size, window.col : window.col + window.size], factor)
     image = heatmap_png(part.numpy(), future_blocks(window.rows, window.cols, factor))
-    where = "" if window.size == len(tokens) else (
-        f"queries {window.row}-{window.row + window.size - 1}, keys {window.col}-{window.col + window.size - 1} "
-        f"of {len(tokens)}; ")  # fmt: skip
     pixel = "one pixel per weight" if factor == 1 else f"a pixel is the largest of {factor} x {factor} weights"
+    where = "" if window.size == len(tokens) and factor == 1 else (
+        f" <small>(queries {window.row}-{window.row + window.size - 1}, keys {window.col}-"
+        f"{window.col + window.size - 1} of {len(tokens)}; {pixel})</small>")  # fmt: skip
     attrs = f'data-row="{window.row}" data-col="{window.col}" data-size="{window.size}"'
     queries, keys = tokens[window.row : window.row + window.size], tokens[window.col : window.col + window.size]
     return (
-        f"<figcaption>{html.escape(caption)} <small>({where}{pixel})</small></figcaption>"
+        f"<figcaption>{html.escape(caption)}{where}</figcaption>"
         f"{heatmap_svg(image, queries, keys, large_size(len(tokens)), caption, attrs, min_font=9.0)}"
     )
 
