@@ -459,12 +459,21 @@ def checked_token(view: TextView, name: str, value) -> int:
     return position
 
 
+# Server functions (HEAD_JS's calls) bypass the queue and its concurrency limit: a pass they find missing from the
+# cache (evicted since the maps were drawn, or asked for by a client of its own) is computed at most two at a time.
+UNQUEUED_PASSES = threading.BoundedSemaphore(2)
+
+
 def asked_view(asked) -> tuple[TextView, int, str]:
     """The text view, layer and head of a request from the enlarged maps' JavaScript (HEAD_JS): a dict."""
     if not isinstance(asked, dict):
         raise gr.Error("Expected {model, text, layer, head, ...}.", print_exception=False)
     view = text_view(str(asked.get("model") or NAMES_DEFAULT), str(asked.get("text") or ""))
-    return view, *checked_head(view, asked.get("layer"), asked.get("head"))
+    layer, head = checked_head(view, asked.get("layer"), asked.get("head"))
+    if PASSES.cached(view.lm.model, view.ids) is None:
+        with UNQUEUED_PASSES:
+            view.recorded  # noqa: B018  (computed now, then served from the cache)
+    return view, layer, head
 
 
 def attention_window(asked: dict) -> str:

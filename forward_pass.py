@@ -135,6 +135,12 @@ class ForwardPassCache:
             with self._lock:
                 self._pending.pop(key).set()
 
+    def cached(self, model, input_ids: list[int]) -> ForwardPass | None:
+        """The pass if it is kept, else None (nothing computed)."""
+        with self._lock:
+            hit = self._passes.get((id(model), tuple(input_ids)))
+            return hit[1] if hit is not None and hit[0]() is model else None
+
     def _store(self, key: tuple, model, computed: ForwardPass) -> None:
         if computed.nbytes > self.max_bytes:
             return
