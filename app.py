@@ -4,8 +4,10 @@
     python app.py --model path/to/folder --model user/minigpt-on-the-hub   # more models in the picker
     python app.py --host 0.0.0.0 --port 7860        # what a Space does (or set GRADIO_SERVER_NAME)
 
-Named API endpoints (gradio_client): /names, /text (streamed), /attention and /step; JSON answers from
-/next_tokens, /ablate, /importance, /head_roles, /logit_lens and /compare. See the README for examples.
+Named API endpoints (gradio_client): /names, /text (streamed), /attention, /attention_values (exact weights
+of one query row or cell), /attention_export (the weights as .safetensors / .npz, the maps as PNG / SVG) and
+/step; JSON answers from /next_tokens, /ablate, /importance, /head_roles, /logit_lens and /compare. See the
+README.
 """
 
 import argparse
@@ -17,6 +19,9 @@ import io
 import math
 import os
 import random
+import re
+import shutil
+import tempfile
 import threading
 import time
 import unicodedata
@@ -30,6 +35,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 import gradio as gr  # noqa: E402
 import pandas  # noqa: E402
 import torch  # noqa: E402
+from gradio.data_classes import FileData  # noqa: E402  (a file returned by an API-only endpoint, gr.api)
 from PIL import Image  # noqa: E402
 from transformers import (  # noqa: E402
     AutoConfig,
@@ -45,8 +51,23 @@ from transformers import (  # noqa: E402
 import head_insights  # noqa: E402
 import plots  # noqa: E402
 import training_runs  # noqa: E402
-from attention_maps import GRID_CSS, HOVER_JS, PICK_JS, grid_html, head_html, token_labels, trace_steps, trace_table  # noqa: E402
-from attention_steps import QUERY_JS, STEPS_CSS, StepChoiceError, attention_steps, steps_html, steps_json  # noqa: E402
+from attention_export import GRID_SVG_UP_TO, grid_png, grid_svg, map_png, save_weights  # noqa: E402
+from attention_maps import (  # noqa: E402
+    GRID_CSS,
+    HEAD_JS,
+    PICK_JS,
+    Window,
+    figure_body,
+    grid_html,
+    head_caption,
+    head_html,
+    head_matrix,
+    query_weights,
+    token_labels,
+    trace_steps,
+    trace_table,
+)
+from attention_steps import STEPS_CSS, StepChoiceError, attention_steps, steps_html, steps_json  # noqa: E402
 from forward_pass import ForwardPassCache  # noqa: E402
 from insight_views import (  # noqa: E402
     INSIGHT_CSS,
@@ -419,18 +440,19 @@ def attention(text: str = "emma", model: str | None = None):
     """Attention maps of `text` for every layer and head, the chosen head large, and the shape trace."""
     model = model or NAMES_DEFAULT
     view = text_view(model, text or "")
-    weights = view.recorded.attentions.numpy()  # (L, H, T, T)
+    weights = view.recorded.attentions  # (L, H, T, T)
     config = view.lm.model.config
     sizes = dict(B=1, T=len(view.tokens), C=config.n_embd, H=config.n_head, D=config.n_embd // config.n_head)
     headers, rows = trace_table(trace_steps(view.lm.model.model.layers[0].attn, view.recorded, 0), sizes)
     notes = view.notes + [f"{len(view.tokens)} tokens: {' '.join(view.tokens)}"]
+    shown = {"model": model, "text": text or ""}
     return (
         notes_markdown(notes),
         grid_html(weights, view.tokens),
-        head_html(weights, view.tokens, 0, "0"),
+        head_html(weights, view.tokens, 0, "0", shown),
         pandas.DataFrame(rows, columns=headers),
         *layer_and_head_choices(config.n_layer, config.n_head),
-        {"model": model, "text": text or ""},
+        shown,
     )
 
 
@@ -438,13 +460,142 @@ def show_head(shown: dict | None, layer: int, head: str):
     if not shown:
         return gr.skip()
     view = text_view(shown["model"], shown["text"])
-    return head_html(view.recorded.attentions.numpy(), view.tokens, int(layer), str(head))
+    return head_html(view.recorded.attentions, view.tokens, int(layer), str(head), shown)
 
 
 def pick_head(shown: dict | None, event: gr.EventData):
     """A click on a tile of the grid: that head, large."""
     layer, head = int(event._data["layer"]), str(event._data["head"])
     return layer, head, show_head(shown, layer, head)
+
+
+def checked_head(view: TextView, layer, head) -> tuple[int, str]:
+    """`layer` and `head` as a request names them (head: a number or "mean"), checked against the model."""
+    n_layer, n_head = view.lm.model.config.n_layer, view.lm.model.config.n_head
+    layer = number("layer", layer, 0, int)
+    head = "0" if head is None or head == "" else str(head)
+    if not 0 <= layer < n_layer:
+        raise gr.Error(f"layer must be 0 to {n_layer - 1}, got {layer}.", print_exception=False)
+    if head != "mean" and not (head.isdigit() and int(head) < n_head):
+        raise gr.Error(f"head must be 0 to {n_head - 1} or 'mean' (their average), got {head!r}.",
+                       print_exception=False)  # fmt: skip
+    return layer, head
+
+
+def checked_token(view: TextView, name: str, value) -> int:
+    position = number(name, value, 0, int)
+    if not 0 <= position < len(view.ids):
+        raise gr.Error(f"{name} must be a token position, 0 to {len(view.ids) - 1}, got {position}.",
+                       print_exception=False)  # fmt: skip
+    return position
+
+
+# Server functions (HEAD_JS's calls) bypass the queue and its concurrency limit: a pass they find missing from the
+# cache (evicted since the maps were drawn, or asked for by a client of its own) is computed at most two at a time.
+UNQUEUED_PASSES = threading.BoundedSemaphore(2)
+
+
+def asked_view(asked) -> tuple[TextView, int, str]:
+    """The text view, layer and head of a request from the enlarged maps' JavaScript (HEAD_JS): a dict."""
+    if not isinstance(asked, dict):
+        raise gr.Error("Expected {model, text, layer, head, ...}.", print_exception=False)
+    view = text_view(str(asked.get("model") or NAMES_DEFAULT), str(asked.get("text") or ""))
+    layer, head = checked_head(view, asked.get("layer"), asked.get("head"))
+    if PASSES.cached(view.lm.model, view.ids) is None:
+        with UNQUEUED_PASSES:
+            view.recorded  # noqa: B018  (computed now, then served from the cache)
+    return view, layer, head
+
+
+def attention_window(asked: dict) -> str:
+    """For HEAD_JS (zoom and pan): one enlarged map showing the window {row, col, size} asked for, fitted to the map."""
+    view, layer, head = asked_view(asked)
+    size = number("size", asked.get("size"), len(view.ids), int)
+    window = Window.fit(len(view.ids), number("row", asked.get("row"), 0, int), number("col", asked.get("col"), 0, int),
+                        size)  # fmt: skip
+    matrix = head_matrix(view.recorded.attentions, layer, head)
+    return figure_body(matrix, view.tokens, head_caption(layer, head), window)
+
+
+def attention_row(asked: dict) -> dict:
+    """For HEAD_JS (hover): the exact weights of one query over the keys it sees."""
+    view, layer, head = asked_view(asked)
+    query = checked_token(view, "query", asked.get("query"))
+    return {"query": query, "weights": query_weights(view.recorded.attentions, layer, head, query)}
+
+
+def attention_values(text: str = "emma", model: str | None = None, layer: int = 0, head: str = "0", query: int = 0,
+                     key: int | None = None) -> dict:  # fmt: skip
+    """The exact attention weights (float32) of one query token over the keys it sees (0 .. query), or of one
+    (query, key) cell. head: a number, or "mean" for the average over the layer's heads."""
+    view = text_view(model or NAMES_DEFAULT, text or "")
+    layer, head = checked_head(view, layer, head)
+    query = checked_token(view, "query", query)
+    weights = query_weights(view.recorded.attentions, layer, head, query)
+    if key is None or key == "":
+        return {"query": query, "key": None, "tokens": view.tokens[: query + 1], "weights": weights}
+    key = checked_token(view, "key", key)
+    weight = weights[key] if key <= query else 0.0  # a future key: masked, weight 0
+    return {"query": query, "key": key, "tokens": [view.tokens[query], view.tokens[key]], "weights": [weight]}
+
+
+EXPORTS = {  # what the export offers: {value (the API's `what`): label}
+    "safetensors": "all weights (.safetensors, bertviz layout)",
+    "npz": "all weights (.npz, bertviz layout)",
+    "map.png": "the chosen map (.png, full resolution)",
+    "grid.png": "every map (.png)",
+    "grid.svg": f"every map (.svg, texts up to {GRID_SVG_UP_TO} tokens)",
+}
+EXPORT_DIR = Path(tempfile.mkdtemp(prefix="minigpt-exports-"))
+EXPORT_KEPT_S = 600  # an export's file is copied into Gradio's cache as the request ends: ours can go soon after
+
+
+def export_folder() -> Path:
+    """A fresh folder for one export; the folders of exports older than EXPORT_KEPT_S go."""
+    for old in EXPORT_DIR.iterdir():
+        if time.time() - old.stat().st_mtime > EXPORT_KEPT_S:
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(dir=EXPORT_DIR))
+
+
+def attention_export(text: str = "emma", model: str | None = None, what: str = "safetensors", layer: int = 0,
+                     head: str = "0") -> FileData:  # fmt: skip
+    """A file of the text's attention. what: "safetensors" or "npz" (every layer's (1, heads, T, T) weights, the
+    tokens and ids, as bertviz takes them), "map.png" (one head, or "mean", at full resolution), "grid.png" or
+    "grid.svg" (every map)."""
+    return FileData(path=str(export_file(model or NAMES_DEFAULT, text or "", what, layer, head)))
+
+
+def export_file(model: str, text: str, what: str, layer, head) -> Path:
+    if what not in EXPORTS:
+        raise gr.Error(f"what must be one of {', '.join(EXPORTS)}, got {what!r}.", print_exception=False)
+    view = text_view(model, text)
+    layer, head = checked_head(view, layer, head)
+    attentions = view.recorded.attentions  # (L, H, T, T)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", model)
+    path = export_folder() / f"attention-{name}-{len(view.ids)}-tokens"
+    if what in ("safetensors", "npz"):
+        return save_weights(path.with_suffix("." + what), attentions, view.tokens, view.ids)
+    if what == "grid.svg" and len(view.ids) > GRID_SVG_UP_TO:
+        raise gr.Error(f"The text is {len(view.ids)} tokens: the grid as SVG is for texts of at most {GRID_SVG_UP_TO}; "
+                       "export it as PNG.", print_exception=False)  # fmt: skip
+    if what == "map.png":
+        path = path.with_name(f"{path.name}-layer-{layer}-{'average' if head == 'mean' else 'head-' + head}.png")
+        path.write_bytes(map_png(head_matrix(attentions, layer, head)))
+    elif what == "grid.png":
+        path = path.with_suffix(".png")
+        path.write_bytes(grid_png(attentions))
+    else:
+        path = path.with_suffix(".svg")
+        path.write_text(grid_svg(attentions, view.tokens))
+    return path
+
+
+def export_shown(shown: dict | None, what: str, layer: int, head: str):
+    """The page's export: of the text whose maps are shown."""
+    if not shown:
+        raise gr.Error("Show the attention of a text first.", print_exception=False)
+    return str(export_file(shown["model"], shown["text"], what, layer, head))
 
 
 def attention_of_sample(sample: str, model: str):
@@ -975,14 +1126,15 @@ def step_view_of_new_text(shown: dict | None, layer, head, training, seed):
     return step_view(shown, layer, head, None, training, seed)
 
 
-def step_view_at_row(shown: dict | None, map_layer, map_head, layer, head, training, seed, event: gr.EventData):
-    """A click on a row of the enlarged head: that token is the query, in the map's layer and head (the step view's
-    own head when the map is the layer's average)."""
-    head = head if map_head == "mean" else int(map_head)
-    return step_view(shown, map_layer, head, int(event._data["row"]), training, seed)
+def step_view_at_row(shown: dict | None, layer, head, training, seed, event: gr.EventData):
+    """A click on a row of the enlarged head (its `query` event: layer, head, query row): that token is the query, in
+    the clicked map's layer and head (the step view's own head when the map is the layer's average)."""
+    clicked = event._data
+    head = head if clicked["head"] == "mean" else int(clicked["head"])
+    return step_view(shown, int(clicked["layer"]), head, int(clicked["query"]), training, seed)
 
 
-def step_by_step_section(shown: gr.State, map_layer: gr.Dropdown, map_head: gr.Dropdown, large: gr.HTML) -> None:
+def step_by_step_section(shown: gr.State, large: gr.HTML) -> None:
     """The Step by step view, driven by the text and model of the maps (`shown`), and by clicks on the enlarged
     head's rows; and the `step` endpoint."""
     gr.Markdown(
@@ -1000,9 +1152,7 @@ def step_by_step_section(shown: gr.State, map_layer: gr.Dropdown, map_head: gr.D
     shown.change(step_view_of_new_text, [shown, layer, head, training, seed], controls, api_visibility="private")
     for control in (layer, head, query, training, seed):
         control.input(step_view, [shown, layer, head, query, training, seed], controls, api_visibility="private")
-    large.js_on_load = (large.js_on_load or "") + QUERY_JS  # the map's own script, plus the `query` event
-    large.query(step_view_at_row, [shown, map_layer, map_head, layer, head, training, seed], controls,
-                api_visibility="private")  # fmt: skip
+    large.query(step_view_at_row, [shown, layer, head, training, seed], controls, api_visibility="private")
     gr.api(step, api_name="step")
 
 
@@ -1025,7 +1175,9 @@ looks; columns: the tokens it looks at; grey: future tokens it cannot see). Clic
 
 
 def build_demo() -> gr.Blocks:
-    with gr.Blocks(title="MiniGPT attention explorer") as demo:
+    # delete_cache: exports (up to 604 MB of weights for GPT-2 at 1,024 tokens) are copied into Gradio's cache; every
+    # 10 minutes, the files older than 30 go, so that a long-running Space does not fill its disk.
+    with gr.Blocks(title="MiniGPT attention explorer", delete_cache=(600, 1800)) as demo:
         gr.Markdown(INTRO)
         with gr.Accordion("Sampling", open=True):
             with gr.Row():
@@ -1063,7 +1215,13 @@ def build_demo() -> gr.Blocks:
         with gr.Row():
             layer = gr.Dropdown([0], value=0, label="Layer", interactive=True)
             head = gr.Dropdown(["0"], value="0", label="Head", interactive=True)
-        large = gr.HTML(label="Chosen head", js_on_load=HOVER_JS, elem_id="attention-head")
+        large = gr.HTML(label="Chosen head", js_on_load=HEAD_JS, elem_id="attention-head",
+                        server_functions=[attention_window, attention_row])  # fmt: skip
+        with gr.Row(equal_height=True):
+            export_what = gr.Dropdown([(label, value) for value, label in EXPORTS.items()], value="safetensors",
+                                      label="Export the attention of this text", scale=2)  # fmt: skip
+            export_button = gr.Button("Export", scale=1)
+            export_file = gr.File(label="Download", elem_id="attention-export", interactive=False, scale=2)
         gr.Markdown("### Shape trace of the attention sublayer (layer 0)")
         trace = gr.Dataframe(label="Shape trace", interactive=False, wrap=True, elem_id="shape-trace")
         shown = gr.State(None)
@@ -1082,10 +1240,13 @@ def build_demo() -> gr.Blocks:
         grid.pick(pick_head, [shown], [layer, head, large], api_visibility="private")
         for selector in (layer, head):
             selector.input(show_head, [shown, layer, head], large, api_visibility="private")
+        export_button.click(export_shown, [shown, export_what, layer, head], export_file, api_visibility="private")
+        gr.api(attention_export, api_name="attention_export")
+        gr.api(attention_values, api_name="attention_values")
         demo.load(attention, [attn_text, attn_model], attn_outputs, api_visibility="private")
         build_head_insights(demo, attn_text, attn_model, sampling, prompt, text_out, text_model, generated)
         pickers_follow_training(demo, training)
-        step_by_step_section(shown, layer, head, large)
+        step_by_step_section(shown, large)
     return demo
 
 

@@ -290,20 +290,6 @@ STEPS_CSS = """
 .steps .big { font-size: 15px; font-weight: 700; }
 """
 
-# A click on a row of the enlarged head map: that row's token becomes the step view's query (the `query` event of
-# the map's gr.HTML, with the row index). Added to the map's own script, so that whatever else it does stays.
-QUERY_JS = """
-element.addEventListener('click', (event) => {
-  const map = event.target.closest('figure[data-tokens]');
-  const image = map && map.querySelector('image.heat');
-  if (!image) return;
-  const box = image.getBoundingClientRect();
-  const rows = JSON.parse(map.dataset.tokens).length;
-  const row = Math.floor((event.clientY - box.top) / box.height * rows);
-  if (row >= 0 && row < rows) trigger('query', {row: row});
-});
-"""
-
 
 def number_html(value, extra: str = "") -> str:
     """A number rounded to 3 decimals, exact on hover (its title is the float as JSON has it)."""

@@ -4,6 +4,7 @@ figures and references measured in the same run.
 
     python bench/bench_app.py                      # the shipped models (else same-size random models, said so)
     python bench/bench_app.py --runs 30 --names-model models/names --text-model models/shakespeare
+    python bench/bench_app.py --only scale         # issue 11's rows: GPT-2 size at 1,024 tokens; drawing then and now
 
 Goals (issue 4): names + maps <= 150 ms, 200 streamed tokens <= 2 s, on this CPU; (issue 9) the step view of the text
 model at 128 tokens <= 300 ms: the `step` endpoint through the app, plus drawing its numbers (in process: the page's
@@ -11,13 +12,23 @@ own event draws them after the same computation, and is not open to HTTP clients
 200 tokens sampled as nanoGPT does (no KV cache: the whole window, slid by one token, recomputed every step): the ratio
 shows what the cache and the 3/4-window jump buy. The reference for names + maps is the bare model work (generate +
 one eager forward), in process: the rest is the app (checks, drawing) and the HTTP queue.
+
+Goals (issue 11), with a GPT-2-shaped random-weight model (12 layers x 12 heads x 768, vocabulary 50,257, a
+transformers GPT2LMHeadModel converted by the app with from_gpt2) at 1,024 tokens: the attention view's response
+<= 5 MB and <= 2 s beyond the model's own forward pass (timed here too), a hover value <= 100 ms. The shipped models'
+maps are drawn by the new code and by the code before issue 11 (`git show BEFORE_ISSUE_11:attention_maps.py`) from the
+same recorded pass, interleaved: the ratio says whether they got slower.
 """
 
 import argparse
+import importlib.util
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -26,6 +37,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from test_app_api import LOWERCASE, char_tokenizer, running_app, save_fixture_model  # noqa: E402  (the tests')
+from test_attention_scale import page_function, printable_tokenizer, save_gpt2  # noqa: E402
+
+from timing import alternate, summarise  # noqa: E402  (bench/timing.py)
+
+BEFORE_ISSUE_11 = "4492d0f"  # the commit whose attention_maps.py drew the maps before they scaled
+GPT2_SHAPE = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
 
 
 def same_size_models(root: Path) -> tuple[str, str]:
@@ -194,13 +211,148 @@ def in_process(names_source: str, text_source: str, runs: int, prompt: str) -> d
     }
 
 
+def load_time(path: str) -> float:
+    return float(Path(path).read_text().split()[0]) if Path(path).exists() else float("nan")
+
+
+def gpt2_at_1024(root: Path, runs: int) -> dict[str, float]:
+    """Issue 11's rows: a GPT-2-shaped random model (from_gpt2 in the app) at its full context, in process and
+    served."""
+    import httpx
+
+    import app
+    from attention_export import save_weights
+    from forward_pass import run_forward_pass
+
+    folder = save_gpt2(root / "gpt2-shaped", printable_tokenizer(), **GPT2_SHAPE)
+    text = ("It was the best of times, it was the worst of times, it was the age of wisdom. " * 20)[:1023]
+    app.configure([str(folder)])
+    lm = app.PICKER.get("gpt2-shaped")
+    ids = app.from_boundary(lm, text, "text")
+    assert len(ids) == 1024
+    results = {}
+    forward = []
+    for _ in range(max(1, runs // 10)):
+        start = time.perf_counter()
+        run_forward_pass(lm.model, ids)
+        forward.append(time.perf_counter() - start)
+    results["forward"] = statistics.median(forward) * 1000
+    app.PASSES.clear()
+    start = time.perf_counter()
+    app.attention(text, "gpt2-shaped")  # the first time: the forward pass and the drawing
+    results["view, first"] = (time.perf_counter() - start) * 1000
+    results["view, beyond forward"] = median_ms(lambda i: app.attention(text, "gpt2-shaped"), max(3, runs // 4))
+    rows = [1023 - 37 * i for i in range(runs)]
+    results["hover, in process"] = median_ms(lambda i: app.attention_row(
+        {"model": "gpt2-shaped", "text": text, "layer": 11, "head": str(i % 12), "query": rows[i]}), runs)  # fmt: skip
+    with tempfile.TemporaryDirectory(dir=root) as out:
+        start = time.perf_counter()
+        written = save_weights(Path(out) / "w.safetensors", app.PASSES.get(lm.model, ids).attentions, [], ids)
+        results["export"] = (time.perf_counter() - start) * 1000
+        results["export MB"] = written.stat().st_size / 1e6
+
+    with running_app("--model", str(folder)) as (url, _):
+        http = httpx.Client(timeout=600)
+        start = time.perf_counter()
+        body = call(http, url, "attention", text, "gpt2-shaped")  # loads the model, runs the pass, draws
+        results["served, first"] = (time.perf_counter() - start) * 1000
+        results["served MB"] = len(body.encode()) / 1e6
+        results["served, beyond forward"] = median_ms(lambda i: call(http, url, "attention", text, "gpt2-shaped"),
+                                                      max(3, runs // 4))  # fmt: skip
+        asked = {"model": "gpt2-shaped", "text": text, "layer": 5}
+        results["hover, served"] = median_ms(lambda i: page_function(http, url, "attention_row", {
+            **asked, "head": str(i % 12), "query": rows[i]}), runs)  # fmt: skip
+        results["hover mean, served"] = median_ms(lambda i: page_function(http, url, "attention_row", {
+            **asked, "head": "mean", "query": rows[i]}), runs)  # fmt: skip
+        results["zoom, served"] = median_ms(lambda i: page_function(http, url, "attention_window", {
+            **asked, "head": str(i % 12), "row": rows[i] - 256, "col": 37 * i, "size": 256}), runs)  # fmt: skip
+    return results
+
+
+def old_drawing_module():
+    """attention_maps.py as it was before issue 11, from git, as a module of its own (None without git)."""
+    try:
+        source = subprocess.run(["git", "show", f"{BEFORE_ISSUE_11}:attention_maps.py"], cwd=REPO, check=True,
+                                capture_output=True, text=True).stdout  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    path = Path(tempfile.mkdtemp()) / "attention_maps_before.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("attention_maps_before", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def drawing_then_and_now(names_source: str, text_source: str, runs: int) -> list[list]:
+    """Drawing the grid and the enlarged head, new code vs the code before issue 11, from the same recorded pass."""
+    import app
+    import attention_maps as now
+
+    before = old_drawing_module()
+    if before is None:
+        return []
+    app.configure([], names_source, text_source)
+    rows = []
+    for model, text in ((app.NAMES_DEFAULT, ".emma."), (app.TEXT_DEFAULT, "ROMEO:\n" + "To be, or not to be? " * 20)):
+        view = app.text_view(model, text)
+        contenders = {
+            "now": partial(draw, now, view.recorded.attentions, view.tokens, {"model": model, "text": text}),
+            "before": partial(draw, before, view.recorded.attentions, view.tokens, None),
+        }
+        seconds = alternate(contenders, rounds=runs)
+        ms_now, ms_before = summarise(seconds["now"], 1000)[1], summarise(seconds["before"], 1000)[1]
+        kb_now, kb_before = contenders["now"]() / 1e3, contenders["before"]() / 1e3
+        rows.append([f"{model}, {len(view.ids)} tokens", ms_now, ms_before, ms_now / ms_before, kb_now, kb_before])
+    return rows
+
+
+def draw(maps, weights: torch.Tensor, tokens: list[str], shown: dict | None) -> int:
+    """The grid and the enlarged head drawn by `maps` (attention_maps now, or before issue 11: arrays, no `shown`);
+    returns their size in characters."""
+    if shown is None:
+        return len(maps.grid_html(weights.numpy(), tokens)) + len(maps.head_html(weights.numpy(), tokens, 0, "0"))
+    return len(maps.grid_html(weights, tokens)) + len(maps.head_html(weights, tokens, 0, "0", shown))
+
+
+def print_scale(results: dict[str, float], drawing: list[list]) -> None:
+    print(f"\nload: {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f} (1, 5, 15 min) on "
+          f"{os.cpu_count()} cores")  # fmt: skip
+    if results:
+        print("\nGPT-2-shaped random MiniGPT (12 x 12 x 768, vocab 50,257, from_gpt2), 1,024 tokens (median):")
+        r = results
+        print(f"{'measure':52} {'in process':>12} {'through the app':>16} {'goal':>10}")
+        print(f"{'model forward pass (run_forward_pass)':52} {r['forward']:9.0f} ms")
+        print(f"{'attention view, first request (forward + drawing)':52} {r['view, first']:9.0f} ms "
+              f"{r['served, first']:13.0f} ms")  # fmt: skip
+        print(f"{'attention view, beyond the forward (pass cached)':52} {r['view, beyond forward']:9.0f} ms "
+              f"{r['served, beyond forward']:13.0f} ms {'2000 ms':>10}")  # fmt: skip
+        print(f"{'attention view, response size':52} {'':>12} {r['served MB']:13.2f} MB {'5 MB':>10}")
+        print(f"{'hover value (one query row, a head)':52} {r['hover, in process']:9.1f} ms "
+              f"{r['hover, served']:13.1f} ms {'100 ms':>10}")  # fmt: skip
+        print(f"{'hover value (one query row, average of heads)':52} {'':>12} {r['hover mean, served']:13.1f} ms")
+        print(f"{'zoom/pan: a 256 x 256 window':52} {'':>12} {r['zoom, served']:13.1f} ms")
+        export = f"export all weights (.safetensors, {r['export MB']:.0f} MB)"
+        print(f"{export:52} {r['export']:9.0f} ms")
+        ratio = r["view, beyond forward"] / r["forward"]
+        print(f"ratio: drawing beyond the forward / forward = {ratio:.3f}")
+    if drawing:
+        print(f"\nDrawing grid + enlarged head, now vs before issue 11 ({BEFORE_ISSUE_11}), same pass, interleaved:")
+        print(f"{'text':28} {'now':>9} {'before':>9} {'ratio':>7} {'now KB':>9} {'before KB':>10}")
+        for name, now, before, ratio, kb_now, kb_before in drawing:
+            print(f"{name:28} {now:6.1f} ms {before:6.1f} ms {ratio:7.2f} {kb_now:9.0f} {kb_before:10.0f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--names-model", default=str(REPO / "models" / "names"))
     parser.add_argument("--text-model", default=str(REPO / "models" / "shakespeare"))
     parser.add_argument("--prompt", default="ROMEO:\n")
+    parser.add_argument("--only", choices=["speed", "scale"], help="only issue 4's rows (speed) or issue 11's (scale)")
     args = parser.parse_args()
+    print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    torch.set_num_threads(1)  # as app.main serves: idle intra-op threads spin on a loaded machine and blur the ratios
 
     names_source, text_source = args.names_model, args.text_model
     with tempfile.TemporaryDirectory() as tmp:
@@ -211,6 +363,12 @@ def main() -> None:
             )
             names_source, text_source = same_size_models(Path(tmp))
         print(f"models: names={names_source}  text={text_source}")
+        if args.only != "speed":
+            drawing = drawing_then_and_now(names_source, text_source, args.runs)
+            scale = gpt2_at_1024(Path(tmp), args.runs)
+            print_scale(scale, drawing)
+        if args.only == "scale":
+            return
         local = in_process(names_source, text_source, args.runs, args.prompt)
         with running_app("--names-model", names_source, "--text-model", text_source) as (url, _):
             served = through_the_server(

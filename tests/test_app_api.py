@@ -317,7 +317,8 @@ def test_attention_endpoint_shapes_and_maps(client):
     assert "6 tokens: . e m m a" not in notes  # 'emma' gets the boundary in front: 5 tokens
     assert "5 tokens: . e m m a" in notes
     assert grid.count("<svg") == 4 * (4 + 1)  # 4 layers x (4 heads + their average)
-    assert large.count("data-weights") == 2  # the chosen head and the average of its layer
+    assert large.count("<figure data-layer") == 2  # the chosen head and the average of its layer
+    assert "data-weights" not in large  # hover values are read from the server, not carried by the page
     rows = {row[0]: row[3] for row in trace["data"]}
     assert rows["input x (after attn_norm)"] == "(1, 5, 64)"
     assert rows["fused Q/K/V projection"] == "(1, 5, 192)"

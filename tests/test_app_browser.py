@@ -96,3 +96,57 @@ def test_generate_names_and_text_and_see_the_maps(page_url, tmp_path):
             assert outside == []
         finally:
             browser.close()
+
+
+def test_zoom_select_a_query_and_download_a_png_and_the_weights(page_url, tmp_path):
+    """The enlarged head zooms (a window drawn by the server), a click on a row selects that query, and the export
+    downloads a PNG of the grid and the weights file."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from attention_export import load_weights
+
+    expect.set_options(timeout=90_000)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000}, accept_downloads=True)
+            page.set_default_timeout(90_000)
+            page.goto(page_url)
+            expect(grid_tiles(page)).to_have_count(20)
+
+            # A 30-token text of the text model: zoom in to a window of 16 tokens.
+            page.get_by_label("Text to look at (filled in by each generation)").fill("to be, or not to be, that is?")
+            page.locator("#attention-head").scroll_into_view_if_needed()
+            page.get_by_label("Model").last.click()
+            page.get_by_role("option", name="tiny-text").click()
+            page.get_by_role("button", name="Show attention").click()
+            expect(grid_tiles(page)).to_have_count(6)
+            page.locator("#attention-head button[data-zoom=in]").click()
+            expect(page.locator("#attention-head figcaption").first).to_contain_text("queries 8-23, keys 8-23 of 30")
+
+            # Hover: the exact weight, read from the server; a click on a row selects that query.
+            large = page.locator("#attention-head figure image.heat").first
+            box = large.bounding_box()
+            large.hover(position={"x": box["width"] * 0.03, "y": box["height"] * 0.97})  # key 8, query 23
+            expect(page.locator("#attention-head .attn-tip")).to_contain_text(re.compile(
+                r'query 23 ".+" -> key 8 ".+": \d\.\d{3}'))  # fmt: skip
+            large.click(position={"x": box["width"] * 0.5, "y": box["height"] * 0.97})
+            expect(page.locator("#attention-head .attn-large")).to_have_attribute("data-query", "23")
+
+            # Export: the grid as one PNG, then every weight as .safetensors.
+            downloads = {}
+            for label, suffix in (("every map (.png)", ".png"), ("all weights (.safetensors, bertviz layout)",
+                                                                 ".safetensors")):  # fmt: skip
+                page.get_by_label("Export the attention of this text").click()
+                page.get_by_role("option", name=label).click()
+                page.get_by_role("button", name="Export", exact=True).click()
+                link = page.locator(f'#attention-export a[href*="{suffix}"]')
+                with page.expect_download() as download:
+                    link.click()
+                downloads[suffix] = tmp_path / download.value.suggested_filename
+                download.value.save_as(downloads[suffix])
+            assert downloads[".png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            layers, tokens, _ = load_weights(downloads[".safetensors"])
+            assert len(tokens) == 30 and [a.shape for a in layers] == [(1, 2, 30, 30)] * 2
+        finally:
+            browser.close()

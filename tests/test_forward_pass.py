@@ -48,6 +48,7 @@ def test_the_cache_computes_a_pass_once_and_keeps_models_apart():
     b = cache.get(second, IDS)
     assert cache.computed == 2 and not torch.equal(a.attentions, b.attentions)
     assert cache.get(first, IDS[:-1]) is not a and cache.computed == 3
+    assert cache.cached(first, IDS) is a and cache.cached(second, IDS) is b and cache.cached(first, IDS[:2]) is None
 
 
 def test_a_model_gone_is_never_served_to_the_one_that_takes_its_place():

@@ -1,0 +1,277 @@
+"""Attention maps that scale (issue 11): pooled tiles that keep a sharp focus, exact hover values read from the server,
+zoomed windows, exports in bertviz's layout equal to `output_attentions`, and a 1,024-token request on a long-context
+model converted with `from_gpt2`, through the running app."""
+
+import base64
+import functools
+import io
+
+import numpy as np
+import pytest
+import torch
+from test_app_api import LOWERCASE, build_fixture_models, call, char_tokenizer, running_app, server_log
+
+from attention_export import grid_png, grid_svg, load_weights, map_png, save_weights
+from attention_maps import (
+    LEVELS,
+    PALETTE,
+    Window,
+    colour_indices,
+    figure_body,
+    future_blocks,
+    grid_images,
+    max_pooled,
+)
+from modeling_minigpt import MiniGPTForCausalLM
+
+LONG = 1024  # tokens: the long-context fixture's context, and the longest text tried
+
+
+def save_gpt2(folder, tokenizer, seed: int = 0, **shape):
+    """A random-weight transformers GPT2LMHeadModel and a tokenizer, saved as a folder: the app converts it with
+    MiniGPTForCausalLM.from_gpt2, as it would the real GPT-2 (nothing downloaded)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    ids = dict(bos_token_id=0, eos_token_id=0, pad_token_id=len(tokenizer) - 1)
+    config = GPT2Config(**{"vocab_size": len(tokenizer), **shape, **ids})
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def printable_tokenizer():
+    return char_tokenizer("".join(chr(c) for c in range(32, 127)) + "\n", "<|endoftext|>")
+
+
+def own_attentions(folder, ids: list[int]) -> list[torch.Tensor]:
+    """The model's own output_attentions for `ids`: L x (1, H, T, T), loaded for eager attention, on one thread as
+    the server computes (so that even the last bits of the float32 sums agree)."""
+    from transformers import AutoConfig
+
+    if AutoConfig.from_pretrained(folder).model_type == "gpt2":
+        model = MiniGPTForCausalLM.from_gpt2(folder)
+    else:
+        model = MiniGPTForCausalLM.from_pretrained(folder, attn_implementation="eager")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            return list(model.eval()(torch.tensor([ids]), output_attentions=True).attentions)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@functools.cache
+def component_id(url: str, elem_id: str) -> int:
+    """The id of the component with `elem_id` on the page served at `url` (the page knows it from /config)."""
+    import httpx
+
+    config = httpx.get(f"{url}config").json()
+    return next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == elem_id)
+
+
+def page_function(http, url: str, fn_name: str, asked: dict, elem_id: str = "attention-head"):
+    """A call of the enlarged maps' server function (`server.attention_row(...)` in HEAD_JS), as the page makes it."""
+    body = {"data": asked, "component_id": component_id(url, elem_id), "session_hash": "test", "fn_name": fn_name}
+    response = http.post(f"{url}gradio_api/component_server/", json=body)
+    response.raise_for_status()
+    return response.json()
+
+
+# ---- in process: the numbers behind the drawings --------------------------------------------------------------------
+
+
+def test_max_pooling_is_the_largest_weight_of_each_block():
+    torch.manual_seed(0)
+    weights = torch.rand(2, 3, 37, 41)
+    for factor in (1, 2, 5, 8):
+        pooled = max_pooled(weights, factor)
+        rows, cols = -(-37 // factor), -(-41 // factor)
+        assert pooled.shape == (2, 3, rows, cols)
+        for i in range(rows):
+            for j in range(cols):
+                block = weights[..., i * factor : (i + 1) * factor, j * factor : (j + 1) * factor]
+                assert torch.equal(pooled[..., i, j], block.amax((-2, -1)))
+
+
+def test_a_pooled_tile_keeps_a_one_hot_rows_maximum():
+    """Every query attends to one key only (a weight of 1 among zeros): however far the grid shrinks the map, the
+    tile's pixel over that (query, key) has the colour of weight 1, never a diluted mean."""
+    T, generator = 1000, torch.Generator().manual_seed(0)
+    keys = torch.cat([torch.randint(0, q + 1, (1,), generator=generator) for q in range(T)])  # (T,): key <= query
+    attentions = torch.zeros(1, 2, T, T)
+    attentions[0, 0, torch.arange(T), keys] = 1.0  # head 0: one-hot rows
+    attentions[0, 1] = torch.tril(torch.ones(T, T)) / torch.arange(1, T + 1)[:, None]  # head 1: uniform
+    tiles = grid_images(attentions)  # (1, 3, t, t)
+    factor = -(-T // tiles.shape[-1])
+    assert tiles.shape[-1] <= 160 and factor > 1
+    assert (tiles[0, 0][(torch.arange(T) // factor).numpy(), (keys // factor).numpy()] == LEVELS).all()
+    # the average over the two heads: 0.5 + 0.5 / (q + 1) at the focus, also kept by the max
+    expected = colour_indices(0.5 + 0.5 / (torch.arange(T) + 1.0), np.zeros(T, dtype=bool))  # (T,)
+    assert (tiles[0, 2][(torch.arange(T) // factor).numpy(), (keys // factor).numpy()] >= expected).all()
+
+
+def test_future_blocks_are_those_the_mask_hides_wholly():
+    mask = torch.triu(torch.ones(50, 50, dtype=torch.bool), 1)
+    for rows, cols, factor in [(range(50), range(50), 1), (range(50), range(50), 7), (range(10, 40), range(5, 35), 4)]:
+        part = mask[rows.start : rows.stop, cols.start : cols.stop]
+        expected = [[bool(part[i : i + factor, j : j + factor].all()) for j in range(0, len(cols), factor)]
+                    for i in range(0, len(rows), factor)]  # fmt: skip
+        assert future_blocks(rows, cols, factor).tolist() == expected
+
+
+def test_a_zoomed_window_is_drawn_at_one_pixel_per_weight():
+    torch.manual_seed(0)
+    T = 600
+    matrix = torch.softmax(torch.randn(T, T).masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), -1e9), -1)
+    tokens = [f"t{i}" for i in range(T)]
+    window = Window.fit(T, row=500, col=-20, size=200)  # past the map's edges: moved inside
+    assert window == Window(row=400, col=0, size=200)
+    svg = figure_body(matrix, tokens, "layer 0, head 0", window)
+    assert 'data-row="400" data-col="0" data-size="200"' in svg and "one pixel per weight" in svg
+    pixels = decode_png(svg.split('href="', 1)[1].split('"', 1)[0])
+    assert pixels.shape == (200, 200)
+    assert np.array_equal(pixels, colour_indices(matrix[400:600, 0:200], np.zeros((200, 200), dtype=bool)))
+    assert ">t400<" in svg and ">t0<" in svg  # the labels are the window's tokens
+    whole = figure_body(matrix, tokens, "layer 0, head 0", Window.fit(T))
+    assert decode_png(whole.split('href="', 1)[1].split('"', 1)[0]).shape == (200, 200)  # 600 tokens in <= 256 px
+    assert "a pixel is the largest of 3 x 3 weights" in whole
+
+
+def decode_png(uri_or_bytes) -> np.ndarray:
+    """A palette PNG's indices (H, W)."""
+    from PIL import Image
+
+    data = base64.b64decode(uri_or_bytes.split(",", 1)[1]) if isinstance(uri_or_bytes, str) else uri_or_bytes
+    image = Image.open(io.BytesIO(data))
+    assert image.mode == "P" and np.array_equal(np.asarray(image.getpalette(), np.uint8).reshape(-1, 3), PALETTE)
+    return np.asarray(image)
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+def test_exported_weights_are_output_attentions_exactly_in_bertviz_layout(tmp_path, suffix):
+    from test_forward_pass import IDS, tiny_model
+
+    from forward_pass import run_forward_pass
+
+    model = tiny_model(implementation="sdpa")
+    recorded = run_forward_pass(model, IDS)
+    tokens = [f"<{i}>" for i in IDS]
+    layers, loaded_tokens, input_ids = load_weights(save_weights(tmp_path / f"w{suffix}", recorded.attentions, tokens,
+                                                                 list(IDS)))  # fmt: skip
+    with torch.no_grad():
+        expected = model(torch.tensor([IDS]), output_attentions=True).attentions  # L x (1, H, T, T)
+    assert len(layers) == len(expected) == 3 and loaded_tokens == tokens and input_ids == list(IDS)
+    for mine, theirs in zip(layers, expected):
+        assert mine.dtype == np.float32 and mine.shape == (1, 2, len(IDS), len(IDS))  # bertviz: (batch 1, heads, T, T)
+        assert torch.equal(torch.from_numpy(mine), theirs)
+
+
+def test_exported_images(tmp_path):
+    T = 12
+    attentions = torch.softmax(torch.randn(2, 3, T, T).masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1),
+                                                                   -1e9), -1)  # fmt: skip
+    one = decode_png(map_png(attentions[1, 2]))
+    scale = one.shape[0] // T
+    assert one.shape == (scale * T, scale * T) and scale * T >= 512
+    assert np.array_equal(one[::scale, ::scale], colour_indices(attentions[1, 2]))
+    from PIL import Image
+
+    grid = Image.open(io.BytesIO(grid_png(attentions)))
+    assert grid.mode == "RGB" and grid.width > 4 * 96 and grid.height > 2 * 96
+    svg = grid_svg(attentions, [f"w{i}" for i in range(T)])
+    assert svg.startswith("<svg xmlns=") and svg.count("<image") == 2 * (3 + 1) and ">w11<" in svg
+    with pytest.raises(ValueError, match="at most 64 tokens"):
+        grid_svg(torch.zeros(1, 1, 65, 65), ["x"] * 65)
+
+
+def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_text(tmp_path):
+    """Two models with the same tokenizer and different weights: the same text gets each model's own maps, drawn
+    from one pass per (model, text)."""
+    from test_app_api import save_fixture_model
+
+    import app
+    from attention_maps import grid_html
+    from forward_pass import run_forward_pass
+
+    first = save_fixture_model(tmp_path / "a", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
+    second = save_fixture_model(tmp_path / "b", char_tokenizer(LOWERCASE, "."), seed=1, name="names")
+    app.configure([str(first), str(second)])
+    app.PASSES.clear()
+    computed = app.PASSES.computed
+    maps = {name: app.attention("emma", name) for name in ("a", "b")}
+    assert maps["a"][1] != maps["b"][1]  # the grids differ
+    assert app.attention("emma", "a")[1:3] == maps["a"][1:3] and app.PASSES.computed == computed + 2
+    for name in ("a", "b"):
+        lm = app.PICKER.get(name)
+        ids = app.from_boundary(lm, "emma", "text")
+        tokens = app.token_labels(lm.tokenizer, ids)
+        assert maps[name][1] == grid_html(run_forward_pass(lm.model, ids).attentions, tokens)
+        row = app.attention_values("emma", name, layer=1, head="2", query=3)
+        assert row["weights"] == own_attentions(tmp_path / name, ids)[1][0, 2, 3, :4].tolist()
+
+
+# ---- through the running app ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def long_server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    names, text = build_fixture_models(root)
+    gpt2 = save_gpt2(root / "tiny-gpt2", printable_tokenizer(), n_positions=LONG, n_embd=32, n_layer=2, n_head=2)
+    with running_app("--names-model", str(names), "--text-model", str(text), "--model", str(gpt2)) as (url, process):
+        yield url, process, gpt2
+
+
+def test_a_1024_token_text_on_a_from_gpt2_model(long_server, tmp_path):
+    """The whole context of a long-context model converted with from_gpt2: small maps, exact values on demand."""
+    import httpx
+    from gradio_client import Client
+
+    url, process, folder = long_server
+    client = Client(url, verbose=False)
+    text = ("It was the best of times, it was the worst of times. " * 30)[: LONG - 1]
+    notes, grid, large, *_ = call(client, "/attention", text=text, model="tiny-gpt2")
+    assert f"{LONG} tokens" in notes
+    assert grid.count("<svg") == 2 * (2 + 1) and len(grid) + len(large) < 5_000_000
+    assert "a pixel is the largest of 4 x 4 weights" in large  # 1,024 tokens in a 256-pixel window
+    ids = [0] + printable_tokenizer().encode(text, add_special_tokens=False)
+    expected = own_attentions(folder, ids)  # L x (1, H, T, T)
+
+    # Hover values, through the API (a row, a cell) and as the page reads them: the model's own weights, exactly.
+    row = call(client, "/attention_values", text=text, model="tiny-gpt2", layer=1, head="1", query=LONG - 1)
+    assert row["weights"] == expected[1][0, 1, LONG - 1].tolist() and len(row["tokens"]) == LONG
+    cell = call(client, "/attention_values", text=text, model="tiny-gpt2", layer=0, head="0", query=700, key=3)
+    assert cell["weights"] == [expected[0][0, 0, 700, 3].item()]
+    http = httpx.Client(timeout=60)
+    asked = {"model": "tiny-gpt2", "text": text, "layer": 0, "head": "mean", "query": 999}
+    page_row = page_function(http, url, "attention_row", asked)
+    assert page_row["weights"] == expected[0][0, :, 999, :1000].mean(0).tolist()
+
+    # Zoom: a window of 256 tokens at full resolution.
+    body = page_function(http, url, "attention_window", {**asked, "row": 300, "col": 200, "size": 256})
+    assert 'data-row="300" data-col="200" data-size="256"' in body and "one pixel per weight" in body
+
+    # The weights of the whole text, through the API: every layer as bertviz takes it.
+    path = call(client, "/attention_export", text=text, model="tiny-gpt2", what="npz")
+    assert "minigpt-exports-" not in path  # the client's own download, not a path on the server
+    layers, tokens, input_ids = load_weights(path)
+    assert input_ids == ids and len(tokens) == LONG
+    assert all(torch.equal(torch.from_numpy(a), b) for a, b in zip(layers, expected, strict=True))
+    assert "Traceback" not in server_log(process)
+
+
+def test_bad_hover_and_export_requests_say_what_to_change(long_server):
+    from gradio_client import Client
+    from test_app_api import app_error
+
+    url, process, _ = long_server
+    client = Client(url, verbose=False)
+    assert "layer must be 0 to 3" in app_error(client, "/attention_values", text="emma", layer=4)
+    assert "head must be 0 to 3 or 'mean'" in app_error(client, "/attention_values", text="emma", head="x")
+    assert "query must be a token position, 0 to 4" in app_error(client, "/attention_values", text="emma", query=5)
+    assert "what must be one of" in app_error(client, "/attention_export", text="emma", what="pdf")
+    message = app_error(client, "/attention_export", text="x" * 80, model="tiny-gpt2", what="grid.svg")
+    assert "export it as PNG" in message
+    assert "Traceback" not in server_log(process)
