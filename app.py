@@ -8,10 +8,12 @@ Named API endpoints (gradio_client): /names, /text (streamed) and /attention. Se
 """
 
 import argparse
+import contextlib
 import functools
 import math
 import os
 import random
+import re
 import threading
 import unicodedata
 from collections.abc import Iterator
@@ -46,13 +48,20 @@ from attention_maps import (  # noqa: E402
     trace_table,  # noqa: E402
 )
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
-from tokenization import known_characters, unknown_characters  # noqa: E402
+from tokenization import known_characters, missing_local_path, unknown_characters  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
 SHIPPED = {"names": REPO / "models" / "names", "shakespeare": REPO / "models" / "shakespeare"}
 MAX_NAMES = 100  # names per request
 MAX_NEW_TOKENS = 500  # text tokens per request
 MAX_NAME_TOKENS = 32  # tokens per name, when a model with a long context is used for names
+MAX_TEXT_CHARS = 20_000  # characters of a prompt, prefix or text, checked before tokenizing: ~5x GPT-2's 1024 tokens
+MAX_TEMPERATURE = 100.0  # above, sampling is uniform noise; below MIN_TEMPERATURE, greedy in all but name (use 0)
+MIN_TEMPERATURE = 1e-3
+MAX_UPLOAD = "1kb"  # the page takes no files: Gradio's upload route, open to anyone, refuses anything bigger
+
+# A visitor's mistake: its message is shown, and the server log stays free of its traceback.
+UserError = functools.partial(gr.Error, print_exception=False)
 
 
 # ---- models --------------------------------------------------------------------------------------------------------
@@ -83,6 +92,8 @@ class LanguageModel:
 def load_language_model(name: str, source: str) -> LanguageModel:
     """A MiniGPT folder or Hub id (GPT-2 checkpoints are converted), loaded once with sdpa: the attention maps take the
     eager path per call (`output_attentions=True`), so nothing is loaded twice."""
+    if missing_local_path(source):  # else the Hub's "Repo id must be in the form ..." would be the message
+        raise FileNotFoundError(f"the folder {source} does not exist")
     config = AutoConfig.from_pretrained(source)
     if config.model_type == "gpt2":
         model = MiniGPTForCausalLM.from_gpt2(source)
@@ -111,14 +122,23 @@ class ModelPicker:
 
     def get(self, name: str | None) -> LanguageModel:
         if name not in self.sources:
-            raise gr.Error(f"Unknown model {name!r}: choose one of {', '.join(self.sources)}.")
+            raise UserError(f"Unknown model {name!r}: choose one of {', '.join(self.sources)}.")
         with self.lock:
             if name not in self.loaded:
                 try:
                     self.loaded[name] = load_language_model(name, self.sources[name])
                 except Exception as error:  # a broken folder or no network for a Hub id: say so, keep serving
-                    raise gr.Error(f"Could not load the model {name!r} from {self.sources[name]}: {error}") from error
+                    message = without_paths(str(error), self.sources[name], name)
+                    raise gr.Error(f"Could not load the model {name!r}: {message}") from error  # logged: the host's
             return self.loaded[name]
+
+
+def without_paths(message: str, source: str, name: str) -> str:
+    """The first line of a load error for a visitor: the model's folder named by its picker name, and no other
+    absolute path of the server (a file in it keeps its own name)."""
+    line = message.strip().splitlines()[0] if message.strip() else "unknown error"
+    line = line.replace(source, name)
+    return re.sub(r"(?<![\w.])(?:/[^/\s'\"]+)+/(?=[^/\s'\"]*)", "", line)
 
 
 def same_path(source: str | None) -> str | None:
@@ -171,16 +191,26 @@ class Sampling:
 
 
 def number(name: str, value, default, kind=float):
-    """`value` as an int or float; None (left out by an API client) means the default."""
+    """`value` as an int or float; None (left out by an API client) means the default. Whole numbers stay ints (a
+    seed of 2**63 - 1 is kept exact, not rounded through a float); 1.5 is not a whole number."""
     if value is None or value == "":
         return default
+    if isinstance(value, bool):  # JSON's true and false are not numbers here
+        raise UserError(f"{name} must be a number, got {value!r}.")
+    if kind is int and isinstance(value, int | str):
+        with contextlib.suppress(ValueError):
+            return int(value)  # an int, or a string of one: exact
     try:
-        result = kind(float(value)) if kind is int else kind(value)
-    except (TypeError, ValueError, OverflowError):
-        raise gr.Error(f"{name} must be a number, got {value!r}.") from None
-    if isinstance(result, float) and not math.isfinite(result):
-        raise gr.Error(f"{name} must be a finite number, got {value!r}.")
-    return result
+        result = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{name} must be a number, got {value!r}.") from None
+    except OverflowError:
+        raise UserError(f"{name} must be a finite number, got {value!r}.") from None
+    if not math.isfinite(result):
+        raise UserError(f"{name} must be a finite number, got {value!r}.")
+    if kind is int and not result.is_integer():
+        raise UserError(f"{name} must be a whole number, got {value!r}.")
+    return int(result) if kind is int else result
 
 
 def clamped(name: str, value: int, low: int, high: int, notes: list[str]) -> int:
@@ -195,26 +225,30 @@ def clamped(name: str, value: int, low: int, high: int, notes: list[str]) -> int
 def parse_sampling(temperature, top_k, top_p, seed, vocab_size: int, notes: list[str]) -> Sampling:
     temperature = number("Temperature", temperature, 1.0)
     if temperature < 0:
-        raise gr.Error(f"Temperature must be 0 or more, got {temperature}: 0 always picks the most likely token, "
-                       "1 samples from the model's probabilities, higher is more random.")  # fmt: skip
+        raise UserError(f"Temperature must be 0 or more, got {temperature}: 0 always picks the most likely token, "
+                        "1 samples from the model's probabilities, higher is more random.")  # fmt: skip
+    if temperature != 0 and not MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE:
+        raise UserError(f"Temperature must be 0 (greedy) or between {MIN_TEMPERATURE:g} and {MAX_TEMPERATURE:g}, got "
+                        f"{temperature:g}: below, sampling is greedy in all but name; above, it is uniform noise "
+                        "(and the arithmetic overflows).")  # fmt: skip
     if temperature == 0:
         notes.append("Temperature 0: greedy decoding, the most likely token every time (top-k, top-p and seed unused).")
     top_k = number("top-k", top_k, 0, int)
     if top_k < 0:
-        raise gr.Error(f"top-k must be 0 (off) or a positive number of tokens, got {top_k}.")
+        raise UserError(f"top-k must be 0 (off) or a positive number of tokens, got {top_k}.")
     if top_k >= vocab_size:
         notes.append(f"top-k {top_k} is not below the model's {vocab_size} tokens, so it keeps them all (off).")
         top_k = 0
     top_p = number("top-p", top_p, 1.0)
     if not 0 < top_p <= 1:
-        raise gr.Error(f"top-p must be above 0 and at most 1, got {top_p}: it keeps the most likely tokens whose "
-                       "probabilities add up to top-p; 1 turns it off.")  # fmt: skip
+        raise UserError(f"top-p must be above 0 and at most 1, got {top_p}: it keeps the most likely tokens whose "
+                        "probabilities add up to top-p; 1 turns it off.")  # fmt: skip
     seed = number("Seed", seed, -1, int)
     if seed < 0:
         seed = random.randrange(2**31)
         notes.append(f"Random seed {seed}: set the seed to {seed} to get this output again.")
     elif seed >= 2**63:
-        raise gr.Error(f"Seed must be below 2**63, got {seed}.")
+        raise UserError(f"Seed must be below 2**63, got {seed}.")
     return Sampling(temperature, top_k, top_p, seed)
 
 
@@ -222,14 +256,27 @@ def describe(character: str) -> str:
     return f"{character!r} ({unicodedata.name(character, f'U+{ord(character):04X}')})"
 
 
+def check_text(text: str, what: str) -> None:
+    """A visitor's text, checked before anything reads it closely: at most MAX_TEXT_CHARS characters (tokenizing a
+    few megabytes takes seconds and gigabytes, for a model that keeps only its last block_size tokens), and no lone
+    surrogate (half of a UTF-16 pair: no tokenizer can encode it)."""
+    if len(text) > MAX_TEXT_CHARS:
+        raise UserError(f"The {what} is {len(text):,} characters long: at most {MAX_TEXT_CHARS:,} are accepted (the "
+                        "model sees only its last context's worth of tokens anyway). Shorten it.")  # fmt: skip
+    if halves := sorted({c for c in text if "\ud800" <= c <= "\udfff"}):
+        raise UserError(f"The {what} holds {', '.join(map(describe, halves))}: half of a character (a lone UTF-16 "
+                        "surrogate), which cannot be encoded. Remove it.")  # fmt: skip
+
+
 def encode(lm: LanguageModel, text: str, what: str) -> list[int]:
     """The ids of `text` (no special tokens added), or a message naming every character the model does not know."""
+    check_text(text, what)
     unknown = unknown_characters(lm.tokenizer, text, allow_special_tokens=True)  # a prompt may hold '.' etc.
     if unknown:
         known = known_characters(lm.tokenizer)
         hint = f" It knows only: {known!r}." if len(known) <= 100 else ""
-        raise gr.Error(f"The {lm.name} model does not know these characters of the {what}: "
-                       f"{', '.join(map(describe, unknown))}. Remove or replace them.{hint}")  # fmt: skip
+        raise UserError(f"The {lm.name} model does not know these characters of the {what}: "
+                        f"{', '.join(map(describe, unknown))}. Remove or replace them.{hint}")  # fmt: skip
     return lm.tokenizer.encode(text, add_special_tokens=False)
 
 
@@ -290,8 +337,8 @@ def names(prefix: str = "", count: float = 10, temperature: float = 1.0, top_k: 
     prompt = from_boundary(lm, prefix, "prefix")
     room = min(lm.block_size - len(prompt), MAX_NAME_TOKENS)
     if room < 1:
-        raise gr.Error(f"The prefix is too long: the {lm.name} model's context is {lm.block_size} tokens, the start "
-                       f"token included, so use at most {lm.block_size - 2} characters.")  # fmt: skip
+        raise UserError(f"The prefix is too long: the {lm.name} model's context is {lm.block_size} tokens, the start "
+                        f"token included, so use at most {lm.block_size - 2} characters.")  # fmt: skip
     if sampling.greedy and count > 1:
         notes.append("Greedy decoding gives the same name every time.")
     samples = sample_names(lm, prompt, count, sampling, room)
@@ -418,8 +465,9 @@ def attention_of_sample(sample: str, model: str):
 
 def unchecked(component):
     """`component`'s value reaches the handler as sent: an API client may send any value, and the handler checks it
-    with a message naming the parameter (Gradio's own range check would not name it). Set on the instance: a
-    subclass would make Gradio write a .pyi file beside app.py."""
+    with a message naming the parameter (Gradio's own range and choice checks would not name it, and would print a
+    traceback in the server log). Set on the instance: a subclass would make Gradio write a .pyi file beside
+    app.py."""
     component.preprocess = lambda payload: payload
     return component
 
@@ -432,7 +480,8 @@ looks; columns: the tokens it looks at; grey: future tokens it cannot see). Clic
 
 
 def build_demo() -> gr.Blocks:
-    with gr.Blocks(title="MiniGPT attention explorer") as demo:
+    # Anything that still reaches the upload cache (at most MAX_UPLOAD a file) is deleted after an hour.
+    with gr.Blocks(title="MiniGPT attention explorer", delete_cache=(3600, 3600)) as demo:
         gr.Markdown(INTRO)
         with gr.Accordion("Sampling", open=True):
             with gr.Row():
@@ -443,7 +492,7 @@ def build_demo() -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Names"):
                 with gr.Row():
-                    names_model = gr.Dropdown(PICKER.names, value=NAMES_DEFAULT, label="Model")
+                    names_model = unchecked(gr.Dropdown(PICKER.names, value=NAMES_DEFAULT, label="Model"))
                     prefix = gr.Textbox("", label="Starts with (optional)", placeholder="e.g. em")
                     count = unchecked(gr.Number(value=10, precision=0, label=f"How many names (1-{MAX_NAMES})"))
                 names_button = gr.Button("Generate names", variant="primary")
@@ -452,7 +501,7 @@ def build_demo() -> gr.Blocks:
                 first_name = gr.State("")
             with gr.Tab("Text"):
                 with gr.Row():
-                    text_model = gr.Dropdown(PICKER.names, value=TEXT_DEFAULT, label="Model")
+                    text_model = unchecked(gr.Dropdown(PICKER.names, value=TEXT_DEFAULT, label="Model"))
                     max_new = unchecked(gr.Number(value=200, precision=0, label=f"Max new tokens (1-{MAX_NEW_TOKENS})"))
                 prompt = gr.Textbox("", label="Prompt (may be empty)", lines=3, placeholder="ROMEO:")
                 text_button = gr.Button("Generate text", variant="primary")
@@ -462,7 +511,7 @@ def build_demo() -> gr.Blocks:
         gr.Markdown("## Attention maps")
         with gr.Row():
             attn_text = gr.Textbox(label="Text to look at (filled in by each generation)", value="emma", scale=3)
-            attn_model = gr.Dropdown(PICKER.names, value=NAMES_DEFAULT, label="Model", scale=1)
+            attn_model = unchecked(gr.Dropdown(PICKER.names, value=NAMES_DEFAULT, label="Model", scale=1))
         attn_button = gr.Button("Show attention")
         attn_notes = gr.Markdown(label="Notes")
         grid = gr.HTML(label="Every head", js_on_load=PICK_JS, elem_id="attention-grid")
@@ -524,9 +573,15 @@ def main(argv=None) -> None:
     # One thread per request: the models are small, and a request runs on whichever worker thread the server picks;
     # each such thread would start its own team of intra-op threads, and idle teams spin on the cores (10x slower).
     torch.set_num_threads(1)
+    for source in [*args.model, args.names_model, args.text_model]:
+        if source and missing_local_path(source):
+            raise SystemExit(f"app.py: error: the model folder {source} does not exist.")
     configure(args.model, args.names_model, args.text_model)
     for default in {NAMES_DEFAULT, TEXT_DEFAULT}:  # load before serving: the first request is as fast as the rest
-        PICKER.get(default)
+        try:
+            PICKER.get(default)
+        except gr.Error as error:  # a broken default model: one line, not a traceback
+            raise SystemExit(f"app.py: error: {error.message} ({PICKER.sources[default]})") from None
     demo = build_demo()
     demo.queue(default_concurrency_limit=args.concurrency)
     demo.launch(
@@ -537,6 +592,7 @@ def main(argv=None) -> None:
         css=GRID_CSS,
         ssr_mode=False,
         show_error=True,
+        max_file_size=MAX_UPLOAD,
     )  # an unexpected error's message (never its traceback) reaches the page and the API
 
 

@@ -104,7 +104,8 @@ def read_rows(rows: Iterable[dict], name: str) -> Iterator[dict]:
 
 def unreadable(name: str, error: Exception) -> DataError:
     message = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
-    return DataError(f"Cannot read the dataset {name}: {message.rstrip('.')}. Check that the file is what its name says.")
+    message = f"Cannot read the dataset {name}: {message.rstrip('.')}. Check that the file is what its name says."
+    return DataError(message)
 
 
 def open_corpus(dataset: str, text_column: str | None = None) -> Corpus:
@@ -427,9 +428,6 @@ def text_tokenizer(kind: str, corpus: Corpus, n_train_chars: int, vocab_size: in
         return tokenization.bpe_tokenizer(training_text, vocab_size)
     from transformers import AutoTokenizer
 
-    if tokenization.missing_local_path(kind):
-        raise DataError(f"--tokenizer {kind}: the path {kind} does not exist. Give names, char, bpe, a saved "
-                        "tokenizer's folder or a Hub id.")  # fmt: skip
     try:
         tokenizer = AutoTokenizer.from_pretrained(kind)
     except Exception as error:
@@ -455,6 +453,9 @@ def text_splits(
     tokenizer=None,
 ) -> Splits:
     """Windows of `block_size` tokens; the last `val_fraction` of the characters is the validation text."""
+    if tokenizer is None and tokenizer_kind not in ("char", "bpe") and tokenization.missing_local_path(tokenizer_kind):
+        raise DataError(f"--tokenizer {tokenizer_kind}: the path {tokenizer_kind} does not exist. Give names, char, "
+                        "bpe, a saved tokenizer's folder or a Hub id.")  # fmt: skip
     n_chars = sum(len(text) for text, _ in pieces(corpus))  # one pass: where the tail starts
     n_train = int(n_chars * (1 - val_fraction))
     if n_chars == 0 or n_train == 0:

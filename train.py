@@ -111,7 +111,7 @@ class ScriptArguments:
 def parse_args(argv: list[str]) -> tuple[ScriptArguments, TrainingArguments]:
     """Flags follow HfArgumentParser; the preset (read first) sets the defaults of the Trainer's flags."""
     parser = HfArgumentParser((ScriptArguments, TrainingArguments))
-    preset = HfArgumentParser(ScriptArguments).parse_known_args(argv)[0].preset
+    preset = HfArgumentParser(ScriptArguments, add_help=False).parse_known_args(argv)[0].preset  # --help: below
     parser.set_defaults(**COMMON_DEFAULTS, **TRAINING_PRESETS[preset])
     script, training = parser.parse_args_into_dataclasses(argv)
     return script, training
