@@ -138,7 +138,7 @@ def without_paths(message: str, source: str, name: str) -> str:
     absolute path of the server (a file in it keeps its own name)."""
     line = message.strip().splitlines()[0] if message.strip() else "unknown error"
     line = line.replace(source, name)
-    return re.sub(r"(?<![\w.])(?:/[^/\s'\"]+)+/(?=[^/\s'\"]*)", "", line)
+    return re.sub(r"(?<![\w.])(?:/[^/\s'\"]+)+/", "", line)  # /a/b/c.json -> c.json
 
 
 def same_path(source: str | None) -> str | None:
