@@ -67,7 +67,7 @@ from attention_maps import (  # noqa: E402
     trace_steps,
     trace_table,
 )
-from attention_steps import STEPS_CSS, StepChoiceError, attention_steps, steps_html, steps_json  # noqa: E402
+from attention_steps import STEPS_CSS, attention_steps, steps_html, steps_json  # noqa: E402
 from forward_pass import ForwardPassCache  # noqa: E402
 from insight_views import (  # noqa: E402
     INSIGHT_CSS,
@@ -81,13 +81,51 @@ from insight_views import (  # noqa: E402
     sampled_html,
 )
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
-from tokenization import known_characters, unknown_characters  # noqa: E402
+from tokenization import known_characters, missing_local_path, unknown_characters  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
 SHIPPED = {"names": REPO / "models" / "names", "shakespeare": REPO / "models" / "shakespeare"}
 MAX_NAMES = 100  # names per request
 MAX_NEW_TOKENS = 500  # text tokens per request
 MAX_NAME_TOKENS = 32  # tokens per name, when a model with a long context is used for names
+MAX_TEXT_CHARS = 20_000  # characters of a prompt, prefix or text, checked before tokenizing: ~5x GPT-2's 1024 tokens
+MAX_TEMPERATURE = 100.0  # above, sampling is uniform noise; below MIN_TEMPERATURE, greedy in all but name (use 0)
+MIN_TEMPERATURE = 1e-3
+# Gradio's upload route is open to anyone: it refuses bigger files outright. The Train tab's text file is the only
+# upload; room above its own limit so that a file a little too big gets the tab's message, which names the limit.
+MAX_UPLOAD = 4 * training_runs.MAX_TEXT_BYTES
+
+
+class UserError(gr.Error):
+    """A visitor's mistake: its message is shown on the page and in the API, and no traceback reaches the log."""
+
+    def __init__(self, message: str):
+        super().__init__(message, print_exception=False)
+
+
+@contextlib.contextmanager
+def visitor_mistakes():
+    """Errors inside are the visitor's: a gr.Error (from the checks here) or a ValueError from a Gradio-free module
+    (head_insights: a bad head, position or mode; attention_steps.StepChoiceError; training_runs.RunError). The
+    message goes to them, with no traceback in the server log."""
+    try:
+        yield
+    except gr.Error as error:
+        error.print_exception = False
+        raise
+    except ValueError as error:
+        raise UserError(str(error)) from None
+
+
+def quiet_errors(endpoint):
+    """`endpoint` with `visitor_mistakes` around it."""
+
+    @functools.wraps(endpoint)
+    def answer(*args, **kwargs):
+        with visitor_mistakes():
+            return endpoint(*args, **kwargs)
+
+    return answer
 
 
 # ---- models --------------------------------------------------------------------------------------------------------
@@ -118,6 +156,8 @@ class LanguageModel:
 def load_language_model(name: str, source: str) -> LanguageModel:
     """A MiniGPT folder or Hub id (GPT-2 checkpoints are converted), loaded once with sdpa: the attention maps take the
     eager path per call (`output_attentions=True`), so nothing is loaded twice."""
+    if missing_local_path(source):  # else the Hub's "Repo id must be in the form ..." would be the message
+        raise FileNotFoundError(f"the folder {source} does not exist")
     config = AutoConfig.from_pretrained(source)
     if config.model_type == "gpt2":
         model = MiniGPTForCausalLM.from_gpt2(source)
@@ -146,13 +186,14 @@ class ModelPicker:
 
     def get(self, name: str | None) -> LanguageModel:
         if name not in self.sources:
-            raise gr.Error(f"Unknown model {name!r}: choose one of {', '.join(self.sources)}.")
+            raise UserError(f"Unknown model {name!r}: choose one of {', '.join(self.sources)}.")
         with self.lock:
             if name not in self.loaded:
                 try:
                     self.loaded[name] = load_language_model(name, self.sources[name])
                 except Exception as error:  # a broken folder or no network for a Hub id: say so, keep serving
-                    raise gr.Error(f"Could not load the model {name!r} from {self.sources[name]}: {error}") from error
+                    message = without_paths(str(error), self.sources[name], name)
+                    raise gr.Error(f"Could not load the model {name!r}: {message}") from error  # logged: the host's
             return self.loaded[name]
 
     def register(self, name: str, source: str) -> bool:
@@ -162,6 +203,14 @@ class ModelPicker:
                 return False
             self.sources[name] = str(source)
             return True
+
+
+def without_paths(message: str, source: str, name: str) -> str:
+    """The first line of a load error for a visitor: the model's folder named by its picker name, and no other
+    absolute path of the server (a file in it keeps its own name)."""
+    line = message.strip().splitlines()[0] if message.strip() else "unknown error"
+    line = line.replace(source, name)
+    return re.sub(r"(?<![\w.])(?:/[^/\s'\"]+)+/", "", line)  # /a/b/c.json -> c.json
 
 
 def same_path(source: str | None) -> str | None:
@@ -214,16 +263,26 @@ class Sampling:
 
 
 def number(name: str, value, default, kind=float):
-    """`value` as an int or float; None (left out by an API client) means the default."""
+    """`value` as an int or float; None (left out by an API client) means the default. Whole numbers stay ints (a
+    seed of 2**63 - 1 is kept exact, not rounded through a float); 1.5 is not a whole number."""
     if value is None or value == "":
         return default
+    if isinstance(value, bool):  # JSON's true and false are not numbers here
+        raise UserError(f"{name} must be a number, got {value!r}.")
+    if kind is int and isinstance(value, int | str):
+        with contextlib.suppress(ValueError):
+            return int(value)  # an int, or a string of one: exact
     try:
-        result = kind(float(value)) if kind is int else kind(value)
-    except (TypeError, ValueError, OverflowError):
-        raise gr.Error(f"{name} must be a number, got {value!r}.") from None
-    if isinstance(result, float) and not math.isfinite(result):
-        raise gr.Error(f"{name} must be a finite number, got {value!r}.")
-    return result
+        result = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{name} must be a number, got {value!r}.") from None
+    except OverflowError:
+        raise UserError(f"{name} must be a finite number, got {value!r}.") from None
+    if not math.isfinite(result):
+        raise UserError(f"{name} must be a finite number, got {value!r}.")
+    if kind is int and not result.is_integer():
+        raise UserError(f"{name} must be a whole number, got {value!r}.")
+    return int(result) if kind is int else result
 
 
 def clamped(name: str, value: int, low: int, high: int, notes: list[str]) -> int:
@@ -238,26 +297,30 @@ def clamped(name: str, value: int, low: int, high: int, notes: list[str]) -> int
 def parse_sampling(temperature, top_k, top_p, seed, vocab_size: int, notes: list[str]) -> Sampling:
     temperature = number("Temperature", temperature, 1.0)
     if temperature < 0:
-        raise gr.Error(f"Temperature must be 0 or more, got {temperature}: 0 always picks the most likely token, "
-                       "1 samples from the model's probabilities, higher is more random.")  # fmt: skip
+        raise UserError(f"Temperature must be 0 or more, got {temperature}: 0 always picks the most likely token, "
+                        "1 samples from the model's probabilities, higher is more random.")  # fmt: skip
+    if temperature != 0 and not MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE:
+        raise UserError(f"Temperature must be 0 (greedy) or between {MIN_TEMPERATURE:g} and {MAX_TEMPERATURE:g}, got "
+                        f"{temperature:g}: below, sampling is greedy in all but name; above, it is uniform noise "
+                        "(and the arithmetic overflows).")  # fmt: skip
     if temperature == 0:
         notes.append("Temperature 0: greedy decoding, the most likely token every time (top-k, top-p and seed unused).")
     top_k = number("top-k", top_k, 0, int)
     if top_k < 0:
-        raise gr.Error(f"top-k must be 0 (off) or a positive number of tokens, got {top_k}.")
+        raise UserError(f"top-k must be 0 (off) or a positive number of tokens, got {top_k}.")
     if top_k >= vocab_size:
         notes.append(f"top-k {top_k} is not below the model's {vocab_size} tokens, so it keeps them all (off).")
         top_k = 0
     top_p = number("top-p", top_p, 1.0)
     if not 0 < top_p <= 1:
-        raise gr.Error(f"top-p must be above 0 and at most 1, got {top_p}: it keeps the most likely tokens whose "
-                       "probabilities add up to top-p; 1 turns it off.")  # fmt: skip
+        raise UserError(f"top-p must be above 0 and at most 1, got {top_p}: it keeps the most likely tokens whose "
+                        "probabilities add up to top-p; 1 turns it off.")  # fmt: skip
     seed = number("Seed", seed, -1, int)
     if seed < 0:
         seed = random.randrange(2**31)
         notes.append(f"Random seed {seed}: set the seed to {seed} to get this output again.")
     elif seed >= 2**63:
-        raise gr.Error(f"Seed must be below 2**63, got {seed}.")
+        raise UserError(f"Seed must be below 2**63, got {seed}.")
     return Sampling(temperature, top_k, top_p, seed)
 
 
@@ -265,14 +328,27 @@ def describe(character: str) -> str:
     return f"{character!r} ({unicodedata.name(character, f'U+{ord(character):04X}')})"
 
 
+def check_text(text: str, what: str) -> None:
+    """A visitor's text, checked before anything reads it closely: at most MAX_TEXT_CHARS characters (tokenizing a
+    few megabytes takes seconds and gigabytes, for a model that keeps only its last block_size tokens), and no lone
+    surrogate (half of a UTF-16 pair: no tokenizer can encode it)."""
+    if len(text) > MAX_TEXT_CHARS:
+        raise UserError(f"The {what} is {len(text):,} characters long: at most {MAX_TEXT_CHARS:,} are accepted (the "
+                        "model sees only its last context's worth of tokens anyway). Shorten it.")  # fmt: skip
+    if halves := sorted({c for c in text if "\ud800" <= c <= "\udfff"}):
+        raise UserError(f"The {what} holds {', '.join(map(describe, halves))}: half of a character (a lone UTF-16 "
+                        "surrogate), which cannot be encoded. Remove it.")  # fmt: skip
+
+
 def encode(lm: LanguageModel, text: str, what: str) -> list[int]:
     """The ids of `text` (no special tokens added), or a message naming every character the model does not know."""
+    check_text(text, what)
     unknown = unknown_characters(lm.tokenizer, text, allow_special_tokens=True)  # a prompt may hold '.' etc.
     if unknown:
         known = known_characters(lm.tokenizer)
         hint = f" It knows only: {known!r}." if len(known) <= 100 else ""
-        raise gr.Error(f"The {lm.name} model does not know these characters of the {what}: "
-                       f"{', '.join(map(describe, unknown))}. Remove or replace them.{hint}")  # fmt: skip
+        raise UserError(f"The {lm.name} model does not know these characters of the {what}: "
+                        f"{', '.join(map(describe, unknown))}. Remove or replace them.{hint}")  # fmt: skip
     return lm.tokenizer.encode(text, add_special_tokens=False)
 
 
@@ -333,8 +409,8 @@ def names(prefix: str = "", count: float = 10, temperature: float = 1.0, top_k: 
     prompt = from_boundary(lm, prefix, "prefix")
     room = min(lm.block_size - len(prompt), MAX_NAME_TOKENS)
     if room < 1:
-        raise gr.Error(f"The prefix is too long: the {lm.name} model's context is {lm.block_size} tokens, the start "
-                       f"token included, so use at most {lm.block_size - 2} characters.")  # fmt: skip
+        raise UserError(f"The prefix is too long: the {lm.name} model's context is {lm.block_size} tokens, the start "
+                        f"token included, so use at most {lm.block_size - 2} characters.")  # fmt: skip
     if sampling.greedy and count > 1:
         notes.append("Greedy decoding gives the same name every time.")
     samples = sample_names(lm, prompt, count, sampling, room)
@@ -610,31 +686,6 @@ MAX_INSIGHT_TOKENS = 200  # new tokens per generation redone with an ablation
 ROLE_PROBES = 4  # random repeated sequences the induction score averages over
 
 
-class UserError(gr.Error):
-    """A message about the input, kept out of the server log (no stack trace there or in the answer)."""
-
-    def __init__(self, message: str):
-        super().__init__(message, print_exception=False)
-
-
-def quiet_errors(endpoint):
-    """`endpoint` with its messages about the input (a gr.Error, or a ValueError from head_insights: a bad head,
-    position, mode or text) answered as a UserError: the message reaches the caller, no stack trace reaches the log."""
-
-    @functools.wraps(endpoint)
-    def answer(*args, **kwargs):
-        try:
-            return endpoint(*args, **kwargs)
-        except UserError:
-            raise
-        except gr.Error as error:
-            raise UserError(error.message) from None
-        except ValueError as error:
-            raise UserError(str(error)) from None
-
-    return answer
-
-
 def insight_view(text: str, model: str | None, min_tokens: int = 2) -> TextView:
     view = text_view(model or NAMES_DEFAULT, text or "")
     if len(view.ids) < min_tokens:
@@ -867,18 +918,6 @@ def start_training_runs() -> None:
         PICKER.register(name, str(folder))
 
 
-@contextlib.contextmanager
-def visitor_errors():
-    """A visitor's mistake becomes a message on the page and in the API, and no traceback in the server log."""
-    try:
-        yield
-    except training_runs.RunError as error:
-        raise gr.Error(str(error), print_exception=False) from None
-    except gr.Error as error:  # from `number`
-        error.print_exception = False
-        raise
-
-
 def session(request: gr.Request | None) -> str | None:
     return request.session_hash if request else None
 
@@ -891,7 +930,7 @@ def train(data: str = "names", text: str = "", tokenizer: str | None = None, n_l
     """Trains a model with train.py (queued behind any other run) and streams its progress: the name, the progress
     bar, the loss plot, the latest samples and the numbers. Left out, the tokenizer follows the data (names, bpe for
     Shakespeare, char for a text) and the sizes are the tab's first ones (the names preset)."""
-    with visitor_errors():
+    with visitor_mistakes():
         default = training_runs.defaults(data or "names")
         given = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size, max_steps=max_steps,
                      seed=seed, vocab_size=vocab_size)  # fmt: skip
@@ -907,14 +946,14 @@ def train(data: str = "names", text: str = "", tokenizer: str | None = None, n_l
 
 def resume(name: str = "", request: gr.Request = None):
     """Continues a stopped run from its last checkpoint (or shows a queued or running one), streaming as `train`."""
-    with visitor_errors():
+    with visitor_mistakes():
         run = RUNS.resume((name or "").strip(), owner=session(request))
     yield from watch(run)
 
 
 def cancel(name: str = "", request: gr.Request = None) -> str:
     """Stops your run at its next step, keeping a checkpoint (or takes it out of the queue)."""
-    with visitor_errors():
+    with visitor_mistakes():
         return RUNS.cancel((name or "").strip(), owner=session(request))
 
 
@@ -1061,19 +1100,6 @@ def pickers_follow_training(demo: gr.Blocks, training_events: list) -> None:
 # ---- attention, step by step ---------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def users_mistakes():
-    """Errors inside are the user's (a bad value, an unknown character or model): the message goes to them, with no
-    traceback in the server log."""
-    try:
-        yield
-    except gr.Error as error:
-        error.print_exception = False
-        raise
-    except StepChoiceError as error:
-        raise gr.Error(str(error), print_exception=False) from None
-
-
 def flag(name: str, value, default: bool) -> bool:
     """`value` as a bool: true or false, 1 or 0 (as JSON or strings); None (left out by an API client): the default."""
     if value is None or value == "":
@@ -1094,7 +1120,7 @@ def step(text: str = "emma", model: str | None = None, layer: int = 0, head: int
     """Every number of one attention head at work on one token of `text`: the textbook steps from the sublayer's
     input to what the next sublayer receives (attention_steps.py). `query` is the token's position (0: the start
     token; default: the last token); `training` applies the model's attention dropout, drawn with `seed`."""
-    with users_mistakes():
+    with visitor_mistakes():
         model = model or NAMES_DEFAULT
         view = text_view(model, text or "")
         choice = dict(layer=number("Layer", layer, 0, int), head=number("Head", head, 0, int),
@@ -1161,8 +1187,9 @@ def step_by_step_section(shown: gr.State, large: gr.HTML) -> None:
 
 def unchecked(component):
     """`component`'s value reaches the handler as sent: an API client may send any value, and the handler checks it
-    with a message naming the parameter (Gradio's own range check would not name it). Set on the instance: a
-    subclass would make Gradio write a .pyi file beside app.py."""
+    with a message naming the parameter (Gradio's own range and choice checks would not name it, and would print a
+    traceback in the server log). Set on the instance: a subclass would make Gradio write a .pyi file beside
+    app.py."""
     component.preprocess = lambda payload: payload
     return component
 
@@ -1175,8 +1202,8 @@ looks; columns: the tokens it looks at; grey: future tokens it cannot see). Clic
 
 
 def build_demo() -> gr.Blocks:
-    # delete_cache: exports (up to 604 MB of weights for GPT-2 at 1,024 tokens) are copied into Gradio's cache; every
-    # 10 minutes, the files older than 30 go, so that a long-running Space does not fill its disk.
+    # delete_cache: exports (up to 604 MB of weights for GPT-2 at 1,024 tokens) and uploads (at most MAX_UPLOAD) are
+    # copied into Gradio's cache; every 10 minutes, the files older than 30 go, so that a Space does not fill its disk.
     with gr.Blocks(title="MiniGPT attention explorer", delete_cache=(600, 1800)) as demo:
         gr.Markdown(INTRO)
         with gr.Accordion("Sampling", open=True):
@@ -1188,7 +1215,7 @@ def build_demo() -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Names"):
                 with gr.Row():
-                    names_model = gr.Dropdown(PICKER.names, value=NAMES_DEFAULT, label="Model")
+                    names_model = unchecked(gr.Dropdown(PICKER.names, value=NAMES_DEFAULT, label="Model"))
                     prefix = gr.Textbox("", label="Starts with (optional)", placeholder="e.g. em")
                     count = unchecked(gr.Number(value=10, precision=0, label=f"How many names (1-{MAX_NAMES})"))
                 names_button = gr.Button("Generate names", variant="primary")
@@ -1197,7 +1224,7 @@ def build_demo() -> gr.Blocks:
                 first_name = gr.State("")
             with gr.Tab("Text"):
                 with gr.Row():
-                    text_model = gr.Dropdown(PICKER.names, value=TEXT_DEFAULT, label="Model")
+                    text_model = unchecked(gr.Dropdown(PICKER.names, value=TEXT_DEFAULT, label="Model"))
                     max_new = unchecked(gr.Number(value=200, precision=0, label=f"Max new tokens (1-{MAX_NEW_TOKENS})"))
                 prompt = gr.Textbox("", label="Prompt (may be empty)", lines=3, placeholder="ROMEO:")
                 text_button = gr.Button("Generate text", variant="primary")
@@ -1208,7 +1235,7 @@ def build_demo() -> gr.Blocks:
         gr.Markdown("## Attention maps")
         with gr.Row():
             attn_text = gr.Textbox(label="Text to look at (filled in by each generation)", value="emma", scale=3)
-            attn_model = gr.Dropdown(PICKER.names, value=NAMES_DEFAULT, label="Model", scale=1)
+            attn_model = unchecked(gr.Dropdown(PICKER.names, value=NAMES_DEFAULT, label="Model", scale=1))
         attn_button = gr.Button("Show attention")
         attn_notes = gr.Markdown(label="Notes")
         grid = gr.HTML(label="Every head", js_on_load=PICK_JS, elem_id="attention-grid")
@@ -1283,9 +1310,15 @@ def main(argv=None) -> None:
     # One thread per request: the models are small, and a request runs on whichever worker thread the server picks;
     # each such thread would start its own team of intra-op threads, and idle teams spin on the cores (10x slower).
     torch.set_num_threads(1)
+    for source in [*args.model, args.names_model, args.text_model]:
+        if source and missing_local_path(source):
+            raise SystemExit(f"app.py: error: the model folder {source} does not exist.")
     configure(args.model, args.names_model, args.text_model)
     for default in {NAMES_DEFAULT, TEXT_DEFAULT}:  # load before serving: the first request is as fast as the rest
-        PICKER.get(default)
+        try:
+            PICKER.get(default)
+        except gr.Error as error:  # a broken default model: one line, not a traceback
+            raise SystemExit(f"app.py: error: {error.message} ({PICKER.sources[default]})") from None
     demo = build_demo()
     demo.queue(default_concurrency_limit=args.concurrency)
     demo.launch(
@@ -1296,7 +1329,7 @@ def main(argv=None) -> None:
         css=GRID_CSS + INSIGHT_CSS,
         ssr_mode=False,
         show_error=True,
-        max_file_size=4 * training_runs.MAX_TEXT_BYTES,  # uploads land on the disk: bound them (the Train tab's file)
+        max_file_size=MAX_UPLOAD,
     )  # an unexpected error's message (never its traceback) reaches the page and the API
 
 

@@ -29,7 +29,9 @@ import tokenization
 
 FILE_BUILDERS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}  # extension -> builder
 SHUFFLE_BUFFER_TOKENS = 2_000_000  # examples held for shuffling: the whole of a small corpus, a window of a big one
-ENCODE_BATCH = 1024  # rows tokenized per call to the fast tokenizer
+ENCODE_BATCH = 1024  # rows tokenized per call to the fast tokenizer, at most
+ENCODE_CHARS = 1 << 18  # characters tokenized per call, at most: the encodings of a batch take ~30 MB
+PIECE_CHARS = 1 << 16  # longer lines and documents are read and tokenized in pieces of this many characters
 CACHE = Path(os.environ.get("MINIGPT_CACHE", Path.home() / ".cache" / "minigpt"))
 
 
@@ -43,11 +45,11 @@ class DataError(ValueError):
 
 @dataclass
 class Corpus:
-    """A streamed corpus: `rows` yields dicts, the text is in `column`; `lines` when rows are lines of text files."""
+    """A streamed corpus: `rows` yields dicts, the text is in `column`."""
 
     rows: datasets.IterableDataset
     column: str
-    lines: bool
+    lines: bool  # rows are lines (or pieces of long lines) of text files, with their newlines
     name: str  # what the model card says the data was
 
 
@@ -74,15 +76,53 @@ def looks_local(dataset: str) -> bool:
     return Path(dataset).exists() or Path(dataset).suffix in FILE_BUILDERS or dataset.startswith((".", "/", "~"))
 
 
+def text_file_lines(files: list[str]) -> Iterator[dict]:
+    """The lines of text files with their newlines, a line longer than PIECE_CHARS cut into pieces as it is read (the
+    `datasets` text builder would hold a whole line, however long, and tokenizing it whole takes gigabytes). A file
+    that does not end with a newline gets one, so that the next file starts on a line of its own."""
+    for file in files:
+        with open(file, encoding="utf-8") as f:  # universal newlines: \r\n and \r read as \n
+            piece = ""
+            while line := f.readline(PIECE_CHARS):
+                piece = line
+                yield {"text": line}
+            if piece and not piece.endswith("\n"):
+                yield {"text": "\n"}
+
+
+def read_rows(rows: Iterable[dict], name: str) -> Iterator[dict]:
+    """The rows of a corpus; a file that cannot be read or decoded (binary data in a .txt, a malformed .jsonl, a file
+    that is not parquet) is a DataError naming it, not a traceback from the reader."""
+    try:
+        yield from rows
+    except UnicodeDecodeError as error:
+        raise DataError(f"The dataset {name} is not UTF-8 text ({error.reason}): give a text file, or convert it "
+                        "to UTF-8.") from None  # fmt: skip
+    except Exception as error:  # the jsonl and parquet readers' own errors (pyarrow's, datasets')
+        raise unreadable(name, error) from None
+
+
+def unreadable(name: str, error: Exception) -> DataError:
+    message = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+    message = f"Cannot read the dataset {name}: {message.rstrip('.')}. Check that the file is what its name says."
+    return DataError(message)
+
+
 def open_corpus(dataset: str, text_column: str | None = None) -> Corpus:
     """Streams a local file or folder, or a Hub dataset (its train split). Raises DataError for what cannot be read."""
     if looks_local(dataset):
         path = Path(dataset).expanduser()
         if not path.exists():
             raise DataError(f"The dataset {dataset} does not exist: give a file, a folder or a Hub dataset id.")
-        files = local_files(path)
-        builder = FILE_BUILDERS[files[0].suffix]
-        rows = datasets.load_dataset(builder, data_files=[str(p) for p in files], split="train", streaming=True)
+        files = [str(p) for p in local_files(path)]
+        builder = FILE_BUILDERS[Path(files[0]).suffix]
+        if builder == "text":
+            rows = datasets.IterableDataset.from_generator(text_file_lines, gen_kwargs={"files": files})
+        else:
+            try:  # a file that is not parquet fails here already, when its schema is read
+                rows = datasets.load_dataset(builder, data_files=files, split="train", streaming=True)
+            except Exception as error:
+                raise unreadable(dataset, error) from None
         name = path.name
     else:
         try:
@@ -91,7 +131,7 @@ def open_corpus(dataset: str, text_column: str | None = None) -> Corpus:
             raise DataError(f"Cannot stream the Hub dataset {dataset!r}: {error}") from None
         builder, name = None, dataset
     column = text_column or "text"
-    first = next(iter(rows), None)
+    first = next(read_rows(rows, dataset), None)
     if first is None:
         raise DataError(f"The dataset {dataset} is empty: there is no text to train on.")
     if column not in first:
@@ -101,20 +141,33 @@ def open_corpus(dataset: str, text_column: str | None = None) -> Corpus:
     return Corpus(rows=rows, column=column, lines=builder == "text", name=name)
 
 
-def pieces(corpus: Corpus) -> Iterator[tuple[str, bool]]:
-    """The corpus as (text, ends_document) pieces. Text files come as lines: their newlines are put back."""
-    for row in corpus.rows:
+def texts(corpus: Corpus) -> Iterator[str]:
+    """The text of each row (rows without one are skipped); a column that holds something else is a DataError."""
+    for row in read_rows(corpus.rows, corpus.name):
         text = row[corpus.column]
         if text is None:
             continue
-        yield (text + "\n", False) if corpus.lines else (text, True)
+        if not isinstance(text, str):
+            raise DataError(f"The column {corpus.column!r} of {corpus.name} holds {type(text).__name__} values, not "
+                            "text: choose a text column with --text_column.")  # fmt: skip
+        yield text
+
+
+def pieces(corpus: Corpus) -> Iterator[tuple[str, bool]]:
+    """The corpus as (text, ends_document) pieces of at most PIECE_CHARS characters. Text files come as lines (cut
+    into pieces already, newlines kept) and never end a document; a longer document is cut here."""
+    for text in texts(corpus):
+        if corpus.lines:
+            yield text, False
+            continue
+        for start in range(0, max(len(text), 1), PIECE_CHARS):
+            yield text[start : start + PIECE_CHARS], start + PIECE_CHARS >= len(text)
 
 
 def names(corpus: Corpus) -> Iterator[str]:
     """One name per row, stripped; blank rows are skipped."""
-    for row in corpus.rows:
-        name = (row[corpus.column] or "").strip()
-        if name:
+    for text in texts(corpus):
+        if name := text.strip():
             yield name
 
 
@@ -223,10 +276,23 @@ def batched(items: Iterable, size: int) -> Iterator[list]:
         yield batch
 
 
+def batched_pieces(texts_: Iterable[tuple[str, bool]]) -> Iterator[list[tuple[str, bool]]]:
+    """Lists of at most ENCODE_BATCH pieces and about ENCODE_CHARS characters: what one call to the tokenizer gets."""
+    batch, chars = [], 0
+    for piece in texts_:
+        batch.append(piece)
+        chars += len(piece[0])
+        if len(batch) == ENCODE_BATCH or chars >= ENCODE_CHARS:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
+
+
 def token_chunks(texts: Iterable[tuple[str, bool]], tokenizer) -> Iterator[np.ndarray]:
     """Token ids of the piece stream, a batch of pieces at a time; eos after each document."""
     backend, eos = tokenizer.backend_tokenizer, tokenizer.eos_token_id
-    for batch in batched(texts, ENCODE_BATCH):
+    for batch in batched_pieces(texts):
         encodings = backend.encode_batch([text for text, _ in batch], add_special_tokens=False)
         ids = []
         for (_, ends), encoding in zip(batch, encodings):
@@ -253,7 +319,8 @@ def name_examples(names_: Iterable[str], tokenizer, block_size: int) -> Iterator
     their last letters: with the names preset, 2 of makemore's 32,033 names)."""
     backend, eos = tokenizer.backend_tokenizer, tokenizer.eos_token_id
     for batch in batched(names_, ENCODE_BATCH):
-        for encoding in backend.encode_batch(list(batch)):  # the post-processor puts the boundary first
+        # One character gives at least one token: a name cut to block_size characters loses nothing that is kept.
+        for encoding in backend.encode_batch([name[:block_size] for name in batch]):  # the boundary comes first
             yield (encoding.ids + [eos])[:block_size]
 
 
@@ -387,6 +454,9 @@ def text_splits(
     tokenizer=None,
 ) -> Splits:
     """Windows of `block_size` tokens; the last `val_fraction` of the characters is the validation text."""
+    if tokenizer is None and tokenizer_kind not in ("char", "bpe") and tokenization.missing_local_path(tokenizer_kind):
+        raise DataError(f"--tokenizer {tokenizer_kind}: the path {tokenizer_kind} does not exist. Give names, char, "
+                        "bpe, a saved tokenizer's folder or a Hub id.")  # fmt: skip
     n_chars = sum(len(text) for text, _ in pieces(corpus))  # one pass: where the tail starts
     n_train = int(n_chars * (1 - val_fraction))
     if n_chars == 0 or n_train == 0:

@@ -11,7 +11,9 @@ into a silent <unk>. `check_text(tokenizer, text)` raises a ValueError that list
 """
 
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
@@ -128,12 +130,25 @@ def check_names_text(tokenizer: PreTrainedTokenizerFast, text: str) -> None:
     check_text(tokenizer, text)
 
 
+def missing_local_path(source: str) -> bool:
+    """Whether `source` (a saved tokenizer or model: a folder or a Hub id) can only be a local path, one that does not
+    exist: it is not there and is not of a Hub id's form ('name' or 'owner/name'). Loading it would otherwise fail
+    with the Hub's "Repo id must be in the form ..." instead of saying the path is missing."""
+    if Path(source).expanduser().exists():
+        return False
+    try:
+        validate_repo_id(source)
+    except HFValidationError:
+        return True
+    return False
+
+
 def is_character_level(tokenizer: PreTrainedTokenizerFast) -> bool:
     return isinstance(tokenizer.backend_tokenizer.model, models.WordLevel)
 
 
 __all__ = [
     "names_tokenizer", "char_tokenizer", "bpe_tokenizer", "check_text", "check_names_text", "unknown_characters",
-    "known_characters",
+    "known_characters", "missing_local_path",
     "is_character_level", "NAMES_BOUNDARY", "END_OF_TEXT", "PAD",
 ]  # fmt: skip

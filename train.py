@@ -22,6 +22,7 @@ STARTED = time.perf_counter()  # before the heavy imports: the wall times in the
 import json
 import math
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,7 +103,7 @@ class ScriptArguments:
     dropout: float | None = field(default=None, metadata={"help": "Dropout on embeddings, attention, residuals."})
     stride: int | None = field(default=None, metadata={"help": "Tokens between training windows (default: block)."})
     val_fraction: float = field(default=0.1, metadata={"help": "Tail of a text held out for validation."})
-    val_size: int = field(default=1000, metadata={"help": "Names held out for validation (at most 10%)."})
+    val_size: int = field(default=1000, metadata={"help": "Names held out for validation (at most a tenth)."})
     max_tokenizer_chars: int = field(default=100_000_000, metadata={"help": "Characters BPE is trained on, at most."})
     samples: int = field(default=10, metadata={"help": "Samples generated for the model card."})
 
@@ -110,22 +111,30 @@ class ScriptArguments:
 def parse_args(argv: list[str]) -> tuple[ScriptArguments, TrainingArguments]:
     """Flags follow HfArgumentParser; the preset (read first) sets the defaults of the Trainer's flags."""
     parser = HfArgumentParser((ScriptArguments, TrainingArguments))
-    preset = HfArgumentParser(ScriptArguments).parse_known_args(argv)[0].preset
+    preset = HfArgumentParser(ScriptArguments, add_help=False).parse_known_args(argv)[0].preset  # --help: below
     parser.set_defaults(**COMMON_DEFAULTS, **TRAINING_PRESETS[preset])
     script, training = parser.parse_args_into_dataclasses(argv)
     return script, training
 
 
+def checkpoint_step(folder: Path) -> int | None:
+    """The step a checkpoint was saved at, from its trainer_state.json; None when that file is missing or cut short.
+    The Trainer writes it last, so such a folder is what a kill during saving left behind."""
+    try:
+        return int(json.loads((folder / "trainer_state.json").read_text())["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def last_complete_checkpoint(output_dir: Path) -> str | None:
-    """The newest checkpoint-N that was written to the end. The Trainer writes trainer_state.json last, so a folder
-    without it is what a kill during saving left behind: skip it rather than fail to resume."""
+    """The newest checkpoint-N that was written to the end: a half-written one is skipped rather than fail to resume."""
     steps = [int(p.name.split("-")[1]) for p in output_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()]
-    complete = [s for s in steps if (output_dir / f"checkpoint-{s}" / "trainer_state.json").is_file()]
+    complete = [s for s in steps if checkpoint_step(output_dir / f"checkpoint-{s}") is not None]
     return str(output_dir / f"checkpoint-{max(complete)}") if complete else None
 
 
 def resolve_checkpoint(training: TrainingArguments) -> str | None:
-    """--resume_from_checkpoint PATH, or `last` (also `true`) for the newest checkpoint in output_dir."""
+    """--resume_from_checkpoint PATH, or `last` (also `true`) for the newest complete checkpoint in output_dir."""
     wanted = training.resume_from_checkpoint
     if wanted is None:
         return None
@@ -136,7 +145,26 @@ def resolve_checkpoint(training: TrainingArguments) -> str | None:
         return last
     if not Path(wanted).is_dir():
         raise data.DataError(f"--resume_from_checkpoint {wanted}: no such checkpoint folder.")
+    if checkpoint_step(Path(wanted)) is None:
+        raise data.DataError(f"--resume_from_checkpoint {wanted}: its trainer_state.json is missing or cut short (a "
+                             "kill during saving?): resume from an earlier checkpoint, or use `last`.")  # fmt: skip
     return wanted
+
+
+def check_run(training: TrainingArguments) -> None:
+    """What the Trainer would only find out later, with a traceback: a step count and an output folder that work."""
+    if training.max_steps < 1:
+        raise data.DataError(f"--max_steps must be a positive number of steps, got {training.max_steps}: the data "
+                             "is streamed without end, so training is counted in steps, not epochs.")  # fmt: skip
+    out = Path(training.output_dir)
+    if out.exists() and not out.is_dir():
+        raise data.DataError(f"--output_dir {out} is a file: give a folder (it is made if missing).")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as error:
+        raise data.DataError(f"--output_dir {out} cannot be written to ({error.strerror}): give a folder you can "
+                             "write to.") from None  # fmt: skip
 
 
 def tokenizer_kind(script: ScriptArguments) -> str:
@@ -270,6 +298,7 @@ def write_outputs(trainer: Trainer, script, training, config, splits, dataset_na
                    eval_loss=eval_losses[-1])  # fmt: skip
     trainer.model.config.use_cache = True  # the Trainer turns the KV cache off for training; generation wants it
     trainer.save_model(str(out))  # safetensors + config (auto_map) + both code files + tokenizer
+    (out / "training_args.bin").unlink(missing_ok=True)  # a pickle: never published (training_args.json is readable)
     (out / "log_history.json").write_text(json.dumps(history, indent=1))
     plots.write_loss_log(history, out / "loss_log.csv")
     plots.plot_losses(history, out / "loss_curve.png", title=f"MiniGPT {script.preset}")
@@ -281,13 +310,16 @@ def write_outputs(trainer: Trainer, script, training, config, splits, dataset_na
     return metrics
 
 
+NOT_PUSHED = ["checkpoint-*", "*.tmp", "training_args.bin"]  # checkpoints, leftovers, and the Trainer's pickle
+
+
 def push(training: TrainingArguments) -> None:
     """Uploads the output folder (without checkpoints) to the Hub, model card and all."""
     from huggingface_hub import create_repo, upload_folder
 
     repo_id = training.hub_model_id or Path(training.output_dir).name
     repo = create_repo(repo_id, exist_ok=True, private=training.hub_private_repo, token=training.hub_token)
-    upload_folder(repo_id=repo.repo_id, folder_path=training.output_dir, ignore_patterns=["checkpoint-*", "*.tmp"],
+    upload_folder(repo_id=repo.repo_id, folder_path=training.output_dir, ignore_patterns=NOT_PUSHED,
                   token=training.hub_token)  # fmt: skip
     print(f"Pushed to https://huggingface.co/{repo.repo_id}")
 
@@ -297,7 +329,13 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
     stops a run through them)."""
     script, training = parse_args(argv)
     push_to_hub, training.push_to_hub = training.push_to_hub, False  # pushed once at the end, with our model card
+    check_run(training)
     checkpoint = resolve_checkpoint(training)
+    if checkpoint and checkpoint_step(Path(checkpoint)) >= training.max_steps:
+        # The Trainer would train one more step past the end and overwrite the final model: say it is done instead.
+        print(f"This run is finished: {checkpoint} is at step {checkpoint_step(Path(checkpoint))} and --max_steps is "
+              f"{training.max_steps}. Nothing to do; to train further, resume with a higher --max_steps.")  # fmt: skip
+        return {}
     set_seed(training.seed)
     block_size = script.block_size or PRESETS[script.preset]["block_size"]
     splits = load_splits(script, training, block_size, checkpoint)

@@ -183,3 +183,18 @@ def test_builtin_corpora_need_no_download():
     assert all(name.isascii() and name.isalpha() and name.islower() for name in names)
     plays = data.builtin_shakespeare().read_text()
     assert plays.startswith("THESEUS:\nNow, fair Hippolyta") and len(plays) > 4_000_000
+
+
+def test_long_lines_are_read_in_pieces_that_put_the_text_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "PIECE_CHARS", 4)
+    files = [write(tmp_path / "a.txt", "ab\r\ncdefghij\nlast"), write(tmp_path / "b.txt", "x\n")]
+    rows = [row["text"] for row in data.text_file_lines(files)]
+    assert rows == ["ab\n", "cdef", "ghij", "\n", "last", "\n", "x\n"]  # a missing last newline is put back
+    corpus = data.open_corpus(str(tmp_path))
+    assert "".join(text for text, _ in data.pieces(corpus)) == "ab\ncdefghij\nlast\nx\n"
+
+
+def test_long_documents_are_cut_into_pieces_that_end_the_document_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "PIECE_CHARS", 4)
+    corpus = data.open_corpus(write(tmp_path / "docs.jsonl", '{"text": "abcdefghij"}\n{"text": ""}\n'))
+    assert list(data.pieces(corpus)) == [("abcd", False), ("efgh", False), ("ij", True), ("", True)]

@@ -1,11 +1,14 @@
 """train.py end to end, with tiny models and few steps: the loss goes down, the folder loads in a fresh process and
-generates, a killed run resumes to the same validation loss, torchrun runs two processes, bad input exits with 2."""
+generates, a killed run resumes to the same validation loss, a finished run is not trained again, torchrun runs two
+processes, bad input exits with 2 and a message, one huge line of text streams in bounded memory."""
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import REPO, SHARED_DATA
@@ -69,17 +72,28 @@ def load_and_generate(folder, prompt: str, new_tokens: int) -> list[str]:
 
 def assert_publishable(folder):
     for name in ("model.safetensors", "config.json", "modeling_minigpt.py", "configuration_minigpt.py",
-                 "tokenizer.json", "loss_curve.png", "loss_log.csv", "log_history.json", "README.md"):  # fmt: skip
+                 "tokenizer.json", "loss_curve.png", "loss_log.csv", "log_history.json", "README.md",
+                 "training_args.json"):  # fmt: skip
         assert (folder / name).is_file(), name
+    assert not (folder / "training_args.bin").exists()  # the Trainer's pickle is not published
     assert json.loads((folder / "config.json").read_text())["auto_map"]["AutoModelForCausalLM"]
     card = (folder / "README.md").read_text()
     assert "final validation loss" in card and "AutoModelForCausalLM" in card and "## Samples" in card
 
 
-def test_names_run_learns_and_writes_a_loadable_folder(tmp_path, names_file):
-    out = tmp_path / "names_model"
-    run_train("--preset", "names", "--dataset", names_file, "--output_dir", str(out), "--max_steps", "80",
-              "--eval_steps", "20", "--save_steps", "80", *TINY)  # fmt: skip
+NAMES_RUN = ["--preset", "names", "--max_steps", "80", "--eval_steps", "20", "--save_steps", "40", *TINY]
+
+
+@pytest.fixture(scope="module")
+def names_run(tmp_path_factory, names_file):
+    """A finished 80-step names run, with checkpoints at steps 40 and 80. Tests that change it work on a copy."""
+    out = tmp_path_factory.mktemp("runs") / "names_model"
+    run_train(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out))
+    return out
+
+
+def test_names_run_learns_and_writes_a_loadable_folder(names_run):
+    out = names_run
     losses = eval_losses(out)
     assert losses[-1] < losses[0] - 0.2  # learnt something beyond letter frequencies
     assert_publishable(out)
@@ -121,6 +135,55 @@ def test_killed_run_resumes_to_the_same_validation_loss(tmp_path, names_file):
     assert eval_losses(killed)[-1] == pytest.approx(eval_losses(tmp_path / "whole")[-1], abs=1e-4)
 
 
+def test_resuming_a_finished_run_changes_nothing(names_run, names_file):
+    before = {p.name: p.read_bytes() for p in names_run.iterdir() if p.is_file()}
+    done = run_train(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(names_run), "--resume_from_checkpoint",
+                     "last")  # fmt: skip
+    assert "This run is finished" in done.stdout and "checkpoint-80 is at step 80" in done.stdout
+    assert {p.name: p.read_bytes() for p in names_run.iterdir() if p.is_file()} == before  # nothing trained or written
+
+
+def test_resuming_with_a_higher_max_steps_trains_on(names_run, names_file, tmp_path):
+    out = shutil.copytree(names_run, tmp_path / "longer")
+    run_train(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last",
+              "--max_steps", "90")  # fmt: skip
+    steps = [h["step"] for h in json.loads((out / "log_history.json").read_text()) if "eval_loss" in h]
+    assert steps == [20, 40, 60, 80, 90]  # the old evaluations kept, then on from step 80 to 90
+    assert (out / "checkpoint-90").is_dir()
+
+
+def test_resume_falls_back_from_a_half_written_trainer_state(names_run, names_file, tmp_path):
+    """A kill while checkpoint-80 wrote its trainer_state.json left it cut short: resume from checkpoint-40, and end
+    where the whole run ended."""
+    out = shutil.copytree(names_run, tmp_path / "cut")
+    for name in ("model.safetensors", "log_history.json"):  # the run had not finished
+        (out / name).unlink()
+    state = out / "checkpoint-80" / "trainer_state.json"
+    state.write_text(state.read_text()[: len(state.read_text()) // 2])
+    assert train.last_complete_checkpoint(out) == str(out / "checkpoint-40")
+    run_train(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last")
+    assert eval_losses(out)[-1] == pytest.approx(eval_losses(names_run)[-1], abs=1e-4)
+
+
+def test_push_leaves_out_checkpoints_and_the_pickle(names_run, monkeypatch):
+    """--push_to_hub uploads the folder through huggingface_hub, whose own filter applies our ignore patterns."""
+    import huggingface_hub
+    from huggingface_hub.utils import filter_repo_objects
+
+    uploaded = []
+    monkeypatch.setattr(huggingface_hub, "create_repo", lambda repo_id, **_: type("Repo", (), {"repo_id": repo_id}))
+    monkeypatch.setattr(huggingface_hub, "upload_folder", lambda folder_path, ignore_patterns, **_: uploaded.extend(
+        filter_repo_objects([str(p.relative_to(folder_path)) for p in Path(folder_path).rglob("*") if p.is_file()],
+                            ignore_patterns=ignore_patterns)))  # fmt: skip
+    (names_run / "training_args.bin").write_bytes(b"pickle")  # as an older train.py left it
+    try:
+        train.push(train.parse_args(["--output_dir", str(names_run), "--hub_model_id", "me/names"])[1])
+    finally:
+        (names_run / "training_args.bin").unlink()
+    assert "model.safetensors" in uploaded and "training_args.json" in uploaded
+    assert not any(name.startswith("checkpoint-") or name.endswith(".bin") for name in uploaded)
+
+
 def test_torchrun_two_processes_data_parallel_on_cpu(tmp_path, names_file):
     out = tmp_path / "ddp"
     run_train("--preset", "names", "--dataset", names_file, "--output_dir", str(out), "--max_steps", "30",
@@ -131,11 +194,31 @@ def test_torchrun_two_processes_data_parallel_on_cpu(tmp_path, names_file):
     assert all(n.isalpha() for n in load_and_generate(out, "an", 10))
 
 
-def test_bad_input_exits_2_with_a_message(tmp_path):
-    done = subprocess.run(train_command("--dataset", str(tmp_path / "none.txt"), "--output_dir", str(tmp_path / "o")),
-                          cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--dataset", "{tmp}/none.txt"], "The dataset {tmp}/none.txt does not exist"),
+        (["--dataset", "{tmp}/binary.txt"], "is not UTF-8 text"),
+        (
+            ["--preset", "shakespeare", "--dataset", "{tmp}/play.txt", "--tokenizer", "{tmp}/no_tokenizer"],
+            "the path {tmp}/no_tokenizer does not exist",
+        ),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_no_traceback(tmp_path, args, message):
+    (tmp_path / "binary.txt").write_bytes(bytes(range(256)) * 8)
+    (tmp_path / "play.txt").write_text("To be, or not to be: that is the question.\n" * 100)
+    argv = [a.format(tmp=tmp_path) for a in args] + ["--output_dir", str(tmp_path / "o")]
+    done = subprocess.run(train_command(*argv), cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
-    assert "does not exist" in done.stderr and "Traceback" not in done.stderr
+    assert message.format(tmp=tmp_path) in done.stderr and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("train.py: error: ")
+
+
+def test_help_lists_the_flags():
+    done = subprocess.run(train_command("--help"), cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--resume_from_checkpoint" in done.stdout and "at most a tenth" in done.stdout
 
 
 @pytest.mark.parametrize(
@@ -147,27 +230,80 @@ def test_bad_input_exits_2_with_a_message(tmp_path):
         (["--n_embd", "30", "--n_head", "4", "--dataset", "{tmp}/names.txt"], "must be divisible by n_head"),
         (["--block_size", "0", "--dataset", "{tmp}/names.txt"], "block_size must be a positive integer"),
         (["--dataset", "{tmp}/docs.jsonl"], "no 'text' column"),
+        (
+            ["--preset", "shakespeare", "--dataset", "{tmp}/broken.jsonl"],
+            "Cannot read the dataset {tmp}/broken.jsonl: JSON parse error",
+        ),
+        (["--dataset", "{tmp}/fake.parquet"], "Cannot read the dataset {tmp}/fake.parquet: Parquet magic bytes"),
+        (
+            ["--preset", "shakespeare", "--dataset", "{tmp}/numbers.jsonl"],
+            "The column 'text' of numbers.jsonl holds int values, not text",
+        ),
+        (["--dataset", "{tmp}/names.txt", "--output_dir", "{tmp}/names.txt"], "--output_dir {tmp}/names.txt is a file"),
+        (
+            ["--dataset", "{tmp}/names.txt", "--output_dir", "{tmp}/names.txt/out"],
+            "cannot be written to (Not a directory)",
+        ),
+        (["--dataset", "{tmp}/names.txt", "--max_steps", "0"], "--max_steps must be a positive number of steps, got 0"),
+        (
+            ["--dataset", "{tmp}/names.txt", "--resume_from_checkpoint", "{tmp}/cut"],
+            "trainer_state.json is missing or cut short",
+        ),
     ],
 )
 def test_each_bad_input_gets_its_message(tmp_path, monkeypatch, capsys, args, message):
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "short.txt").write_text("Too short for a window.\n")
     (tmp_path / "docs.jsonl").write_text('{"body": "some text"}\n')
+    (tmp_path / "broken.jsonl").write_text('{"text": "fine"}\n{"text": cut\n')
+    (tmp_path / "numbers.jsonl").write_text('{"text": 1}\n{"text": 2}\n')
+    (tmp_path / "fake.parquet").write_text("not a parquet file")
     (tmp_path / "names.txt").write_text("anna\nbob\n" * 20)
-    argv = [a.format(tmp=tmp_path) for a in args] + ["--output_dir", str(tmp_path / "out"), "--max_steps", "1"]
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "trainer_state.json").write_text('{"global_step": 3, "log_hi')
+    argv = [a.format(tmp=tmp_path) for a in args]
+    argv += [] if "--output_dir" in argv else ["--output_dir", str(tmp_path / "out")]
+    argv += [] if "--max_steps" in argv else ["--max_steps", "1"]
     monkeypatch.setattr(sys, "argv", ["train.py", *argv])
     with pytest.raises(SystemExit) as exit_:
         train.cli()
     assert exit_.value.code == 2
-    assert message in capsys.readouterr().err
+    assert message.format(tmp=tmp_path) in capsys.readouterr().err
 
 
 def test_resume_skips_a_checkpoint_that_a_kill_left_half_written(tmp_path):
-    for step, complete in [(10, True), (20, True), (30, False)]:  # killed while saving step 30
+    for step, state in [(10, "whole"), (20, "whole"), (30, "cut"), (40, None)]:  # killed while saving 30, then 40
         folder = tmp_path / f"checkpoint-{step}"
         folder.mkdir()
         (folder / "model.safetensors").write_bytes(b"")
-        if complete:
-            (folder / "trainer_state.json").write_text("{}")  # the Trainer writes it last
+        whole = json.dumps({"global_step": step, "log_history": []})
+        if state:  # the Trainer writes it last
+            (folder / "trainer_state.json").write_text(whole if state == "whole" else whole[:20])
     assert train.last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-20")
     assert train.last_complete_checkpoint(tmp_path / "nothing") is None
+
+
+PEAK_MEMORY = """
+import itertools, resource, sys
+import data
+splits = data.text_splits(data.open_corpus(sys.argv[1]), "char", 32, 32, 0.1, seed=0)
+for example in itertools.islice(splits.train, 200):  # the shuffle buffer fills first: the training text is read
+    pass
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # peak bytes (Linux counts KiB)
+"""
+
+
+def test_one_huge_line_streams_in_bounded_memory(tmp_path):
+    """A text file that is one line, read and tokenized in pieces: 4 MB more of that line cost the process a few
+    bytes of peak memory per byte (the validation windows, the shuffle buffer), not the ~360 of reading it whole."""
+    line = (SHARED_DATA / "tinyshakespeare.txt").read_text().replace("\n", " ")
+    peaks = {}
+    for size in (1_000_000, 5_000_000):
+        path = tmp_path / f"line_{size}.txt"
+        path.write_text((line * (size // len(line) + 1))[:size] + "\n")
+        done = subprocess.run([sys.executable, "-c", PEAK_MEMORY, str(path)], cwd=REPO, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        peaks[size] = int(done.stdout.split()[-1])
+    extra_per_byte = (peaks[5_000_000] - peaks[1_000_000]) / 4_000_000
+    assert extra_per_byte < 15, f"{extra_per_byte:.0f} bytes of peak memory per byte of text"

@@ -1,0 +1,218 @@
+"""What an open Space must survive, tried through the API as an anonymous visitor would: huge texts refused before
+tokenizing (with the server's peak memory measured), uploads over the limit refused, odd numbers and characters
+answered with a message, no traceback in the server log for a visitor's mistake, and model folders that are missing
+or broken reported in one line, without the server's paths."""
+
+import json
+import subprocess
+import sys
+
+import httpx
+import pytest
+from conftest import REPO
+from test_app_api import app_error, build_fixture_models, call, running_app, server_log, stream
+
+HUGE = 4_000_000  # characters: what the audit sent (a 4 MB /attention request cost the server ~1.4 GB before)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    names, text = build_fixture_models(root)
+    broken = root / "broken"  # a model folder whose config.json was cut short
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "minigpt", "n_la')
+    return names, text, broken
+
+
+@pytest.fixture(scope="module")
+def server(models):
+    names, text, broken = models
+    with running_app("--names-model", str(names), "--text-model", str(text), "--model", str(broken)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    from gradio_client import Client
+
+    return Client(server[0], verbose=False)
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """The process's peak resident memory so far (VmHWM), from /proc."""
+    status = open(f"/proc/{pid}/status").read()
+    return int(status.split("VmHWM:")[1].split()[0]) * 1024
+
+
+# ---- 6: text length -------------------------------------------------------------------------------------------------
+
+
+def test_huge_texts_are_refused_before_tokenizing_in_bounded_memory(server, client):
+    url, process = server
+    call(client, "/attention", text="emma")  # every path warmed up: the peak so far is the server's normal one
+    call(client, "/names", prefix="em", count=3, seed=0)
+    stream(client, prompt="to be", max_new_tokens=3, seed=0)
+    before = peak_rss_bytes(process.pid)
+    huge = "e" * HUGE
+    for endpoint, params in [("/attention", dict(text=huge)), ("/names", dict(prefix=huge)),
+                             ("/text", dict(prompt=huge))]:  # fmt: skip
+        error = app_error(client, endpoint, **params)
+        assert f"is {HUGE:,} characters long: at most 20,000 are accepted" in error, endpoint
+    grown = peak_rss_bytes(process.pid) - before
+    # The request itself passes through Gradio (JSON, queue): some copies of 4 MB, never the ~1.4 GB of tokenizing.
+    assert grown < 15 * HUGE, f"the server's peak memory grew by {grown / 2**20:.0f} MiB"
+
+
+def test_a_text_at_the_limit_is_still_served(client):
+    notes, *_ = call(client, "/attention", text="e" * 20_000)
+    assert "20001 tokens" in notes and "kept the last 16" in notes
+
+
+# ---- 7: uploads -----------------------------------------------------------------------------------------------------
+
+
+def test_uploads_over_the_limit_are_refused(server):
+    import app
+
+    url, _ = server
+    limit = app.MAX_UPLOAD  # bytes
+    refused = httpx.post(url + "gradio_api/upload", files={"files": ("big.bin", b"x" * (limit + 1))}, timeout=60)
+    assert refused.status_code == 413 and f"maximum allowed size of {limit} bytes" in refused.text
+    small = httpx.post(url + "gradio_api/upload", files={"files": ("small.txt", b"x" * 100)}, timeout=30)
+    assert small.status_code == 200  # the route works: the size is what was refused
+
+
+# ---- 13: numbers, temperatures, characters --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "endpoint, params, message",
+    [
+        ("/names", dict(temperature=1e-38), "Temperature must be 0 (greedy) or between 0.001 and 100, got 1e-38"),
+        ("/text", dict(temperature=1e300), "Temperature must be 0 (greedy) or between 0.001 and 100, got 1e+300"),
+        ("/names", dict(count=1.5), "Number of names must be a whole number, got 1.5"),
+        ("/text", dict(max_new_tokens="2.5"), "Max new tokens must be a whole number, got '2.5'"),
+        ("/names", dict(seed=2**63), f"Seed must be below 2**63, got {2**63}"),
+        ("/names", dict(count=True), "Number of names must be a number, got True"),
+    ],
+)
+def test_odd_values_get_a_clear_message(client, endpoint, params, message):
+    error = app_error(client, endpoint, **params)
+    assert message in error
+
+
+RAW_DEFAULTS = {"/names": ["", 10, 1.0, 0, 1.0, -1, None], "/text": ["", 5, 1.0, 0, 1.0, -1, None],
+                "/attention": ["emma", None]}  # fmt: skip
+
+
+def raw_error(url: str, endpoint: str, *data) -> str:
+    """The error message of a call made through Gradio's HTTP API with JSON that gradio_client refuses to send (a
+    lone surrogate, written as the escape \\ud800; Infinity), as a visitor's own script may send it. `data`: the
+    first parameters, the others left at their defaults."""
+    # ensure_ascii (the default): a lone surrogate becomes the escape \ud800, valid JSON
+    body = json.dumps({"data": [*data, *RAW_DEFAULTS[endpoint][len(data) :]]})
+    posted = httpx.post(f"{url}gradio_api/call{endpoint}", content=body, timeout=60,
+                        headers={"Content-Type": "application/json"})  # fmt: skip
+    result = httpx.get(f"{url}gradio_api/call{endpoint}/{posted.json()['event_id']}", timeout=120).text
+    assert "event: error" in result, result
+    return result
+
+
+@pytest.mark.parametrize(
+    "endpoint, data, message",
+    [
+        ("/names", ["e\ud800"], "(U+D800): half of a character (a lone UTF-16 surrogate), which cannot be encoded"),
+        ("/text", ["\udfff"], "(U+DFFF): half of a character"),
+        ("/attention", ["a\ud83d"], "(U+D83D): half of a character"),
+        ("/names", ["", 3, 1.0, 0, float("inf")], "top-p must be a finite number, got inf"),
+    ],
+)
+def test_what_gradio_client_cannot_send_gets_a_message_too(server, endpoint, data, message):
+    assert message in raw_error(server[0], endpoint, *data)
+
+
+def test_seeds_are_exact_integers_up_to_2_63_minus_1(client):
+    top = call(client, "/names", count=20, seed=2**63 - 1)[0]
+    assert call(client, "/names", count=20, seed=2**63 - 1)[0] == top  # accepted, and reproducible
+    assert call(client, "/names", count=20, seed=2**63 - 2)[0] != top  # not rounded to one float with its neighbour
+    assert call(client, "/names", count=20, seed=2**53)[0] != call(client, "/names", count=20, seed=2**53 + 1)[0]
+    names, _ = call(client, "/names", count="7", seed="12")  # numbers as strings are read exactly too
+    assert len(names.split("\n")) == 7 and names == call(client, "/names", count=7, seed=12)[0]
+
+
+# ---- 13: model folders ----------------------------------------------------------------------------------------------
+
+
+def test_a_broken_model_is_reported_without_server_paths(client, models):
+    error = app_error(client, "/attention", text="emma", model="broken")
+    assert "Could not load the model 'broken'" in error
+    assert str(models[2].parent) not in error and "/tmp" not in error and "config.json" in error
+
+
+def test_visitor_mistakes_leave_no_traceback_in_the_server_log(server, client):
+    logged_before = len(server_log(server[1]))
+    mistakes = [("/names", dict(prefix="Zoë")), ("/names", dict(count="many")), ("/names", dict(top_p=0)),
+                ("/names", dict(model="no-such-model")), ("/attention", dict(text="x", model="no-such-model")),
+                ("/text", dict(prompt="x" * 30_000)), ("/names", dict(seed=1.5)), ("/names", dict(temperature=-1)),
+                ("/text", dict(temperature=1e-38))]  # fmt: skip
+    for endpoint, params in mistakes:
+        app_error(client, endpoint, **params)
+    raw_error(server[0], "/names", "\ud800")
+    logged = server_log(server[1])[logged_before:]
+    assert "Traceback" not in logged and "Error" not in logged, logged[-3000:]
+
+
+def run_app(*args) -> subprocess.CompletedProcess:
+    """app.py run to its end: these arguments stop it before it serves."""
+    return subprocess.run([sys.executable, "app.py", *args], cwd=REPO, capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.parametrize(
+    "flag, source, message",
+    [
+        ("--names-model", "{broken}", "app.py: error: Could not load the model 'broken': "),
+        (
+            "--text-model",
+            "{root}/no/such/model",
+            "app.py: error: the model folder {root}/no/such/model does not exist.",
+        ),
+        ("--model", "./no-such-folder", "app.py: error: the model folder ./no-such-folder does not exist."),
+    ],
+)
+def test_a_missing_or_broken_model_stops_the_app_in_one_line(models, flag, source, message):
+    names, _, broken = models
+    values = dict(broken=broken, root=broken.parent)
+    done = run_app("--names-model", str(names), flag, source.format(**values))
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and "Repo id" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(message.format(**values)), done.stderr[-2000:]
+
+
+# ---- in process: the checks themselves ------------------------------------------------------------------------------
+
+
+def test_numbers_are_parsed_exactly():
+    import gradio as gr
+
+    import app
+
+    assert app.number("Seed", 2**63 - 1, -1, int) == 2**63 - 1
+    assert app.number("Seed", str(2**63 - 1), -1, int) == 2**63 - 1
+    assert app.number("Count", "1e3", 10, int) == 1000 and app.number("Count", 4.0, 10, int) == 4
+    assert app.number("Temperature", "0.5", 1.0) == 0.5 and app.number("Count", None, 10, int) == 10
+    for bad in (1.5, "1.5", True, "many", float("nan"), 10**400, [1]):
+        with pytest.raises(gr.Error) as error:
+            app.number("Count", bad, 10, int if bad != 10**400 else float)
+        assert not error.value.print_exception  # a visitor's mistake: no traceback in the log
+
+
+def test_load_errors_lose_the_server_paths():
+    import app
+
+    message = "Error no file named model.safetensors found in directory /srv/spaces/app/models/mine.\nmore"
+    assert app.without_paths(message, "/srv/spaces/app/models/mine", "mine") == (
+        "Error no file named model.safetensors found in directory mine."
+    )
+    assert app.without_paths("bad file '/home/u/x/config.json'", "/elsewhere", "x") == "bad file 'config.json'"
+    assert json.loads('"\\ud800"') == "\ud800"  # how a lone surrogate reaches the server: valid JSON
