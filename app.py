@@ -8,13 +8,14 @@ Named API endpoints (gradio_client): /names, /text (streamed) and /attention. Se
 """
 
 import argparse
+import asyncio
+import contextlib
 import functools
 import math
 import os
 import random
 import threading
 import unicodedata
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,16 +25,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 import gradio as gr  # noqa: E402
 import pandas  # noqa: E402
 import torch  # noqa: E402
-from transformers import (  # noqa: E402
-    AutoConfig,
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    GenerationConfig,
-    LogitsProcessorList,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
-)
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from attention_maps import (  # noqa: E402
     GRID_CSS,
@@ -46,6 +38,7 @@ from attention_maps import (  # noqa: E402
     trace_table,  # noqa: E402
 )
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
+from serving import ContinuousBatcher, Sampling, ServerBusy  # noqa: E402
 from tokenization import known_characters, unknown_characters  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
@@ -53,6 +46,7 @@ SHIPPED = {"names": REPO / "models" / "names", "shakespeare": REPO / "models" / 
 MAX_NAMES = 100  # names per request
 MAX_NEW_TOKENS = 500  # text tokens per request
 MAX_NAME_TOKENS = 32  # tokens per name, when a model with a long context is used for names
+BATCHING = dict(max_rows=128, max_waiting=64)  # per model: rows decoding at once (a name is a row), requests waiting
 
 
 # ---- models --------------------------------------------------------------------------------------------------------
@@ -66,6 +60,7 @@ class LanguageModel:
     boundary_id: int  # the token every text starts from (bos, else eos) and names end with (eos)
     eos_id: int | None
     never_ids: list[int]  # tokens never to generate: the pad (only there to fill batches)
+    batcher: ContinuousBatcher | None = None  # decodes this model's names and text requests as one batch
 
     @property
     def block_size(self) -> int:
@@ -94,7 +89,9 @@ def load_language_model(name: str, source: str) -> LanguageModel:
         raise ValueError(f"The tokenizer of {source} has neither a bos nor an eos token to start a text from.")
     pad = tokenizer.pad_token_id
     never = [pad] if pad is not None and pad not in (boundary, tokenizer.eos_token_id) else []
-    return LanguageModel(name, model.eval(), tokenizer, boundary, tokenizer.eos_token_id, never)
+    lm = LanguageModel(name, model.eval(), tokenizer, boundary, tokenizer.eos_token_id, never)
+    lm.batcher = ContinuousBatcher(lm.model, lm.eos_id, lm.never_ids, **BATCHING)
+    return lm
 
 
 class ModelPicker:
@@ -147,27 +144,6 @@ def model_sources(extra: list[str], names_model: str | None, text_model: str | N
 
 
 # ---- checking what users type --------------------------------------------------------------------------------------
-
-
-@dataclass
-class Sampling:
-    temperature: float  # 0: greedy
-    top_k: int  # 0: off
-    top_p: float  # 1: off
-    seed: int
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-    def warpers(self) -> LogitsProcessorList:
-        """transformers' own logits warpers, in generate()'s order, for the text loop."""
-        warpers = LogitsProcessorList([TemperatureLogitsWarper(self.temperature)])
-        if self.top_k:
-            warpers.append(TopKLogitsWarper(self.top_k))
-        if self.top_p < 1.0:
-            warpers.append(TopPLogitsWarper(self.top_p))
-        return warpers
 
 
 def number(name: str, value, default, kind=float):
@@ -254,35 +230,21 @@ def notes_markdown(notes: list[str]) -> str:
 
 # ---- generation ----------------------------------------------------------------------------------------------------
 
-GLOBAL_RNG = threading.Lock()  # generate() samples from torch's global generator: seed and sample under one lock
+
+@contextlib.contextmanager
+def busy_message():
+    """A full batch and waiting line reach the user as a message (no traceback in the log)."""
+    try:
+        yield
+    except ServerBusy as error:
+        raise gr.Error(str(error), print_exception=False) from None
 
 
-def sample_names(lm: LanguageModel, prompt: list[int], count: int, sampling: Sampling, max_new: int) -> list[list[int]]:
-    """`count` continuations of `prompt` with model.generate (a batch), each cut after the end token (kept)."""
-    config = GenerationConfig(
-        max_new_tokens=max_new,
-        do_sample=not sampling.greedy,
-        eos_token_id=lm.eos_id,
-        pad_token_id=lm.eos_id,
-        suppress_tokens=lm.never_ids or None,
-    )
-    if not sampling.greedy:
-        config.update(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)
-    input_ids = torch.tensor([prompt] * count)  # (count, P)
-    with GLOBAL_RNG, torch.no_grad():
-        torch.manual_seed(sampling.seed)
-        output = lm.model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config)
-    samples = []
-    for row in output[:, len(prompt) :].tolist():  # (count, new)
-        samples.append(row[: row.index(lm.eos_id) + 1] if lm.eos_id in row else row)
-    return samples
-
-
-def names(prefix: str = "", count: float = 10, temperature: float = 1.0, top_k: float = 0, top_p: float = 1.0,
-          seed: float = -1, model: str | None = None):  # fmt: skip
+async def names(prefix: str = "", count: float = 10, temperature: float = 1.0, top_k: float = 0, top_p: float = 1.0,
+                seed: float = -1, model: str | None = None):  # fmt: skip
     """N names from the names model, each starting with `prefix`. Returns the names (one a line), notes about the
     input, and (for the attention maps) the first name with its boundary tokens."""
-    lm = PICKER.get(model or NAMES_DEFAULT)
+    lm = await asyncio.to_thread(PICKER.get, model or NAMES_DEFAULT)  # loading a model must not stall the other streams
     notes = []
     count = clamped("Number of names", number("Number of names", count, 10, int), 1, MAX_NAMES, notes)
     sampling = parse_sampling(temperature, top_k, top_p, seed, lm.vocab_size, notes)
@@ -294,7 +256,8 @@ def names(prefix: str = "", count: float = 10, temperature: float = 1.0, top_k: 
                        f"token included, so use at most {lm.block_size - 2} characters.")  # fmt: skip
     if sampling.greedy and count > 1:
         notes.append("Greedy decoding gives the same name every time.")
-    samples = sample_names(lm, prompt, count, sampling, room)
+    with busy_message():
+        samples = await lm.batcher.agenerate(prompt, room, sampling, rows=count)  # waits holding no thread
     decoded = [lm.tokenizer.decode(prompt[1:] + s, skip_special_tokens=True) for s in samples]
     if empty := decoded.count(""):
         notes.append(f"{empty} of the names are empty (blank lines): the model ended them at once.")
@@ -302,45 +265,11 @@ def names(prefix: str = "", count: float = 10, temperature: float = 1.0, top_k: 
     return "\n".join(decoded), notes_markdown(notes), first
 
 
-def kept_when_full(block_size: int) -> int:
-    return max(1, block_size * 3 // 4)
-
-
-def sample_text(lm: LanguageModel, ids: list[int], max_new: int, sampling: Sampling) -> Iterator[int]:
-    """Yields up to `max_new` tokens continuing `ids`, stopping after the end token.
-
-    Our own loop rather than generate(), which stops at the model's context: here, when the context is full, the
-    window jumps to its last 3/4 (positions are absolute, so the cache is recomputed for them once) and the KV cache
-    serves the next block_size / 4 tokens. Sliding by one token each step, as nanoGPT samples, would recompute the whole
-    window every token: 10x slower past the context, for a few more tokens of memory. Sampling uses transformers'
-    warpers and a per-request generator, so one seed gives one output even when many requests run at once."""
-    generator = torch.Generator().manual_seed(sampling.seed)
-    warpers = None if sampling.greedy else sampling.warpers()
-    window, cache = list(ids), None
-    with torch.no_grad():
-        for _ in range(max_new):
-            fresh = torch.tensor([window if cache is None else window[-1:]])  # (1, T) or (1, 1)
-            out = lm.model(input_ids=fresh, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            logits = out.logits[:, -1].float()  # (1, vocab)
-            logits[:, lm.never_ids] = float("-inf")
-            if sampling.greedy:
-                token = int(logits.argmax())
-            else:
-                probs = warpers(None, logits).softmax(dim=-1)
-                token = int(torch.multinomial(probs, 1, generator=generator))
-            yield token
-            if token == lm.eos_id:
-                return
-            window.append(token)
-            cache = out.past_key_values
-            if len(window) > lm.block_size:  # the context is full: keep its last 3/4, recompute their cache once
-                window, cache = window[-kept_when_full(lm.block_size) :], None
-
-
-def text(prompt: str = "", max_new_tokens: float = 200, temperature: float = 1.0, top_k: float = 0,
-         top_p: float = 1.0, seed: float = -1, model: str | None = None):  # fmt: skip
-    """Continues `prompt` token by token (a generator: each yield is the text so far and the notes)."""
-    lm = PICKER.get(model or TEXT_DEFAULT)
+async def text(prompt: str = "", max_new_tokens: float = 200, temperature: float = 1.0, top_k: float = 0,
+               top_p: float = 1.0, seed: float = -1, model: str | None = None):  # fmt: skip
+    """Continues `prompt` token by token (a generator: each yield is the text so far and the notes). The tokens come
+    from the model's continuous batch; a client that goes closes this generator, which takes its row out at once."""
+    lm = await asyncio.to_thread(PICKER.get, model or TEXT_DEFAULT)
     notes = []
     max_new = clamped("Max new tokens", number("Max new tokens", max_new_tokens, 200, int), 1, MAX_NEW_TOKENS, notes)
     sampling = parse_sampling(temperature, top_k, top_p, seed, lm.vocab_size, notes)
@@ -350,10 +279,12 @@ def text(prompt: str = "", max_new_tokens: float = 200, temperature: float = 1.0
     shown = lm.tokenizer.decode(ids, skip_special_tokens=True)  # what the model sees (the kept part of the prompt)
     yield shown, notes_markdown(notes)
     new: list[int] = []
-    for token in sample_text(lm, ids, max_new, sampling):
-        new.append(token)
-        # A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
-        yield shown + lm.tokenizer.decode(new, skip_special_tokens=True).rstrip("\ufffd"), notes_markdown(notes)
+    with busy_message():
+        async with contextlib.aclosing(lm.batcher.astream(ids, max_new, sampling)) as steps:
+            async for tokens in steps:
+                new.append(tokens[0])
+                # A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
+                yield shown + lm.tokenizer.decode(new, skip_special_tokens=True).rstrip("\ufffd"), notes_markdown(notes)
     ended = " (the model wrote its end-of-text token)" if new and new[-1] == lm.eos_id else ""
     notes.append(f"{len(new)} new tokens{ended}.")
     yield shown + lm.tokenizer.decode(new, skip_special_tokens=True), notes_markdown(notes)
@@ -477,11 +408,13 @@ def build_demo() -> gr.Blocks:
 
         sampling = [temperature, top_k, top_p, seed]
         names_button.click(
-            names, [prefix, count, *sampling, names_model], [names_out, names_notes, first_name], api_name="names"
+            names, [prefix, count, *sampling, names_model], [names_out, names_notes, first_name], api_name="names",
+            concurrency_limit=None,  # every request goes to the model's batch, which has its own limits
         ).success(attention_of_sample, [first_name, names_model], [attn_text, attn_model, *attn_outputs],
                   api_visibility="private")  # fmt: skip
         text_button.click(
-            text, [prompt, max_new, *sampling, text_model], [text_out, text_notes], api_name="text"
+            text, [prompt, max_new, *sampling, text_model], [text_out, text_notes], api_name="text",
+            concurrency_limit=None,
         ).success(attention_of_sample, [text_out, text_model], [attn_text, attn_model, *attn_outputs],
                   api_visibility="private")  # fmt: skip
         attn_button.click(attention, [attn_text, attn_model], attn_outputs, api_name="attention")
@@ -501,7 +434,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                         help="address to listen on (default 127.0.0.1; a Space sets GRADIO_SERVER_NAME)")  # fmt: skip
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
-    parser.add_argument("--concurrency", type=int, default=4, help="requests served at once")
+    parser.add_argument("--concurrency", type=int, default=4,
+                        help="attention requests served at once (names and text: see --max-batch)")  # fmt: skip
+    parser.add_argument("--max-batch", type=int, default=BATCHING["max_rows"],
+                        help=f"rows in one batch per model: a text or a name is a row (>= {MAX_NAMES})")  # fmt: skip
+    parser.add_argument("--max-waiting", type=int, default=BATCHING["max_waiting"],
+                        help="requests waiting for room in a model's batch; beyond, a 'busy' message")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -524,6 +462,7 @@ def main(argv=None) -> None:
     # One thread per request: the models are small, and a request runs on whichever worker thread the server picks;
     # each such thread would start its own team of intra-op threads, and idle teams spin on the cores (10x slower).
     torch.set_num_threads(1)
+    BATCHING.update(max_rows=max(args.max_batch, MAX_NAMES), max_waiting=args.max_waiting)
     configure(args.model, args.names_model, args.text_model)
     for default in {NAMES_DEFAULT, TEXT_DEFAULT}:  # load before serving: the first request is as fast as the rest
         PICKER.get(default)

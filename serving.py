@@ -174,37 +174,44 @@ class ContinuousBatcher:
             self.changed.notify()
         return request
 
-    def stream(self, prompt: list[int], max_new: int, sampling: Sampling) -> Iterator[int]:
-        """The new tokens of one row, as they come; closing the iterator cancels the request."""
+    def stream(self, prompt: list[int], max_new: int, sampling: Sampling, rows: int = 1) -> Iterator[dict[int, int]]:
+        """Each step's new tokens of one request, {row: token}, as they come; closing the iterator cancels it."""
         events = queue.Queue()
-        request = self.submit(prompt, max_new, sampling, events.put)
+        request = self.submit(prompt, max_new, sampling, events.put, rows)
         try:
             while (event := events.get()) is not DONE:
-                yield raise_if_error(event)[0]
+                yield raise_if_error(event)
         finally:
             request.cancel()
 
-    async def astream(self, prompt: list[int], max_new: int, sampling: Sampling) -> AsyncIterator[int]:
+    async def astream(
+        self, prompt: list[int], max_new: int, sampling: Sampling, rows: int = 1
+    ) -> AsyncIterator[dict[int, int]]:
         """`stream` for an event loop: waiting for a token holds no thread; cancelling the task cancels the request."""
         loop, events = asyncio.get_running_loop(), asyncio.Queue()
         deliver = lambda event: loop.call_soon_threadsafe(events.put_nowait, event)
-        request = self.submit(prompt, max_new, sampling, deliver)
+        request = self.submit(prompt, max_new, sampling, deliver, rows)
         try:
             while (event := await events.get()) is not DONE:
-                yield raise_if_error(event)[0]
+                yield raise_if_error(event)
         finally:
             request.cancel()
 
     def generate(self, prompt: list[int], max_new: int, sampling: Sampling, rows: int = 1) -> list[list[int]]:
         """`rows` continuations of `prompt` (each ending with the end token, if written), once all are done."""
-        events, new = queue.Queue(), [[] for _ in range(rows)]
-        request = self.submit(prompt, max_new, sampling, events.put, rows)
-        try:
-            while (event := events.get()) is not DONE:
-                for row, token in raise_if_error(event).items():
+        new = [[] for _ in range(rows)]
+        for tokens in self.stream(prompt, max_new, sampling, rows):
+            for row, token in tokens.items():
+                new[row].append(token)
+        return new
+
+    async def agenerate(self, prompt: list[int], max_new: int, sampling: Sampling, rows: int = 1) -> list[list[int]]:
+        """`generate` for an event loop."""
+        new = [[] for _ in range(rows)]
+        async with contextlib.aclosing(self.astream(prompt, max_new, sampling, rows)) as steps:
+            async for tokens in steps:
+                for row, token in tokens.items():
                     new[row].append(token)
-        finally:
-            request.cancel()
         return new
 
     def active_requests(self) -> int:

@@ -392,10 +392,10 @@ def test_the_pad_token_is_never_generated(fixture_models):
     names_lm = app.load_language_model("names", str(fixture_models[0]))
     pad = names_lm.tokenizer.pad_token_id
     assert names_lm.never_ids == [pad]
-    samples = app.sample_names(names_lm, [0], 100, app.Sampling(1.0, 0, 1.0, seed=0), max_new=15)
+    samples = names_lm.batcher.generate([0], 15, app.Sampling(1.0, 0, 1.0, seed=0), rows=100)
     assert sum(map(len, samples)) > 300 and not any(pad in s for s in samples)
     text_lm = app.load_language_model("text", str(fixture_models[1]))
-    tokens = list(app.sample_text(text_lm, [0], 200, app.Sampling(1.0, 0, 1.0, seed=0)))
+    tokens = text_lm.batcher.generate([0], 200, app.Sampling(1.0, 0, 1.0, seed=0))[0]
     assert text_lm.tokenizer.pad_token_id not in tokens
 
 
