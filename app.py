@@ -246,7 +246,8 @@ async def names(prefix: str = "", count: float = 10, temperature: float = 1.0, t
     input, and (for the attention maps) the first name with its boundary tokens."""
     lm = await asyncio.to_thread(PICKER.get, model or NAMES_DEFAULT)  # loading a model must not stall the other streams
     notes = []
-    count = clamped("Number of names", number("Number of names", count, 10, int), 1, MAX_NAMES, notes)
+    most = min(MAX_NAMES, lm.batcher.max_rows)  # a names request is one batch of `count` rows
+    count = clamped("Number of names", number("Number of names", count, 10, int), 1, most, notes)
     sampling = parse_sampling(temperature, top_k, top_p, seed, lm.vocab_size, notes)
     prefix = (prefix or "").strip()
     prompt = from_boundary(lm, prefix, "prefix")
@@ -437,7 +438,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=4,
                         help="attention requests served at once (names and text: see --max-batch)")  # fmt: skip
     parser.add_argument("--max-batch", type=int, default=BATCHING["max_rows"],
-                        help=f"rows in one batch per model: a text or a name is a row (>= {MAX_NAMES})")  # fmt: skip
+                        help="rows decoded as one batch per model: a text is a row, a name too")  # fmt: skip
     parser.add_argument("--max-waiting", type=int, default=BATCHING["max_waiting"],
                         help="requests waiting for room in a model's batch; beyond, a 'busy' message")  # fmt: skip
     return parser.parse_args(argv)
@@ -462,7 +463,7 @@ def main(argv=None) -> None:
     # One thread per request: the models are small, and a request runs on whichever worker thread the server picks;
     # each such thread would start its own team of intra-op threads, and idle teams spin on the cores (10x slower).
     torch.set_num_threads(1)
-    BATCHING.update(max_rows=max(args.max_batch, MAX_NAMES), max_waiting=args.max_waiting)
+    BATCHING.update(max_rows=args.max_batch, max_waiting=args.max_waiting)
     configure(args.model, args.names_model, args.text_model)
     for default in {NAMES_DEFAULT, TEXT_DEFAULT}:  # load before serving: the first request is as fast as the rest
         PICKER.get(default)

@@ -142,10 +142,12 @@ class Row:
 class ContinuousBatcher:
     """Decodes the requests in flight as one batch, in a background thread; requests join at the next step and leave
     when done (end token, max tokens) or cancelled. At most `max_rows` rows decode at once and `max_waiting` requests
-    wait; beyond that `submit` raises ServerBusy."""
+    wait for room; beyond that `submit` raises ServerBusy. With `background=False` nothing runs until `step()` is called
+    (tests drive the batch step by step)."""
 
-    def __init__(self, model, eos_id: int | None, never_ids: list[int], max_rows: int = 128, max_waiting: int = 64):
-        self.model, self.eos_id, self.never_ids = model, eos_id, list(never_ids)
+    def __init__(self, model, eos_id: int | None, never_ids: list[int], max_rows: int = 128, max_waiting: int = 64,
+                 background: bool = True):  # fmt: skip
+        self.model, self.eos_id, self.never_ids, self.background = model, eos_id, list(never_ids), background
         self.block_size = model.config.block_size
         self.max_rows, self.max_waiting = max_rows, max_waiting
         self.cache = SlotCache(model.config, MIN_DECODE_ROWS)
@@ -164,11 +166,12 @@ class ContinuousBatcher:
             raise ValueError(f"A request may ask for at most {self.max_rows} rows, got {rows}.")
         request = Request(list(prompt), max_new, sampling, rows, deliver)
         with self.changed:
-            if len(self.waiting) >= self.max_waiting:
+            rows_asked = len(self.rows) + sum(r.rows for r in self.waiting) + rows
+            if rows_asked > self.max_rows and len(self.waiting) >= self.max_waiting:  # no room now, nor in the line
                 raise ServerBusy(f"The server is busy: {self.active_requests()} requests are being generated and "
                                  f"{len(self.waiting)} are waiting. Try again in a few seconds.")  # fmt: skip
             self.waiting.append(request)
-            if self.thread is None:
+            if self.thread is None and self.background:
                 self.thread = threading.Thread(target=self._serve_forever, name="continuous-batching", daemon=True)
                 self.thread.start()
             self.changed.notify()
