@@ -168,8 +168,8 @@ class ContinuousBatcher:
         with self.changed:
             rows_asked = len(self.rows) + sum(r.rows for r in self.waiting) + rows
             if rows_asked > self.max_rows and len(self.waiting) >= self.max_waiting:  # no room now, nor in the line
-                raise ServerBusy(f"The server is busy: {self.active_requests()} requests are being generated and "
-                                 f"{len(self.waiting)} are waiting. Try again in a few seconds.")  # fmt: skip
+                raise ServerBusy(f"The server is busy (requests in progress: {self.active_requests()}, waiting: "
+                                 f"{len(self.waiting)}). Try again in a few seconds.")  # fmt: skip
             self.waiting.append(request)
             if self.thread is None and self.background:
                 self.thread = threading.Thread(target=self._serve_forever, name="continuous-batching", daemon=True)

@@ -168,7 +168,7 @@ def test_a_full_batch_and_waiting_line_give_a_busy_message(model):
     Client(batcher, *spec), Client(batcher, *spec)
     batcher.step()  # both decode: the batch is full
     Client(batcher, *spec)  # waits for a row
-    with pytest.raises(ServerBusy, match="The server is busy: 2 requests are being generated and 1 are waiting"):
+    with pytest.raises(ServerBusy, match=r"The server is busy \(requests in progress: 2, waiting: 1\)\. Try again"):
         Client(batcher, *spec)
     with pytest.raises(ValueError, match="at most 2 rows"):
         Client(batcher, [0], 10, spec[2], rows=3)
