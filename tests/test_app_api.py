@@ -85,13 +85,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(*args: str, timeout: float = 120.0):
-    """app.py serving on 127.0.0.1 with `args`; yields (url, process); always stopped at the end."""
+def running_app(*args: str, timeout: float = 120.0, cwd: Path = REPO):
+    """app.py (of `cwd`: another checkout for a benchmark's reference) serving on 127.0.0.1 with `args`; yields
+    (url, process); always stopped at the end."""
     port = free_port()
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("GRADIO_SERVER_NAME", None)
     log = tempfile.TemporaryFile("w+")  # the server's output, read back by tests and on failure; gone when closed
-    process = subprocess.Popen([sys.executable, "-c", NETWORK_GUARD, "--port", str(port), *args], cwd=REPO, env=env,
+    process = subprocess.Popen([sys.executable, "-c", NETWORK_GUARD, "--port", str(port), *args], cwd=cwd, env=env,
                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     url = f"http://127.0.0.1:{port}/"
     try:
