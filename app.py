@@ -281,9 +281,9 @@ async def text(prompt: str = "", max_new_tokens: float = 200, temperature: float
     yield shown, notes_markdown(notes)
     new: list[int] = []
     with busy_message():
-        async with contextlib.aclosing(lm.batcher.astream(ids, max_new, sampling)) as steps:
-            async for tokens in steps:
-                new.append(tokens[0])
+        async with contextlib.aclosing(lm.batcher.astream(ids, max_new, sampling)) as ready:
+            async for steps in ready:  # one token each update, or a few when the server is behind
+                new += [tokens[0] for tokens in steps]
                 # A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
                 yield shown + lm.tokenizer.decode(new, skip_special_tokens=True).rstrip("\ufffd"), notes_markdown(notes)
     ended = " (the model wrote its end-of-text token)" if new and new[-1] == lm.eos_id else ""

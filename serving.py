@@ -79,7 +79,7 @@ class SlotCache:
         self.config = config
         self.keys = self.values = torch.zeros(config.n_layer, 0, config.n_head, config.block_size, config.head_dim)
         self.reserve(capacity)
-        self.rows, self.positions, self.past_length = slice(0, 0), None, 0
+        self.use(slice(0, 0), None)
 
     def reserve(self, capacity: int) -> None:
         """Room for `capacity` rows (grown on demand: a big model's rows are large)."""
@@ -91,6 +91,7 @@ class SlotCache:
         """The next forward is rows `rows`; `positions` (B,) where each row's one new token goes, or None for a
         prefill of one row from position 0."""
         self.rows, self.positions = rows, positions
+        self.row_index = None if positions is None else torch.arange(len(positions))
         self.past_length = 0 if positions is None else int(positions.max())  # for the model's context-length check
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
@@ -101,8 +102,8 @@ class SlotCache:
         if self.positions is None:  # prefill: key (1, H, T, D) at positions 0..T-1
             keys[:, :, : key.shape[2]], values[:, :, : key.shape[2]] = key, value
         else:  # decoding: key (B, H, 1, D), row b at its own position
-            rows = torch.arange(key.shape[0])
-            keys[rows, :, self.positions], values[rows, :, self.positions] = key[:, :, 0], value[:, :, 0]
+            rows, positions = self.row_index, self.positions
+            keys[rows, :, positions], values[rows, :, positions] = key[:, :, 0], value[:, :, 0]
         return keys, values  # every slot; the mask hides those a row has not written
 
     def copy_row(self, source: int, target: int) -> None:
@@ -189,14 +190,21 @@ class ContinuousBatcher:
 
     async def astream(
         self, prompt: list[int], max_new: int, sampling: Sampling, rows: int = 1
-    ) -> AsyncIterator[dict[int, int]]:
-        """`stream` for an event loop: waiting for a token holds no thread; cancelling the task cancels the request."""
+    ) -> AsyncIterator[list[dict[int, int]]]:
+        """`stream` for an event loop, yielding the steps decoded since the caller last took some: one when it keeps
+        up, several when the server lags behind the batch (fewer, larger updates). Waiting holds no thread; closing
+        the iterator (or cancelling its task) cancels the request."""
         loop, events = asyncio.get_running_loop(), asyncio.Queue()
         deliver = lambda event: loop.call_soon_threadsafe(events.put_nowait, event)
         request = self.submit(prompt, max_new, sampling, deliver, rows)
         try:
-            while (event := await events.get()) is not DONE:
-                yield raise_if_error(event)
+            while True:
+                ready = [await events.get()] + [events.get_nowait() for _ in range(events.qsize())]
+                steps = [raise_if_error(event) for event in ready if event is not DONE]
+                if steps:
+                    yield steps
+                if ready[-1] is DONE:  # nothing comes after it
+                    return
         finally:
             request.cancel()
 
@@ -211,10 +219,11 @@ class ContinuousBatcher:
     async def agenerate(self, prompt: list[int], max_new: int, sampling: Sampling, rows: int = 1) -> list[list[int]]:
         """`generate` for an event loop."""
         new = [[] for _ in range(rows)]
-        async with contextlib.aclosing(self.astream(prompt, max_new, sampling, rows)) as steps:
-            async for tokens in steps:
-                for row, token in tokens.items():
-                    new[row].append(token)
+        async with contextlib.aclosing(self.astream(prompt, max_new, sampling, rows)) as ready:
+            async for steps in ready:
+                for tokens in steps:
+                    for row, token in tokens.items():
+                        new[row].append(token)
         return new
 
     def active_requests(self) -> int:
