@@ -310,24 +310,40 @@ class ContinuousBatcher:
         return out.logits[:n, -1].float()  # (n, V)
 
     def _sample(self, rows: list[Row], logits: torch.Tensor) -> None:
-        """Each request picks its rows' tokens with its own settings and generator, as alone; rows that end leave."""
+        """Each request picks its rows' tokens with its own settings and generator, as alone; rows that end leave.
+
+        A sampled token is the inverse of the cumulative distribution at one uniform number per row, drawn from the
+        request's generator (torch.multinomial draws one random number per vocabulary entry: with 32 requests that was
+        40% of a step). The cumulative sums of every sampled row are taken at once: a row's sums do not depend on the
+        other rows (summed along the row)."""
         logits[:, self.never_ids] = float("-inf")
         by_request: dict[int, list[int]] = {}
         for i, row in enumerate(rows):
             by_request.setdefault(id(row.request), []).append(i)
+        picked, sampled, probs, uniforms = {}, [], [], []  # picked: {position in rows: token}
         for indices in by_request.values():
             request = rows[indices[0]].request
             indices.sort(key=lambda i: rows[i].index)  # the request's rows in its own order, wherever their slots
-            own = logits[indices]  # (rows of this request, V)
-            if request.warpers is None:
-                tokens = own.argmax(-1)
-            else:
-                probs = request.warpers(None, own).softmax(dim=-1)
-                tokens = torch.multinomial(probs, 1, generator=request.generator)[:, 0]
+            scores = logits[indices]  # (rows of this request, V)
+            if request.warpers is None:  # greedy
+                picked.update(zip(indices, scores.argmax(-1).tolist()))
+                continue
+            for warper in request.warpers:  # transformers' warpers, called as generate() calls them
+                scores = warper(None, scores)
+            sampled += indices
+            probs.append(scores.softmax(dim=-1))
+            uniforms.append(torch.rand(len(indices), 1, generator=request.generator))
+        if sampled:
+            cumulative = torch.cat(probs).cumsum(dim=-1)  # (sampled rows, V)
+            points = torch.cat(uniforms) * cumulative[:, -1:]  # in [0, total): the total is 1 up to rounding
+            tokens = torch.searchsorted(cumulative, points, right=True)[:, 0]  # first token whose sum passes the point
+            picked.update(zip(sampled, tokens.tolist()))
+        for indices in by_request.values():
+            request = rows[indices[0]].request
             request.steps += 1
-            request.deliver({rows[i].index: token for i, token in zip(indices, tokens.tolist())})
-            for i, token in zip(indices, tokens.tolist()):
-                self._advance(rows[i], token)
+            request.deliver({rows[i].index: picked[i] for i in indices})
+            for i in indices:
+                self._advance(rows[i], picked[i])
         self._leave([row for row in rows if row.done])
 
     def _advance(self, row: Row, token: int) -> None:
