@@ -20,7 +20,8 @@ How a row computes the same numbers whatever else is in the batch (so that a see
   batched;
 - a decoding step has at least `MIN_DECODE_ROWS` rows (empty rows fill a smaller batch): CPU matrix products give a
   row the same bits for any row count from 4 up, but a 1-row product takes another kernel (a test checks both);
-- each request samples from its own rows' logits with its own `torch.Generator`, with transformers' logits warpers.
+- each request samples from its own rows' logits with transformers' logits warpers and its own `torch.Generator`
+  (one uniform number per row, through the cumulative distribution).
 """
 
 import asyncio
