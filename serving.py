@@ -239,8 +239,8 @@ class ContinuousBatcher:
             self.step()
 
     def step(self) -> None:
-        """One token for every row: new requests and full windows are prefilled one at a time, then every row
-        decodes its last token in one batched forward."""
+        """New requests and full windows are prefilled one at a time (a token each), then every row decodes its last
+        token in one batched forward (a token each); rows that end or are cancelled leave."""
         with torch.no_grad():
             try:
                 self._drop_cancelled()
