@@ -11,6 +11,7 @@ README.
 """
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
 import functools
@@ -25,7 +26,6 @@ import tempfile
 import threading
 import time
 import unicodedata
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,11 +41,6 @@ from transformers import (  # noqa: E402
     AutoConfig,
     AutoModelForCausalLM,
     AutoTokenizer,
-    GenerationConfig,
-    LogitsProcessorList,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
 )
 
 import head_insights  # noqa: E402
@@ -81,6 +76,7 @@ from insight_views import (  # noqa: E402
     sampled_html,
 )
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
+from serving import ContinuousBatcher, Sampling, ServerBusy, generate_in_this_thread  # noqa: E402
 from tokenization import known_characters, missing_local_path, unknown_characters  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
@@ -88,6 +84,10 @@ SHIPPED = {"names": REPO / "models" / "names", "shakespeare": REPO / "models" / 
 MAX_NAMES = 100  # names per request
 MAX_NEW_TOKENS = 500  # text tokens per request
 MAX_NAME_TOKENS = 32  # tokens per name, when a model with a long context is used for names
+BATCHING = dict(max_rows=128, max_waiting=64)  # per model: rows decoding at once (a name is a row), requests waiting
+# Generation samples from per-request generators; the step view's seeded dropout draws from torch's global generator
+# (F.dropout takes none): seeded and drawn under this lock, so concurrent step views do not mix their draws.
+GLOBAL_RNG = threading.Lock()
 MAX_TEXT_CHARS = 20_000  # characters of a prompt, prefix or text, checked before tokenizing: ~5x GPT-2's 1024 tokens
 MAX_TEMPERATURE = 100.0  # above, sampling is uniform noise; below MIN_TEMPERATURE, greedy in all but name (use 0)
 MIN_TEMPERATURE = 1e-3
@@ -139,6 +139,7 @@ class LanguageModel:
     boundary_id: int  # the token every text starts from (bos, else eos) and names end with (eos)
     eos_id: int | None
     never_ids: list[int]  # tokens never to generate: the pad (only there to fill batches)
+    batcher: ContinuousBatcher | None = None  # decodes this model's names and text requests as one batch
 
     @property
     def block_size(self) -> int:
@@ -169,7 +170,9 @@ def load_language_model(name: str, source: str) -> LanguageModel:
         raise ValueError(f"The tokenizer of {source} has neither a bos nor an eos token to start a text from.")
     pad = tokenizer.pad_token_id
     never = [pad] if pad is not None and pad not in (boundary, tokenizer.eos_token_id) else []
-    return LanguageModel(name, model.eval(), tokenizer, boundary, tokenizer.eos_token_id, never)
+    lm = LanguageModel(name, model.eval(), tokenizer, boundary, tokenizer.eos_token_id, never)
+    lm.batcher = ContinuousBatcher(lm.model, lm.eos_id, lm.never_ids, **BATCHING)
+    return lm
 
 
 class ModelPicker:
@@ -239,27 +242,6 @@ def model_sources(extra: list[str], names_model: str | None, text_model: str | N
 
 
 # ---- checking what users type --------------------------------------------------------------------------------------
-
-
-@dataclass
-class Sampling:
-    temperature: float  # 0: greedy
-    top_k: int  # 0: off
-    top_p: float  # 1: off
-    seed: int
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-    def warpers(self) -> LogitsProcessorList:
-        """transformers' own logits warpers, in generate()'s order, for the text loop."""
-        warpers = LogitsProcessorList([TemperatureLogitsWarper(self.temperature)])
-        if self.top_k:
-            warpers.append(TopKLogitsWarper(self.top_k))
-        if self.top_p < 1.0:
-            warpers.append(TopPLogitsWarper(self.top_p))
-        return warpers
 
 
 def number(name: str, value, default, kind=float):
@@ -373,37 +355,24 @@ def notes_markdown(notes: list[str]) -> str:
 
 # ---- generation ----------------------------------------------------------------------------------------------------
 
-GLOBAL_RNG = threading.Lock()  # generate() samples from torch's global generator: seed and sample under one lock
+
+@contextlib.contextmanager
+def busy_message():
+    """A full batch and waiting line reach the user as a message (no traceback in the log)."""
+    try:
+        yield
+    except ServerBusy as error:
+        raise gr.Error(str(error), print_exception=False) from None
 
 
-def sample_names(lm: LanguageModel, prompt: list[int], count: int, sampling: Sampling, max_new: int) -> list[list[int]]:
-    """`count` continuations of `prompt` with model.generate (a batch), each cut after the end token (kept)."""
-    config = GenerationConfig(
-        max_new_tokens=max_new,
-        do_sample=not sampling.greedy,
-        eos_token_id=lm.eos_id,
-        pad_token_id=lm.eos_id,
-        suppress_tokens=lm.never_ids or None,
-    )
-    if not sampling.greedy:
-        config.update(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)
-    input_ids = torch.tensor([prompt] * count)  # (count, P)
-    with GLOBAL_RNG, torch.no_grad():
-        torch.manual_seed(sampling.seed)
-        output = lm.model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config)
-    samples = []
-    for row in output[:, len(prompt) :].tolist():  # (count, new)
-        samples.append(row[: row.index(lm.eos_id) + 1] if lm.eos_id in row else row)
-    return samples
-
-
-def names(prefix: str = "", count: float = 10, temperature: float = 1.0, top_k: float = 0, top_p: float = 1.0,
-          seed: float = -1, model: str | None = None):  # fmt: skip
+async def names(prefix: str = "", count: float = 10, temperature: float = 1.0, top_k: float = 0, top_p: float = 1.0,
+                seed: float = -1, model: str | None = None):  # fmt: skip
     """N names from the names model, each starting with `prefix`. Returns the names (one a line), notes about the
     input, and (for the attention maps) the first name with its boundary tokens."""
-    lm = PICKER.get(model or NAMES_DEFAULT)
+    lm = await asyncio.to_thread(PICKER.get, model or NAMES_DEFAULT)  # loading a model must not stall the other streams
     notes = []
-    count = clamped("Number of names", number("Number of names", count, 10, int), 1, MAX_NAMES, notes)
+    most = min(MAX_NAMES, lm.batcher.max_rows)  # a names request is one batch of `count` rows
+    count = clamped("Number of names", number("Number of names", count, 10, int), 1, most, notes)
     sampling = parse_sampling(temperature, top_k, top_p, seed, lm.vocab_size, notes)
     prefix = (prefix or "").strip()
     prompt = from_boundary(lm, prefix, "prefix")
@@ -413,7 +382,8 @@ def names(prefix: str = "", count: float = 10, temperature: float = 1.0, top_k: 
                         f"token included, so use at most {lm.block_size - 2} characters.")  # fmt: skip
     if sampling.greedy and count > 1:
         notes.append("Greedy decoding gives the same name every time.")
-    samples = sample_names(lm, prompt, count, sampling, room)
+    with busy_message():
+        samples = await lm.batcher.agenerate(prompt, room, sampling, rows=count)  # waits holding no thread
     decoded = [lm.tokenizer.decode(prompt[1:] + s, skip_special_tokens=True) for s in samples]
     if empty := decoded.count(""):
         notes.append(f"{empty} of the names are empty (blank lines): the model ended them at once.")
@@ -421,45 +391,11 @@ def names(prefix: str = "", count: float = 10, temperature: float = 1.0, top_k: 
     return "\n".join(decoded), notes_markdown(notes), first
 
 
-def kept_when_full(block_size: int) -> int:
-    return max(1, block_size * 3 // 4)
-
-
-def sample_text(lm: LanguageModel, ids: list[int], max_new: int, sampling: Sampling) -> Iterator[int]:
-    """Yields up to `max_new` tokens continuing `ids`, stopping after the end token.
-
-    Our own loop rather than generate(), which stops at the model's context: here, when the context is full, the
-    window jumps to its last 3/4 (positions are absolute, so the cache is recomputed for them once) and the KV cache
-    serves the next block_size / 4 tokens. Sliding by one token each step, as nanoGPT samples, would recompute the whole
-    window every token: 10x slower past the context, for a few more tokens of memory. Sampling uses transformers'
-    warpers and a per-request generator, so one seed gives one output even when many requests run at once."""
-    generator = torch.Generator().manual_seed(sampling.seed)
-    warpers = None if sampling.greedy else sampling.warpers()
-    window, cache = list(ids), None
-    with torch.no_grad():
-        for _ in range(max_new):
-            fresh = torch.tensor([window if cache is None else window[-1:]])  # (1, T) or (1, 1)
-            out = lm.model(input_ids=fresh, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            logits = out.logits[:, -1].float()  # (1, vocab)
-            logits[:, lm.never_ids] = float("-inf")
-            if sampling.greedy:
-                token = int(logits.argmax())
-            else:
-                probs = warpers(None, logits).softmax(dim=-1)
-                token = int(torch.multinomial(probs, 1, generator=generator))
-            yield token
-            if token == lm.eos_id:
-                return
-            window.append(token)
-            cache = out.past_key_values
-            if len(window) > lm.block_size:  # the context is full: keep its last 3/4, recompute their cache once
-                window, cache = window[-kept_when_full(lm.block_size) :], None
-
-
-def text(prompt: str = "", max_new_tokens: float = 200, temperature: float = 1.0, top_k: float = 0,
-         top_p: float = 1.0, seed: float = -1, model: str | None = None):  # fmt: skip
-    """Continues `prompt` token by token (a generator: each yield is the text so far and the notes)."""
-    lm = PICKER.get(model or TEXT_DEFAULT)
+async def text(prompt: str = "", max_new_tokens: float = 200, temperature: float = 1.0, top_k: float = 0,
+               top_p: float = 1.0, seed: float = -1, model: str | None = None):  # fmt: skip
+    """Continues `prompt` token by token (a generator: each yield is the text so far and the notes). The tokens come
+    from the model's continuous batch; a client that goes closes this generator, which takes its row out at once."""
+    lm = await asyncio.to_thread(PICKER.get, model or TEXT_DEFAULT)
     notes = []
     max_new = clamped("Max new tokens", number("Max new tokens", max_new_tokens, 200, int), 1, MAX_NEW_TOKENS, notes)
     sampling = parse_sampling(temperature, top_k, top_p, seed, lm.vocab_size, notes)
@@ -469,10 +405,12 @@ def text(prompt: str = "", max_new_tokens: float = 200, temperature: float = 1.0
     shown = lm.tokenizer.decode(ids, skip_special_tokens=True)  # what the model sees (the kept part of the prompt)
     yield shown, notes_markdown(notes)
     new: list[int] = []
-    for token in sample_text(lm, ids, max_new, sampling):
-        new.append(token)
-        # A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
-        yield shown + lm.tokenizer.decode(new, skip_special_tokens=True).rstrip("\ufffd"), notes_markdown(notes)
+    with busy_message():
+        async with contextlib.aclosing(lm.batcher.astream(ids, max_new, sampling)) as ready:
+            async for steps in ready:  # one token each update, or a few when the server is behind
+                new += [tokens[0] for tokens in steps]
+                # A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
+                yield shown + lm.tokenizer.decode(new, skip_special_tokens=True).rstrip("\ufffd"), notes_markdown(notes)
     ended = " (the model wrote its end-of-text token)" if new and new[-1] == lm.eos_id else ""
     notes.append(f"{len(new)} new tokens{ended}.")
     yield shown + lm.tokenizer.decode(new, skip_special_tokens=True), notes_markdown(notes)
@@ -763,9 +701,10 @@ def generate_ablated(view: TextView, heads: list[tuple[int, int]], mode: str, pr
     ids = keep_context(lm, from_boundary(lm, prompt or "", "prompt"), "prompt", [])
     means = head_insights.head_means(view.recorded) if mode == "mean" else None
     mask = head_insights.head_mask(heads, lm.model.config.n_layer, lm.model.config.n_head)
-    plain = list(sample_text(lm, ids, new, sampling))
-    with head_insights.heads_ablated(lm.model, mask, means):
-        ablated = list(sample_text(lm, ids, new, sampling))
+    generate = lambda: generate_in_this_thread(lm.model, lm.eos_id, lm.never_ids, ids, new, sampling)[0]  # noqa: E731
+    plain = generate()
+    with head_insights.heads_ablated(lm.model, mask, means):  # the hook acts on this thread's forward passes only
+        ablated = generate()
     decode = lambda new_ids: lm.tokenizer.decode(ids + new_ids, skip_special_tokens=True)  # noqa: E731
     return {"seed": sampling.seed, "plain": decode(plain), "ablated": decode(ablated)}
 
@@ -1235,7 +1174,9 @@ def build_demo() -> gr.Blocks:
         gr.Markdown("## Attention maps")
         with gr.Row():
             attn_text = gr.Textbox(label="Text to look at (filled in by each generation)", value="emma", scale=3)
-            attn_model = unchecked(gr.Dropdown(PICKER.names, value=NAMES_DEFAULT, label="Model", scale=1))
+            attn_model = unchecked(
+                gr.Dropdown(PICKER.names, value=NAMES_DEFAULT, label="Model", scale=1, elem_id="attention-model")
+            )
         attn_button = gr.Button("Show attention")
         attn_notes = gr.Markdown(label="Notes")
         grid = gr.HTML(label="Every head", js_on_load=PICK_JS, elem_id="attention-grid")
@@ -1256,11 +1197,13 @@ def build_demo() -> gr.Blocks:
 
         sampling = [temperature, top_k, top_p, seed]
         names_button.click(
-            names, [prefix, count, *sampling, names_model], [names_out, names_notes, first_name], api_name="names"
+            names, [prefix, count, *sampling, names_model], [names_out, names_notes, first_name], api_name="names",
+            concurrency_limit=None,  # every request goes to the model's batch, which has its own limits
         ).success(attention_of_sample, [first_name, names_model], [attn_text, attn_model, *attn_outputs],
                   api_visibility="private")  # fmt: skip
         generated = text_button.click(
-            text, [prompt, max_new, *sampling, text_model], [text_out, text_notes], api_name="text"
+            text, [prompt, max_new, *sampling, text_model], [text_out, text_notes], api_name="text",
+            concurrency_limit=None,
         ).success(attention_of_sample, [text_out, text_model], [attn_text, attn_model, *attn_outputs],
                   api_visibility="private")  # fmt: skip
         attn_button.click(attention, [attn_text, attn_model], attn_outputs, api_name="attention")
@@ -1286,7 +1229,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                         help="address to listen on (default 127.0.0.1; a Space sets GRADIO_SERVER_NAME)")  # fmt: skip
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
-    parser.add_argument("--concurrency", type=int, default=4, help="requests served at once")
+    parser.add_argument("--concurrency", type=int, default=4,
+                        help="attention requests served at once (names and text: see --max-batch)")  # fmt: skip
+    parser.add_argument("--max-batch", type=int, default=BATCHING["max_rows"],
+                        help="rows decoded as one batch per model: a text is a row, a name too")  # fmt: skip
+    parser.add_argument("--max-waiting", type=int, default=BATCHING["max_waiting"],
+                        help="requests waiting for room in a model's batch; beyond, a 'busy' message")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -1313,6 +1261,7 @@ def main(argv=None) -> None:
     for source in [*args.model, args.names_model, args.text_model]:
         if source and missing_local_path(source):
             raise SystemExit(f"app.py: error: the model folder {source} does not exist.")
+    BATCHING.update(max_rows=args.max_batch, max_waiting=args.max_waiting)
     configure(args.model, args.names_model, args.text_model)
     for default in {NAMES_DEFAULT, TEXT_DEFAULT}:  # load before serving: the first request is as fast as the rest
         try:

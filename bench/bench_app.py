@@ -21,6 +21,7 @@ same recorded pass, interleaved: the ratio says whether they got slower.
 """
 
 import argparse
+import asyncio
 import importlib.util
 import os
 import statistics
@@ -141,7 +142,7 @@ def full_length_seeds(app, lm, ids: list[int], count: int) -> list[int]:
     weights serve them, so the served runs generate exactly 200 tokens too."""
     seeds = []
     for seed in range(20 * count):
-        if sum(1 for _ in app.sample_text(lm, ids, 200, app.Sampling(1.0, 0, 1.0, seed))) == 200:
+        if len(lm.batcher.generate(ids, 200, app.Sampling(1.0, 0, 1.0, seed))[0]) == 200:
             seeds.append(seed)
             if len(seeds) == count:
                 return seeds
@@ -159,19 +160,19 @@ def in_process(names_source: str, text_source: str, runs: int, prompt: str) -> d
 
     def names_and_maps(seed: int):
         app.PASSES.clear()
-        _, _, first = app.names(count=10, seed=seed, model=names_lm.name)
+        _, _, first = asyncio.run(app.names(count=10, seed=seed, model=names_lm.name))
         app.attention(first, names_lm.name)
 
     def bare_names(seed: int):  # the model's share: generate + one eager forward, no checks and no drawing
         sampling = app.Sampling(1.0, 0, 1.0, seed)
-        samples = app.sample_names(names_lm, [names_lm.boundary_id], 10, sampling, names_lm.block_size - 1)
+        samples = names_lm.batcher.generate([names_lm.boundary_id], names_lm.block_size - 1, sampling, rows=10)
         run_forward_pass(names_lm.model, [names_lm.boundary_id] + samples[0])
 
     ids = app.from_boundary(text_lm, prompt, "prompt")
     seeds = full_length_seeds(app, text_lm, ids, max(3, runs // 4))
 
     def text_200(i: int):
-        assert sum(1 for _ in app.sample_text(text_lm, ids, 200, app.Sampling(1.0, 0, 1.0, seeds[i]))) == 200
+        assert len(text_lm.batcher.generate(ids, 200, app.Sampling(1.0, 0, 1.0, seeds[i]))[0]) == 200
 
     def text_200_no_cache(i: int):  # reference: every step runs the whole window (up to block_size tokens)
         generator, window = torch.Generator().manual_seed(seeds[i]), list(ids)

@@ -85,13 +85,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(*args: str, timeout: float = 120.0):
-    """app.py serving on 127.0.0.1 with `args`; yields (url, process); always stopped at the end."""
+def running_app(*args: str, timeout: float = 120.0, cwd: Path = REPO):
+    """app.py (of `cwd`: another checkout for a benchmark's reference) serving on 127.0.0.1 with `args`; yields
+    (url, process); always stopped at the end."""
     port = free_port()
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("GRADIO_SERVER_NAME", None)
     log = tempfile.TemporaryFile("w+")  # the server's output, read back by tests and on failure; gone when closed
-    process = subprocess.Popen([sys.executable, "-c", NETWORK_GUARD, "--port", str(port), *args], cwd=REPO, env=env,
+    process = subprocess.Popen([sys.executable, "-c", NETWORK_GUARD, "--port", str(port), *args], cwd=cwd, env=env,
                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     url = f"http://127.0.0.1:{port}/"
     try:
@@ -396,10 +397,10 @@ def test_the_pad_token_is_never_generated(fixture_models):
     names_lm = app.load_language_model("names", str(fixture_models[0]))
     pad = names_lm.tokenizer.pad_token_id
     assert names_lm.never_ids == [pad]
-    samples = app.sample_names(names_lm, [0], 100, app.Sampling(1.0, 0, 1.0, seed=0), max_new=15)
+    samples = names_lm.batcher.generate([0], 15, app.Sampling(1.0, 0, 1.0, seed=0), rows=100)
     assert sum(map(len, samples)) > 300 and not any(pad in s for s in samples)
     text_lm = app.load_language_model("text", str(fixture_models[1]))
-    tokens = list(app.sample_text(text_lm, [0], 200, app.Sampling(1.0, 0, 1.0, seed=0)))
+    tokens = text_lm.batcher.generate([0], 200, app.Sampling(1.0, 0, 1.0, seed=0))[0]
     assert text_lm.tokenizer.pad_token_id not in tokens
 
 

@@ -117,7 +117,7 @@ def test_zoom_select_a_query_and_download_a_png_and_the_weights(page_url, tmp_pa
             # A 30-token text of the text model: zoom in to a window of 16 tokens.
             page.get_by_label("Text to look at (filled in by each generation)").fill("to be, or not to be, that is?")
             page.locator("#attention-head").scroll_into_view_if_needed()
-            page.get_by_label("Model").last.click()
+            page.locator("#attention-model").get_by_label("Model").click()
             page.get_by_role("option", name="tiny-text").click()
             page.get_by_role("button", name="Show attention").click()
             expect(grid_tiles(page)).to_have_count(6)

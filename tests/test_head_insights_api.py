@@ -130,12 +130,18 @@ def test_user_mistakes_stay_out_of_the_server_log(client, server):
 def test_generated_tokens_are_coloured_by_the_probability_they_were_sampled_with(fixture_models):
     """With top-k 1 every generated token was certain (p = 1 after the warpers), which holds only if the probabilities
     line up with the tokens and go through the sampler's warpers; the prompt's tokens get no colour."""
+    import asyncio
     import re
 
     import app
 
+    async def last_update(updates):
+        async for update in updates:
+            pass
+        return update
+
     app.configure([], *map(str, fixture_models))
-    *_, (generated, _) = app.text("to be", max_new_tokens=12, top_k=1, seed=3, model="tiny-text")
+    generated, _ = asyncio.run(last_update(app.text("to be", max_new_tokens=12, top_k=1, seed=3, model="tiny-text")))
     drawn = app.sampled_colours(generated, "tiny-text", "to be", 1.0, 1, 1.0, 3)
     probabilities = [float(p) for p in re.findall(r'data-probability="([0-9.]+)"', drawn)]
     assert probabilities == [1.0] * (len(generated) - len("to be"))

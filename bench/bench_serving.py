@@ -1,0 +1,136 @@
+"""Many visitors at once: seeded 64-token texts requested by one client at a time, then by 32 clients at once, through
+the running demo (HTTP on 127.0.0.1, as `curl` or a page makes them), against the code before continuous batching
+(`--reference`, checked out from git and served the same way, in the same run).
+
+    python bench/bench_serving.py                        # the shipped models; 32 clients x 2 requests each
+    python bench/bench_serving.py --clients 32 --rounds 2 --max-new-tokens 64 --reference aa178fd
+
+Goals (issue 13): 32 clients get >= 4x the requests per second of one client alone; every seeded text is the same
+alone and in the crowd; the alone latency is no worse than the reference's. The alone requests alternate between the
+two servers (A B A B ...) so that the load of this shared machine hits both alike.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from bench_app import call  # noqa: E402  (one request on Gradio's REST route, read to its end)
+from test_app_api import running_app  # noqa: E402
+
+from timing import print_table  # noqa: E402
+
+BEFORE = "aa178fd"  # the last commit before continuous batching: one loop per request, batch 1
+
+
+def checkout(commit: str, folder: Path) -> Path:
+    """The repository's files at `commit` (without the models, which are passed by path) in `folder`."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "--", ".", ":!models"], capture_output=True,
+                             check=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def final_text(body: str) -> str:
+    """The last output of a /text event stream: [text, notes] after `event: complete`."""
+    return json.loads(body.rsplit("event: complete\ndata: ", 1)[1].split("\n", 1)[0])[0]
+
+
+def text_request(url: str, model: str, prompt: str, max_new: int, seed: int) -> tuple[float, str]:
+    """(seconds from request to the last streamed token, the text)."""
+    import httpx
+
+    with httpx.Client(timeout=600) as http:
+        start = time.perf_counter()
+        body = call(http, url, "text", prompt, max_new, 1.0, 0, 1.0, seed, model)
+        return time.perf_counter() - start, final_text(body)
+
+
+def crowd(url: str, model: str, prompt: str, max_new: int, seeds: list[int], clients: int):
+    """`clients` threads, started together, each sending its share of `seeds` one after the other.
+    Returns (seconds from the first start to the last end, {seed: (latency, text)})."""
+    results, barrier = {}, threading.Barrier(clients)
+
+    def client(mine: list[int]):
+        barrier.wait()
+        for seed in mine:
+            results[seed] = text_request(url, model, prompt, max_new, seed)
+
+    threads = [threading.Thread(target=client, args=(seeds[i::clients],)) for i in range(clients)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start, results
+
+
+def percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=2, help="requests per client")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--prompt", default="ROMEO:\n")
+    parser.add_argument("--names-model", default=str(REPO / "models" / "names"))
+    parser.add_argument("--text-model", default=str(REPO / "models" / "shakespeare"))
+    parser.add_argument("--reference", default=BEFORE, help="git commit of the code to compare with")
+    args = parser.parse_args()
+    seeds = list(range(args.clients * args.rounds))
+    model = Path(args.text_model).name
+    models = [str(Path(args.names_model).resolve()), str(Path(args.text_model).resolve())]
+    serve = ("--names-model", models[0], "--text-model", models[1])
+    print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+
+    with tempfile.TemporaryDirectory() as tmp, running_app(*serve) as (new, _):
+        with running_app(*serve, "--concurrency", "4", cwd=checkout(args.reference, Path(tmp))) as (old, _):
+            request = lambda url, seed: text_request(url, model, args.prompt, args.max_new_tokens, seed)
+            request(new, 0), request(old, 0)  # warm up
+            alone = {"new": {}, "old": {}}
+            for seed in seeds:  # one client, one request at a time, alternating between the two servers
+                alone["old"][seed] = request(old, seed)
+                alone["new"][seed] = request(new, seed)
+            crowd_seconds, crowds = {}, {}
+            for k, url in (("new", new), ("old", old)):
+                crowd_seconds[k], crowds[k] = crowd(url, model, args.prompt, args.max_new_tokens, seeds, args.clients)
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
+
+    n, ms = len(seeds), lambda results: [results[seed][0] * 1000 for seed in seeds]
+    alone_rate = {k: n / sum(alone[k][seed][0] for seed in seeds) for k in alone}  # one request after the other
+    crowd_rate = {"old": n / crowd_seconds["old"], "new": n / crowd_seconds["new"]}
+    same = {k: sum(crowds[k][seed][1] == alone[k][seed][1] for seed in seeds) for k in crowds}
+    both, c = lambda f: (f("old"), f("new")), args.clients
+    measures = [
+        ("one client alone: latency p50 (ms)", *both(lambda k: statistics.median(ms(alone[k])))),
+        ("one client alone: requests / s", *both(alone_rate.get)),
+        (f"{c} clients at once: latency p50 (ms)", *both(lambda k: statistics.median(ms(crowds[k])))),
+        (f"{c} clients at once: latency p95 (ms)", *both(lambda k: percentile(ms(crowds[k]), 95))),
+        (f"{c} clients at once: requests / s", *both(crowd_rate.get)),
+        (f"{c} clients / one client, requests / s", *both(lambda k: crowd_rate[k] / alone_rate[k])),
+    ]
+    print(f"\n{n} seeded requests of {args.max_new_tokens} tokens ({model}, prompt {args.prompt!r}), {args.clients} "
+          f"clients x {args.rounds} requests\n")  # fmt: skip
+    rows = [[label, old_value, new_value, f"{new_value / old_value:.2f}"] for label, old_value, new_value in measures]
+    rows.append(["seeded texts in the crowd identical to alone", f"{same['old']}/{n}", f"{same['new']}/{n}", ""])
+    print_table(["measure", f"before ({args.reference})", "continuous batching", "new / before"], rows)
+    speedup = crowd_rate["new"] / alone_rate["new"]
+    latency = statistics.median(ms(alone["new"])) / statistics.median(ms(alone["old"]))
+    print(f"\ngoals: {args.clients} clients >= 4x alone: {speedup:.2f}x {'met' if speedup >= 4 else 'MISSED'}; "
+          f"identical: {same['new']}/{n} {'met' if same['new'] == n else 'MISSED'}; alone latency <= before: "
+          f"{latency:.2f}x {'met' if latency <= 1 else 'MISSED'}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
