@@ -136,9 +136,7 @@ def test_generated_tokens_are_coloured_by_the_probability_they_were_sampled_with
     import app
 
     async def last_update(updates):
-        async for update in updates:
-            pass
-        return update
+        return [update async for update in updates][-1]
 
     app.configure([], *map(str, fixture_models))
     generated, _ = asyncio.run(last_update(app.text("to be", max_new_tokens=12, top_k=1, seed=3, model="tiny-text")))
