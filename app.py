@@ -331,7 +331,7 @@ def encode(lm: LanguageModel, text: str, what: str) -> list[int]:
         hint = f" It knows only: {known!r}." if len(known) <= 100 else ""
         raise UserError(f"The {lm.name} model does not know these characters of the {what}: "
                         f"{', '.join(map(describe, unknown))}. Remove or replace them.{hint}")  # fmt: skip
-    return lm.tokenizer.encode(text, add_special_tokens=False)
+    return lm.tokenizer.encode(text, add_special_tokens=False, verbose=False)  # longer than the context: keep_context
 
 
 def from_boundary(lm: LanguageModel, text: str, what: str) -> list[int]:

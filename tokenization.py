@@ -1,6 +1,7 @@
 """Tokenizers for MiniGPT, built with the `tokenizers` library and wrapped as `PreTrainedTokenizerFast`.
 
-Three kinds, all saved as tokenizer.json next to the model so that `AutoTokenizer.from_pretrained(folder)` works:
+Three kinds, all saved as tokenizer.json next to the model, so that `PreTrainedTokenizerFast.from_pretrained(folder)`
+and `AutoTokenizer.from_pretrained(folder, trust_remote_code=True)` load them (README: why the flag):
 - names: one token per letter a-z, plus "." as the boundary that both starts and ends a name (bos = eos, as in
   makemore) and a pad. `generate` stops when the model writes the boundary, i.e. at the end of a name.
 - char: one token per character seen in the training text, plus an end-of-text token and a pad.

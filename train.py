@@ -269,11 +269,16 @@ A MiniGPT (GPT-2-style decoder-only transformer) trained with `train.py --preset
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 model = AutoModelForCausalLM.from_pretrained("{folder}", trust_remote_code=True)
-tokenizer = AutoTokenizer.from_pretrained("{folder}")
+tokenizer = AutoTokenizer.from_pretrained("{folder}", trust_remote_code=True)
 start = tokenizer("", return_tensors="pt")  # just the start token
 out = model.generate(**start, do_sample=True, max_new_tokens={config.block_size - 1})
 print(tokenizer.decode(out[0], skip_special_tokens=True))
 ```
+
+The tokenizer itself needs no code (a `PreTrainedTokenizerFast`: `tokenizer.json`, with `model_max_length` = the
+context, {config.block_size}); `PreTrainedTokenizerFast.from_pretrained("{folder}")` loads it without running anything.
+`AutoTokenizer` wants `trust_remote_code=True` only because `transformers` 5 first reads `config.json` through
+`AutoConfig`, which is MiniGPT's own code; without the flag it asks "Do you wish to run the custom code?".
 
 ## Samples
 
@@ -340,6 +345,7 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
     block_size = script.block_size or PRESETS[script.preset]["block_size"]
     splits = load_splits(script, training, block_size, checkpoint)
     config = model_config(script, splits.tokenizer)
+    splits.tokenizer.model_max_length = config.block_size  # saved with it: truncation and pipelines know the context
     model = MiniGPTForCausalLM(config)
     model.generation_config.update(bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
                                    pad_token_id=config.pad_token_id)  # fmt: skip

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, SHARED_DATA
+from test_save_load import assert_tokenizer_loads_silently
 
 import train
 
@@ -52,7 +53,7 @@ LOAD_AND_GENERATE = """
 import sys
 from transformers import AutoModelForCausalLM, AutoTokenizer
 model = AutoModelForCausalLM.from_pretrained(sys.argv[1], trust_remote_code=True)
-tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
 prompts = tokenizer([sys.argv[2], sys.argv[2][:1]], return_tensors="pt", padding=True)
 out = model.generate(**prompts, do_sample=True, max_new_tokens=int(sys.argv[3]))
 for text in tokenizer.batch_decode(out, skip_special_tokens=True):
@@ -97,6 +98,7 @@ def test_names_run_learns_and_writes_a_loadable_folder(names_run):
     losses = eval_losses(out)
     assert losses[-1] < losses[0] - 0.2  # learnt something beyond letter frequencies
     assert_publishable(out)
+    assert_tokenizer_loads_silently(out, tmp_path)
     names = load_and_generate(out, "em", 14)
     assert names[0].startswith("em") and all(n.isalpha() and n.islower() for n in names)
 
@@ -110,6 +112,7 @@ def test_bpe_text_run_writes_a_loadable_folder(tmp_path, text_file):
     assert losses[-1] < losses[0]
     assert_publishable(out)
     assert json.loads((out / "tokenizer.json").read_text())["model"]["type"] == "BPE"
+    assert_tokenizer_loads_silently(out, tmp_path)
     texts = load_and_generate(out, "ROMEO:", 20)
     assert texts[0].startswith("ROMEO:") and len(texts[0]) > len("ROMEO:")
 
