@@ -93,7 +93,7 @@ def names_run(tmp_path_factory, names_file):
     return out
 
 
-def test_names_run_learns_and_writes_a_loadable_folder(names_run):
+def test_names_run_learns_and_writes_a_loadable_folder(names_run, tmp_path):
     out = names_run
     losses = eval_losses(out)
     assert losses[-1] < losses[0] - 0.2  # learnt something beyond letter frequencies
