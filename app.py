@@ -106,14 +106,14 @@ class UserError(gr.Error):
 @contextlib.contextmanager
 def visitor_mistakes():
     """Errors inside are the visitor's: a gr.Error (from the checks here) or a ValueError from a Gradio-free module
-    (head_insights: a bad head, position or mode; attention_steps.StepChoiceError; training_runs.RunError). The
-    message goes to them, with no traceback in the server log."""
+    (head_insights: a bad head, position or mode; attention_steps.StepChoiceError; training_runs.RunError), or a
+    full batch (serving.ServerBusy). The message goes to them, with no traceback in the server log."""
     try:
         yield
     except gr.Error as error:
         error.print_exception = False
         raise
-    except ValueError as error:
+    except (ValueError, ServerBusy) as error:
         raise UserError(str(error)) from None
 
 
@@ -356,15 +356,6 @@ def notes_markdown(notes: list[str]) -> str:
 # ---- generation ----------------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def busy_message():
-    """A full batch and waiting line reach the user as a message (no traceback in the log)."""
-    try:
-        yield
-    except ServerBusy as error:
-        raise gr.Error(str(error), print_exception=False) from None
-
-
 async def names(prefix: str = "", count: float = 10, temperature: float = 1.0, top_k: float = 0, top_p: float = 1.0,
                 seed: float = -1, model: str | None = None):  # fmt: skip
     """N names from the names model, each starting with `prefix`. Returns the names (one a line), notes about the
@@ -382,7 +373,7 @@ async def names(prefix: str = "", count: float = 10, temperature: float = 1.0, t
                         f"token included, so use at most {lm.block_size - 2} characters.")  # fmt: skip
     if sampling.greedy and count > 1:
         notes.append("Greedy decoding gives the same name every time.")
-    with busy_message():
+    with visitor_mistakes():
         samples = await lm.batcher.agenerate(prompt, room, sampling, rows=count)  # waits holding no thread
     decoded = [lm.tokenizer.decode(prompt[1:] + s, skip_special_tokens=True) for s in samples]
     if empty := decoded.count(""):
@@ -405,7 +396,7 @@ async def text(prompt: str = "", max_new_tokens: float = 200, temperature: float
     shown = lm.tokenizer.decode(ids, skip_special_tokens=True)  # what the model sees (the kept part of the prompt)
     yield shown, notes_markdown(notes)
     new: list[int] = []
-    with busy_message():
+    with visitor_mistakes():
         async with contextlib.aclosing(lm.batcher.astream(ids, max_new, sampling)) as ready:
             async for steps in ready:  # one token each update, or a few when the server is behind
                 new += [tokens[0] for tokens in steps]
@@ -414,6 +405,204 @@ async def text(prompt: str = "", max_new_tokens: float = 200, temperature: float
     ended = " (the model wrote its end-of-text token)" if new and new[-1] == lm.eos_id else ""
     notes.append(f"{len(new)} new tokens{ended}.")
     yield shown + lm.tokenizer.decode(new, skip_special_tokens=True), notes_markdown(notes)
+
+
+# ---- training (the Train tab) --------------------------------------------------------------------------------------
+
+RUNS: training_runs.RunQueue  # one training at a time per server; set by `configure`
+POLL_SECONDS = 1.0  # a watcher reads its run's progress this often
+PLOT_SECONDS = 3.0  # and redraws the loss plot at most this often (a matplotlib figure costs tens of ms)
+SIZE_FIELDS = {"n_layer": "Layers", "n_head": "Heads", "n_embd": "Width (n_embd)", "block_size": "Context (tokens)",
+               "max_steps": "Steps", "seed": "Seed", "vocab_size": "BPE vocabulary size"}  # fmt: skip
+TOKENIZER_LABEL = "Tokenizer (none chosen: names for names, bpe for Shakespeare, char for your text)"
+DATA_CHOICES = [("Built-in names", "names"), ("Built-in Shakespeare", "shakespeare"), ("Your names or text", "text")]
+
+
+def start_training_runs() -> None:
+    """The run queue, telling the picker of each model it finishes; finished runs of earlier server lives join it."""
+    global RUNS
+    RUNS = training_runs.RunQueue(training_runs.runs_dir(), on_finished=PICKER.register)
+    for name, folder in RUNS.finished():
+        PICKER.register(name, str(folder))
+
+
+def session(request: gr.Request | None) -> str | None:
+    return request.session_hash if request else None
+
+
+def train(data: str = "names", text: str = "", tokenizer: str | None = None, n_layer: float | None = None,
+          n_head: float | None = None, n_embd: float | None = None, block_size: float | None = None,
+          max_steps: float | None = None, learning_rate: float | None = None, seed: float | None = None,
+          name: str = "", vocab_size: float | None = None, upload: str | None = None,
+          request: gr.Request = None):  # fmt: skip
+    """Trains a model with train.py (queued behind any other run) and streams its progress: the name, the progress
+    bar, the loss plot, the latest samples and the numbers. Left out, the tokenizer follows the data (names, bpe for
+    Shakespeare, char for a text) and the sizes are the tab's first ones (the names preset)."""
+    with visitor_mistakes():
+        default = training_runs.defaults(data or "names")
+        given = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size, max_steps=max_steps,
+                     seed=seed, vocab_size=vocab_size)  # fmt: skip
+        sizes = {key: number(SIZE_FIELDS[key], value, default[key], int) for key, value in given.items()}
+        rate = number("Learning rate", learning_rate, default["learning_rate"])
+        if upload:
+            text = training_runs.read_upload(upload)
+        spec, text = training_runs.check_request(data or "names", text, tokenizer, **sizes, learning_rate=rate,
+                                                 name=name, taken=PICKER.names)  # fmt: skip
+        run = RUNS.submit(spec, text, owner=session(request))
+    yield from watch(run)
+
+
+def resume(name: str = "", request: gr.Request = None):
+    """Continues a stopped run from its last checkpoint (or shows a queued or running one), streaming as `train`."""
+    with visitor_mistakes():
+        run = RUNS.resume((name or "").strip(), owner=session(request))
+    yield from watch(run)
+
+
+def cancel(name: str = "", request: gr.Request = None) -> str:
+    """Stops your run at its next step, keeping a checkpoint (or takes it out of the queue)."""
+    with visitor_mistakes():
+        return RUNS.cancel((name or "").strip(), owner=session(request))
+
+
+def download(name: str = "") -> str:
+    """A finished model's folder as a zip (model, tokenizer, model card, loss curve; no checkpoints)."""
+    folder = dict(RUNS.finished()).get((name or "").strip())
+    if folder is None:
+        raise UserError(f"No finished model named {name!r}: train one first.")
+    return str(training_runs.zip_model(folder))
+
+
+def watch(run: training_runs.Run):
+    """Yields the run's progress every POLL_SECONDS until it is finished, stopped or failed."""
+    drawn, drawn_at = None, 0.0
+    while True:
+        progress = RUNS.progress(run)
+        points = (len(progress.train), len(progress.validation))
+        plot = gr.skip()
+        if points != drawn and (progress.done or time.monotonic() - drawn_at > PLOT_SECONDS):
+            plot, drawn, drawn_at = loss_plot(run.name, progress), points, time.monotonic()
+        numbers = {"name": run.name, **dataclasses.asdict(progress)}
+        apart = "\n\n" if any("\n" in sample for sample in progress.samples) else "\n"  # texts, or one name a line
+        yield run.name, progress_html(progress), plot, apart.join(progress.samples), numbers
+        if progress.state == "failed":
+            raise UserError(progress.message)
+        if progress.done:
+            return
+        time.sleep(POLL_SECONDS)
+
+
+def loss_plot(name: str, progress: training_runs.Progress) -> Image.Image | None:
+    """Training and validation loss against step, drawn by the same code as the model folder's loss_curve.png."""
+    if not progress.train and not progress.validation:
+        return None
+    history = [{"step": s, "loss": v} for s, v in progress.train]
+    history += [{"step": s, "eval_loss": v} for s, v in progress.validation]
+    image = io.BytesIO()
+    plots.plot_losses(history, image, title=f"{name}: loss")
+    return Image.open(image)
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def progress_html(progress: training_runs.Progress) -> str:
+    """A progress bar, the step, the time left and the latest losses."""
+    fraction = progress.step / progress.max_steps if progress.max_steps else 0.0
+    facts = [progress.state]
+    if progress.max_steps:
+        facts.append(f"step {progress.step} / {progress.max_steps}")
+    if progress.seconds_left is not None:
+        facts.append(f"about {duration(progress.seconds_left)} left")
+    if progress.train:
+        facts.append(f"training loss {progress.train[-1][1]:.3f}")
+    if progress.validation:
+        facts.append(f"validation loss {progress.validation[-1][1]:.3f}")
+    return (
+        f'<div class="train-progress" data-state="{progress.state}" data-step="{progress.step}">'
+        f'<div style="background:#e5e7eb;border-radius:4px;height:12px"><div style="background:#6366f1;height:12px;'
+        f'border-radius:4px;width:{100 * fraction:.1f}%"></div></div>'
+        f"<p>{' · '.join(facts)}</p><p>{html.escape(progress.message)}</p></div>"
+    )
+
+
+def training_defaults(data: str):
+    """The tokenizer and sizes the tab proposes for the chosen data."""
+    default = training_runs.defaults(data)
+    return [default[key] for key in ("tokenizer", *SIZE_FIELDS, "learning_rate")]
+
+
+TRAIN_INTRO = f"""Train a small GPT here, watch its loss fall, then look inside it: when it finishes, it joins the
+model picker of every view and can be downloaded as a zip of its folder (ready to push to the Hub). Training runs
+train.py (the Trainer, its data pipeline and checkpoints), one run at a time on this server: yours waits in a queue
+if another is going. Cancel stops it within a step and keeps a checkpoint; Resume (same name) continues from it.
+
+**Limits:** your text or file at most {training_runs.MAX_TEXT_BYTES / 1e6:g} MB; names are a-z only, one a line, at
+least {training_runs.MIN_NAMES}; a text at least {training_runs.HELD_OUT} contexts long (its last tenth is held out to
+validate); at most {training_runs.MAX_PARAMETERS / 1e6:g}M parameters and {training_runs.MAX_STEPS:,} steps, and
+parameters x steps x tokens a step at most {training_runs.MAX_WORK:.0e} (about 10 minutes on 2 CPU cores); a run
+stops, with a checkpoint, after {training_runs.MAX_RUN_SECONDS // 60} minutes. Model names: a-z, digits and '-'.
+"""
+
+
+def train_tab() -> list:
+    """The Train tab, wired; returns the events whose end may bring a new model (for `pickers_follow_training`)."""
+    default = training_runs.defaults("names")
+    with gr.Tab("Train", elem_id="train-tab"):
+        gr.Markdown(TRAIN_INTRO)
+        with gr.Row():
+            data = unchecked(gr.Radio(DATA_CHOICES, value="names", label="Data"))
+            tokenizer = unchecked(gr.Radio(list(training_runs.TOKENIZERS), value=None, label=TOKENIZER_LABEL))
+        with gr.Row():
+            text = gr.Textbox("", label="Your names (one a line) or text", lines=4, scale=3)
+            upload = gr.File(label="... or a .txt file", file_types=[".txt"], type="filepath", scale=1)
+        with gr.Row():
+            numbers = {key: unchecked(gr.Number(default[key], precision=0, label=label))
+                       for key, label in SIZE_FIELDS.items()}  # fmt: skip
+            learning_rate = unchecked(gr.Number(default["learning_rate"], label="Learning rate"))
+        with gr.Row():
+            name = gr.Textbox("", label="Model name (empty: one is picked)", elem_id="train-name", scale=2)
+            start = gr.Button("Start training", variant="primary", scale=1)
+            stop = gr.Button("Cancel", variant="stop", scale=1)
+            go_on = gr.Button("Resume", scale=1)
+        bar = gr.HTML(elem_id="train-progress")
+        notes = gr.Markdown(elem_id="train-notes")
+        with gr.Row():
+            plot = gr.Image(label="Loss", type="pil", interactive=False, elem_id="train-plot", scale=3)
+            samples = gr.Textbox(label="Samples at the latest evaluation", lines=10, elem_id="train-samples", scale=2)
+        with gr.Accordion("The progress as numbers (what the API streams)", open=False):
+            as_json = gr.JSON(label="Progress")
+        with gr.Row():
+            zip_button = gr.Button("Download the model (zip)")
+            zipped = gr.File(label="Model folder (zip)", interactive=False, height=80)
+
+    n = numbers
+    inputs = [data, text, tokenizer, n["n_layer"], n["n_head"], n["n_embd"], n["block_size"], n["max_steps"],
+              learning_rate, n["seed"], name, n["vocab_size"], upload]  # fmt: skip
+    outputs = [name, bar, plot, samples, as_json]
+    streaming = dict(concurrency_limit=None, show_progress="hidden")  # watchers only read files; the queue is RUNS
+    started = start.click(train, inputs, outputs, api_name="train", **streaming)
+    resumed = go_on.click(resume, [name], outputs, api_name="resume", **streaming)
+    stop.click(cancel, [name], notes, api_name="cancel", concurrency_limit=None)
+    zip_button.click(download, [name], zipped, api_name="download")
+    data.input(training_defaults, data, [tokenizer, *numbers.values(), learning_rate], api_visibility="private")
+    return [started, resumed]
+
+
+def pickers_follow_training(demo: gr.Blocks, training_events: list) -> None:
+    """Every model picker on the page (each dropdown offering the picker's models, whichever view it belongs to)
+    gains a model as soon as a run of this page finishes, and a page opened later lists every finished model. The
+    pickers take any name (PICKER.get says which exist): a dropdown would refuse a model added after the page was
+    built to an API client, whose page never ran the refresh."""
+    offered = set(PICKER.names)
+    pickers = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and {v for _, v in b.choices} == offered]
+    for picker in pickers:
+        unchecked(picker)
+    refresh = lambda: [gr.update(choices=PICKER.names)] * len(pickers)
+    for event in training_events:
+        event.then(refresh, None, pickers, api_visibility="private")
+    demo.load(refresh, None, pickers, api_visibility="private")
 
 
 # ---- attention -----------------------------------------------------------------------------------------------------
@@ -489,18 +678,16 @@ def checked_head(view: TextView, layer, head) -> tuple[int, str]:
     layer = number("layer", layer, 0, int)
     head = "0" if head is None or head == "" else str(head)
     if not 0 <= layer < n_layer:
-        raise gr.Error(f"layer must be 0 to {n_layer - 1}, got {layer}.", print_exception=False)
+        raise UserError(f"layer must be 0 to {n_layer - 1}, got {layer}.")
     if head != "mean" and not (head.isdigit() and int(head) < n_head):
-        raise gr.Error(f"head must be 0 to {n_head - 1} or 'mean' (their average), got {head!r}.",
-                       print_exception=False)  # fmt: skip
+        raise UserError(f"head must be 0 to {n_head - 1} or 'mean' (their average), got {head!r}.")  # fmt: skip
     return layer, head
 
 
 def checked_token(view: TextView, name: str, value) -> int:
     position = number(name, value, 0, int)
     if not 0 <= position < len(view.ids):
-        raise gr.Error(f"{name} must be a token position, 0 to {len(view.ids) - 1}, got {position}.",
-                       print_exception=False)  # fmt: skip
+        raise UserError(f"{name} must be a token position, 0 to {len(view.ids) - 1}, got {position}.")  # fmt: skip
     return position
 
 
@@ -512,7 +699,7 @@ UNQUEUED_PASSES = threading.BoundedSemaphore(2)
 def asked_view(asked) -> tuple[TextView, int, str]:
     """The text view, layer and head of a request from the enlarged maps' JavaScript (HEAD_JS): a dict."""
     if not isinstance(asked, dict):
-        raise gr.Error("Expected {model, text, layer, head, ...}.", print_exception=False)
+        raise UserError("Expected {model, text, layer, head, ...}.")
     view = text_view(str(asked.get("model") or NAMES_DEFAULT), str(asked.get("text") or ""))
     layer, head = checked_head(view, asked.get("layer"), asked.get("head"))
     if PASSES.cached(view.lm.model, view.ids) is None:
@@ -582,7 +769,7 @@ def attention_export(text: str = "emma", model: str | None = None, what: str = "
 
 def export_file(model: str, text: str, what: str, layer, head) -> Path:
     if what not in EXPORTS:
-        raise gr.Error(f"what must be one of {', '.join(EXPORTS)}, got {what!r}.", print_exception=False)
+        raise UserError(f"what must be one of {', '.join(EXPORTS)}, got {what!r}.")
     view = text_view(model, text)
     layer, head = checked_head(view, layer, head)
     attentions = view.recorded.attentions  # (L, H, T, T)
@@ -591,8 +778,8 @@ def export_file(model: str, text: str, what: str, layer, head) -> Path:
     if what in ("safetensors", "npz"):
         return save_weights(path.with_suffix("." + what), attentions, view.tokens, view.ids)
     if what == "grid.svg" and len(view.ids) > GRID_SVG_UP_TO:
-        raise gr.Error(f"The text is {len(view.ids)} tokens: the grid as SVG is for texts of at most {GRID_SVG_UP_TO}; "
-                       "export it as PNG.", print_exception=False)  # fmt: skip
+        raise UserError(f"The text is {len(view.ids)} tokens: the grid as SVG is for texts of at most "
+                        f"{GRID_SVG_UP_TO}; export it as PNG.")  # fmt: skip
     if what == "map.png":
         path = path.with_name(f"{path.name}-layer-{layer}-{'average' if head == 'mean' else 'head-' + head}.png")
         path.write_bytes(map_png(head_matrix(attentions, layer, head)))
@@ -608,7 +795,7 @@ def export_file(model: str, text: str, what: str, layer, head) -> Path:
 def export_shown(shown: dict | None, what: str, layer: int, head: str):
     """The page's export: of the text whose maps are shown."""
     if not shown:
-        raise gr.Error("Show the attention of a text first.", print_exception=False)
+        raise UserError("Show the attention of a text first.")
     return str(export_file(shown["model"], shown["text"], what, layer, head))
 
 
@@ -838,204 +1025,6 @@ def build_head_insights(demo, text, model, sampling, prompt, generated_text, tex
     ).success(lambda p: p, prompt, insight_prompt, api_visibility="private")
 
 
-# ---- training (the Train tab) --------------------------------------------------------------------------------------
-
-RUNS: training_runs.RunQueue  # one training at a time per server; set by `configure`
-POLL_SECONDS = 1.0  # a watcher reads its run's progress this often
-PLOT_SECONDS = 3.0  # and redraws the loss plot at most this often (a matplotlib figure costs tens of ms)
-SIZE_FIELDS = {"n_layer": "Layers", "n_head": "Heads", "n_embd": "Width (n_embd)", "block_size": "Context (tokens)",
-               "max_steps": "Steps", "seed": "Seed", "vocab_size": "BPE vocabulary size"}  # fmt: skip
-TOKENIZER_LABEL = "Tokenizer (none chosen: names for names, bpe for Shakespeare, char for your text)"
-DATA_CHOICES = [("Built-in names", "names"), ("Built-in Shakespeare", "shakespeare"), ("Your names or text", "text")]
-
-
-def start_training_runs() -> None:
-    """The run queue, telling the picker of each model it finishes; finished runs of earlier server lives join it."""
-    global RUNS
-    RUNS = training_runs.RunQueue(training_runs.runs_dir(), on_finished=PICKER.register)
-    for name, folder in RUNS.finished():
-        PICKER.register(name, str(folder))
-
-
-def session(request: gr.Request | None) -> str | None:
-    return request.session_hash if request else None
-
-
-def train(data: str = "names", text: str = "", tokenizer: str | None = None, n_layer: float | None = None,
-          n_head: float | None = None, n_embd: float | None = None, block_size: float | None = None,
-          max_steps: float | None = None, learning_rate: float | None = None, seed: float | None = None,
-          name: str = "", vocab_size: float | None = None, upload: str | None = None,
-          request: gr.Request = None):  # fmt: skip
-    """Trains a model with train.py (queued behind any other run) and streams its progress: the name, the progress
-    bar, the loss plot, the latest samples and the numbers. Left out, the tokenizer follows the data (names, bpe for
-    Shakespeare, char for a text) and the sizes are the tab's first ones (the names preset)."""
-    with visitor_mistakes():
-        default = training_runs.defaults(data or "names")
-        given = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size, max_steps=max_steps,
-                     seed=seed, vocab_size=vocab_size)  # fmt: skip
-        sizes = {key: number(SIZE_FIELDS[key], value, default[key], int) for key, value in given.items()}
-        rate = number("Learning rate", learning_rate, default["learning_rate"])
-        if upload:
-            text = training_runs.read_upload(upload)
-        spec, text = training_runs.check_request(data or "names", text, tokenizer, **sizes, learning_rate=rate,
-                                                 name=name, taken=PICKER.names)  # fmt: skip
-        run = RUNS.submit(spec, text, owner=session(request))
-    yield from watch(run)
-
-
-def resume(name: str = "", request: gr.Request = None):
-    """Continues a stopped run from its last checkpoint (or shows a queued or running one), streaming as `train`."""
-    with visitor_mistakes():
-        run = RUNS.resume((name or "").strip(), owner=session(request))
-    yield from watch(run)
-
-
-def cancel(name: str = "", request: gr.Request = None) -> str:
-    """Stops your run at its next step, keeping a checkpoint (or takes it out of the queue)."""
-    with visitor_mistakes():
-        return RUNS.cancel((name or "").strip(), owner=session(request))
-
-
-def download(name: str = "") -> str:
-    """A finished model's folder as a zip (model, tokenizer, model card, loss curve; no checkpoints)."""
-    folder = dict(RUNS.finished()).get((name or "").strip())
-    if folder is None:
-        raise gr.Error(f"No finished model named {name!r}: train one first.", print_exception=False)
-    return str(training_runs.zip_model(folder))
-
-
-def watch(run: training_runs.Run):
-    """Yields the run's progress every POLL_SECONDS until it is finished, stopped or failed."""
-    drawn, drawn_at = None, 0.0
-    while True:
-        progress = RUNS.progress(run)
-        points = (len(progress.train), len(progress.validation))
-        plot = gr.skip()
-        if points != drawn and (progress.done or time.monotonic() - drawn_at > PLOT_SECONDS):
-            plot, drawn, drawn_at = loss_plot(run.name, progress), points, time.monotonic()
-        numbers = {"name": run.name, **dataclasses.asdict(progress)}
-        apart = "\n\n" if any("\n" in sample for sample in progress.samples) else "\n"  # texts, or one name a line
-        yield run.name, progress_html(progress), plot, apart.join(progress.samples), numbers
-        if progress.state == "failed":
-            raise gr.Error(progress.message, print_exception=False)
-        if progress.done:
-            return
-        time.sleep(POLL_SECONDS)
-
-
-def loss_plot(name: str, progress: training_runs.Progress) -> Image.Image | None:
-    """Training and validation loss against step, drawn by the same code as the model folder's loss_curve.png."""
-    if not progress.train and not progress.validation:
-        return None
-    history = [{"step": s, "loss": v} for s, v in progress.train]
-    history += [{"step": s, "eval_loss": v} for s, v in progress.validation]
-    image = io.BytesIO()
-    plots.plot_losses(history, image, title=f"{name}: loss")
-    return Image.open(image)
-
-
-def duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
-
-
-def progress_html(progress: training_runs.Progress) -> str:
-    """A progress bar, the step, the time left and the latest losses."""
-    fraction = progress.step / progress.max_steps if progress.max_steps else 0.0
-    facts = [progress.state]
-    if progress.max_steps:
-        facts.append(f"step {progress.step} / {progress.max_steps}")
-    if progress.seconds_left is not None:
-        facts.append(f"about {duration(progress.seconds_left)} left")
-    if progress.train:
-        facts.append(f"training loss {progress.train[-1][1]:.3f}")
-    if progress.validation:
-        facts.append(f"validation loss {progress.validation[-1][1]:.3f}")
-    return (
-        f'<div class="train-progress" data-state="{progress.state}" data-step="{progress.step}">'
-        f'<div style="background:#e5e7eb;border-radius:4px;height:12px"><div style="background:#6366f1;height:12px;'
-        f'border-radius:4px;width:{100 * fraction:.1f}%"></div></div>'
-        f"<p>{' · '.join(facts)}</p><p>{html.escape(progress.message)}</p></div>"
-    )
-
-
-def training_defaults(data: str):
-    """The tokenizer and sizes the tab proposes for the chosen data."""
-    default = training_runs.defaults(data)
-    return [default[key] for key in ("tokenizer", *SIZE_FIELDS, "learning_rate")]
-
-
-TRAIN_INTRO = f"""Train a small GPT here, watch its loss fall, then look inside it: when it finishes, it joins the
-model picker of every view and can be downloaded as a zip of its folder (ready to push to the Hub). Training runs
-train.py (the Trainer, its data pipeline and checkpoints), one run at a time on this server: yours waits in a queue
-if another is going. Cancel stops it within a step and keeps a checkpoint; Resume (same name) continues from it.
-
-**Limits:** your text or file at most {training_runs.MAX_TEXT_BYTES / 1e6:g} MB; names are a-z only, one a line, at
-least {training_runs.MIN_NAMES}; a text at least {training_runs.HELD_OUT} contexts long (its last tenth is held out to
-validate); at most {training_runs.MAX_PARAMETERS / 1e6:g}M parameters and {training_runs.MAX_STEPS:,} steps, and
-parameters x steps x tokens a step at most {training_runs.MAX_WORK:.0e} (about 10 minutes on 2 CPU cores); a run
-stops, with a checkpoint, after {training_runs.MAX_RUN_SECONDS // 60} minutes. Model names: a-z, digits and '-'.
-"""
-
-
-def train_tab() -> list:
-    """The Train tab, wired; returns the events whose end may bring a new model (for `pickers_follow_training`)."""
-    default = training_runs.defaults("names")
-    with gr.Tab("Train", elem_id="train-tab"):
-        gr.Markdown(TRAIN_INTRO)
-        with gr.Row():
-            data = unchecked(gr.Radio(DATA_CHOICES, value="names", label="Data"))
-            tokenizer = unchecked(gr.Radio(list(training_runs.TOKENIZERS), value=None, label=TOKENIZER_LABEL))
-        with gr.Row():
-            text = gr.Textbox("", label="Your names (one a line) or text", lines=4, scale=3)
-            upload = gr.File(label="... or a .txt file", file_types=[".txt"], type="filepath", scale=1)
-        with gr.Row():
-            numbers = {key: unchecked(gr.Number(default[key], precision=0, label=label))
-                       for key, label in SIZE_FIELDS.items()}  # fmt: skip
-            learning_rate = unchecked(gr.Number(default["learning_rate"], label="Learning rate"))
-        with gr.Row():
-            name = gr.Textbox("", label="Model name (empty: one is picked)", elem_id="train-name", scale=2)
-            start = gr.Button("Start training", variant="primary", scale=1)
-            stop = gr.Button("Cancel", variant="stop", scale=1)
-            go_on = gr.Button("Resume", scale=1)
-        bar = gr.HTML(elem_id="train-progress")
-        notes = gr.Markdown(elem_id="train-notes")
-        with gr.Row():
-            plot = gr.Image(label="Loss", type="pil", interactive=False, elem_id="train-plot", scale=3)
-            samples = gr.Textbox(label="Samples at the latest evaluation", lines=10, elem_id="train-samples", scale=2)
-        with gr.Accordion("The progress as numbers (what the API streams)", open=False):
-            as_json = gr.JSON(label="Progress")
-        with gr.Row():
-            zip_button = gr.Button("Download the model (zip)")
-            zipped = gr.File(label="Model folder (zip)", interactive=False, height=80)
-
-    n = numbers
-    inputs = [data, text, tokenizer, n["n_layer"], n["n_head"], n["n_embd"], n["block_size"], n["max_steps"],
-              learning_rate, n["seed"], name, n["vocab_size"], upload]  # fmt: skip
-    outputs = [name, bar, plot, samples, as_json]
-    streaming = dict(concurrency_limit=None, show_progress="hidden")  # watchers only read files; the queue is RUNS
-    started = start.click(train, inputs, outputs, api_name="train", **streaming)
-    resumed = go_on.click(resume, [name], outputs, api_name="resume", **streaming)
-    stop.click(cancel, [name], notes, api_name="cancel", concurrency_limit=None)
-    zip_button.click(download, [name], zipped, api_name="download")
-    data.input(training_defaults, data, [tokenizer, *numbers.values(), learning_rate], api_visibility="private")
-    return [started, resumed]
-
-
-def pickers_follow_training(demo: gr.Blocks, training_events: list) -> None:
-    """Every model picker on the page (each dropdown offering the picker's models, whichever view it belongs to)
-    gains a model as soon as a run of this page finishes, and a page opened later lists every finished model. The
-    pickers take any name (PICKER.get says which exist): a dropdown would refuse a model added after the page was
-    built to an API client, whose page never ran the refresh."""
-    offered = set(PICKER.names)
-    pickers = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and {v for _, v in b.choices} == offered]
-    for picker in pickers:
-        unchecked(picker)
-    refresh = lambda: [gr.update(choices=PICKER.names)] * len(pickers)
-    for event in training_events:
-        event.then(refresh, None, pickers, api_visibility="private")
-    demo.load(refresh, None, pickers, api_visibility="private")
-
-
 # ---- attention, step by step ---------------------------------------------------------------------------------------
 
 
@@ -1045,7 +1034,7 @@ def flag(name: str, value, default: bool) -> bool:
         return default
     spelled = str(value).strip().lower()
     if spelled not in ("true", "false", "1", "0"):
-        raise gr.Error(f"{name} must be true or false, got {value!r}.")
+        raise UserError(f"{name} must be true or false, got {value!r}.")
     return spelled in ("true", "1")
 
 
