@@ -135,7 +135,8 @@ class MiniGPTAttention(nn.Module):
         super().__init__()
         self.config = config
         self.layer_idx = layer_idx
-        self.n_head, self.head_dim = config.n_head, config.head_dim
+        self.n_embd, self.n_head, self.head_dim = config.n_embd, config.n_head, config.head_dim
+        self.attention_dropout = config.attention_dropout
         self.scaling = self.head_dim**-0.5  # 1/sqrt(D), per head: not 1/sqrt(C)
         self.is_causal = True
         self.qkv_proj = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
@@ -154,7 +155,7 @@ class MiniGPTAttention(nn.Module):
         past_key_values: Cache | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        query, key, value = self.qkv_proj(hidden_states).split(self.config.n_embd, dim=-1)  # 3 x (B, T, C)
+        query, key, value = self.qkv_proj(hidden_states).split(self.n_embd, dim=-1)  # 3 x (B, T, C)
         query, key, value = self.split_heads(query), self.split_heads(key), self.split_heads(value)  # (B, H, T, D)
         if past_key_values is not None:  # append this step's keys and values to the cache; attend over all of them
             key, value = past_key_values.update(key, value, self.layer_idx)  # (B, H, S, D)
@@ -170,7 +171,7 @@ class MiniGPTAttention(nn.Module):
             key,
             value,
             attention_mask,
-            dropout=self.config.attention_dropout if self.training else 0.0,
+            dropout=self.attention_dropout if self.training else 0.0,
             scaling=self.scaling,
             **kwargs,
         )  # output (B, T, H, D), weights (B, H, T, S) or None
@@ -240,17 +241,37 @@ def default_position_ids(attention_mask: torch.Tensor | None, past_len, q_len: i
     return (torch.arange(q_len, device=device) + past_len)[None]  # (1, T); past_len is a tensor in a static cache
 
 
-def check_positions(position_ids: torch.Tensor, block_size: int) -> None:
+def check_positions(position_ids: torch.Tensor, block_size: int, last: int | None = None) -> None:
     """A clear error for a position past the context, which has no position embedding. The check is on positions, not
-    on lengths: a row of packed sequences may be longer than the context, each sequence in it may not. Skipped while
-    compiling or exporting, where reading a tensor's value would be a data-dependent branch (the position embedding's
-    lookup still fails there on an index out of range)."""
-    if not is_tracing(position_ids) and position_ids.max() >= block_size:
+    on lengths: a row of packed sequences may be longer than the context, each sequence in it may not. `last`, the
+    highest position when it is known without reading the tensor (counted from the cache's length), saves a read per
+    step. Skipped while compiling or exporting, where reading a tensor's value would be a data-dependent branch (the
+    position embedding's lookup still fails there on an index out of range)."""
+    if last is None:
+        if is_tracing(position_ids):
+            return
+        last = int(position_ids.max())
+    if last >= block_size:
         raise ValueError(
-            f"MiniGPT's context length is {block_size} tokens, but this input reaches position "
-            f"{int(position_ids.max())} (positions count from 0). Shorten the prompt or lower max_new_tokens so that "
-            f"prompt + new tokens <= {block_size}."
+            f"MiniGPT's context length is {block_size} tokens, but this input reaches position {last} (positions "
+            f"count from 0). Shorten the prompt or lower max_new_tokens so that prompt + new tokens <= {block_size}."
         )
+
+
+def is_plain_causal(implementation: str, attention_mask, position_ids, past_key_values, past_len, q_len: int) -> bool:
+    """Whether the mask is the plain causal one, which our eager and sdpa paths apply without a mask tensor (None): no
+    padding, no packed sequences, and either no cached tokens or one new token (which may see every cached one).
+
+    `create_causal_mask` reaches the same answer for sdpa, but only after some 25 small tensor operations: at small
+    shapes, a tenth of a decoding step. A full 2D mask (generate() passes one) is read once here. The library's own
+    paths take everything else: padding, packing, static caches, flex, flash, and anything being compiled."""
+    if implementation not in ATTENTION_FUNCTIONS or is_tracing():
+        return False
+    if past_key_values is not None and type(past_key_values) not in (MiniGPTCache, DynamicCache):
+        return False  # a static cache's keys include empty slots, which only a mask hides
+    if q_len > 1 and (past_len != 0 or position_ids is not None):  # given positions may restart: packed sequences
+        return False
+    return attention_mask is None or (attention_mask.dim() == 2 and bool(attention_mask.all()))
 
 
 def check_implementation_can_serve(implementation: str, mask, output_attentions: bool | None) -> None:
@@ -303,18 +324,25 @@ class MiniGPTModel(MiniGPTPreTrainedModel):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         if inputs_embeds is None:
             inputs_embeds = self.token_embedding(input_ids)  # (B, T, C)
+        q_len, last_position, given_positions = inputs_embeds.shape[1], None, position_ids
+        past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
         if position_ids is None:
-            past_len = past_key_values.get_seq_length() if past_key_values is not None else 0
-            position_ids = default_position_ids(attention_mask, past_len, inputs_embeds.shape[1], inputs_embeds.device)
-        check_positions(position_ids, self.config.block_size)
+            position_ids = default_position_ids(attention_mask, past_len, q_len, inputs_embeds.device)
+            if attention_mask is None and isinstance(past_len, int):  # known without reading the tensor
+                last_position = past_len + q_len - 1
+        check_positions(position_ids, self.config.block_size, last_position)
 
         # The mask in the format the attention implementation takes: None for a plain causal mask (sdpa's is_causal,
         # no tensor made), a (B, 1, T, S) bool mask for sdpa and additive float for eager, a BlockMask for flex, the 2D
         # padding mask for flash. Sequences packed into one row (position_ids restarting at 0) are kept apart. It is
         # made before a fresh cache is: a call that starts without a cache may hold packed sequences, and the library
         # only looks for them when there is no cache.
-        mask = create_causal_mask(self.config, inputs_embeds, attention_mask, past_key_values, position_ids)
-        check_implementation_can_serve(self.config._attn_implementation, mask, kwargs.get("output_attentions"))
+        implementation = self.config._attn_implementation
+        if is_plain_causal(implementation, attention_mask, given_positions, past_key_values, past_len, q_len):
+            mask = None
+        else:
+            mask = create_causal_mask(self.config, inputs_embeds, attention_mask, past_key_values, position_ids)
+        check_implementation_can_serve(implementation, mask, kwargs.get("output_attentions"))
         if use_cache is None:  # a training step never reuses its keys and values: don't copy them into a cache
             use_cache = self.config.use_cache and not self.training
         if use_cache and past_key_values is None and not (self.gradient_checkpointing and self.training):
@@ -325,31 +353,6 @@ class MiniGPTModel(MiniGPTPreTrainedModel):
             hidden_states = block(hidden_states, mask, past_key_values, position_ids=position_ids, **kwargs)
         hidden_states = self.final_norm(hidden_states)
         return BaseModelOutputWithPast(last_hidden_state=hidden_states, past_key_values=past_key_values)
-
-
-class NextTokenCrossEntropy(torch.autograd.Function):
-    """Cross-entropy of (N, V) logits against (N,) targets (-100: no loss), summed and divided by `count`.
-
-    Equal to `F.cross_entropy`, but its backward is the textbook gradient, softmax - one_hot, made in one pass from the
-    saved log-sum-exp: PyTorch's goes through a zero-filled (N, V) NLL gradient and then the log-softmax backward.
-    On a CPU this is a fifth of a small model's training step, and the fused form halves it.
-    """
-
-    @staticmethod
-    def forward(ctx, logits, targets, count):
-        log_normaliser = torch.logsumexp(logits, dim=-1)  # (N,)
-        counted = targets != -100
-        targets = targets.clamp(min=0)
-        target_logits = logits.gather(1, targets[:, None]).squeeze(1)  # (N,)
-        ctx.save_for_backward(logits, log_normaliser, targets, counted, count)
-        return ((log_normaliser - target_logits) * counted).sum() / count
-
-    @staticmethod
-    def backward(ctx, grad_loss):
-        logits, log_normaliser, targets, counted, count = ctx.saved_tensors
-        grad = (logits - log_normaliser[:, None]).exp_()  # softmax (N, V)
-        grad.scatter_add_(1, targets[:, None], torch.full_like(log_normaliser[:, None], -1.0))  # - one_hot
-        return grad.mul_((grad_loss * counted / count)[:, None]), None, None
 
 
 def next_token_loss(logits, labels=None, num_items_in_batch=None, shift_labels=None, **kwargs):
@@ -364,7 +367,7 @@ def next_token_loss(logits, labels=None, num_items_in_batch=None, shift_labels=N
     targets = shift_labels.reshape(-1).to(logits.device)  # (B * T,)
     count = num_items_in_batch if num_items_in_batch is not None else (targets != -100).sum()
     count = torch.as_tensor(count, device=logits.device).clamp(min=1)
-    return NextTokenCrossEntropy.apply(logits.float().flatten(0, 1), targets, count)
+    return F.cross_entropy(logits.float().flatten(0, 1), targets, ignore_index=-100, reduction="sum") / count
 
 
 class MiniGPTForCausalLM(MiniGPTPreTrainedModel, GenerationMixin):

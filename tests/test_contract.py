@@ -94,6 +94,54 @@ def test_packed_training_loss_and_gradients_equal_padded(implementation):
     torch.testing.assert_close(packed_grad, padded_grad, atol=1e-6, rtol=1e-4)
 
 
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_plain_causal_calls_skip_the_mask_builder_and_compute_what_it_would(implementation, monkeypatch):
+    """A call whose mask is the plain causal one (no padding, no packing, no cache or one new token) makes no mask: the
+    same logits as with the library's mask; everything else still goes to `create_causal_mask`."""
+    import modeling_minigpt
+
+    model, calls = tiny_model(implementation, block_size=32), []
+
+    def counted_mask_builder(*args, **kwargs):
+        calls.append(1)
+        return masking_utils.create_causal_mask(*args, **kwargs)
+
+    monkeypatch.setattr(modeling_minigpt, "create_causal_mask", counted_mask_builder)
+
+    def decode(ids: torch.Tensor, mask: torch.Tensor | None, **kwargs) -> torch.Tensor:
+        """The prompt, then three one-token steps on the cache; the logits of every step."""
+        with torch.no_grad():
+            out = model(ids[:, :-3], attention_mask=None if mask is None else mask[:, :-3], **kwargs)
+            steps = [out.logits[:, -1]]
+            for t in range(ids.shape[1] - 3, ids.shape[1]):
+                step_mask = None if mask is None else mask[:, : t + 1]
+                out = model(ids[:, t : t + 1], attention_mask=step_mask, past_key_values=out.past_key_values)
+                steps.append(out.logits[:, -1])
+        return torch.stack(steps)
+
+    ids = torch.randint(1, 50, (2, 12), generator=torch.Generator().manual_seed(0))
+    full = torch.ones_like(ids)
+    fast = {"no mask": decode(ids, None), "full 2D mask": decode(ids, full)}
+    assert calls == []  # neither the prompt nor the steps built a mask
+    monkeypatch.setattr(modeling_minigpt, "is_plain_causal", lambda *args: False)  # the library for every call
+    reference = decode(ids, full)
+    assert len(calls) == 4
+    for name, logits in fast.items():
+        torch.testing.assert_close(logits, reference, atol=1e-5, rtol=0, msg=name)
+
+    monkeypatch.undo()
+    monkeypatch.setattr(modeling_minigpt, "create_causal_mask", counted_mask_builder)
+    calls.clear()
+    padded = full.clone()
+    padded[0, :2] = 0
+    decode(ids, padded)  # padding: the prompt and every step need a mask
+    assert len(calls) == 4
+    calls.clear()
+    with torch.no_grad():
+        model(ids, position_ids=torch.arange(12)[None] % 6)  # given positions may be packed sequences
+    assert len(calls) == 1
+
+
 def test_positions_not_lengths_set_the_context_limit():
     model = tiny_model(block_size=16)
     with torch.no_grad():
