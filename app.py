@@ -76,7 +76,7 @@ from insight_views import (  # noqa: E402
     sampled_html,
 )
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
-from serving import ContinuousBatcher, Sampling, ServerBusy, generate_in_this_thread  # noqa: E402
+from serving import MIN_DECODE_ROWS, ContinuousBatcher, Sampling, ServerBusy, generate_in_this_thread  # noqa: E402
 from tokenization import known_characters, missing_local_path, unknown_characters  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
@@ -84,7 +84,8 @@ SHIPPED = {"names": REPO / "models" / "names", "shakespeare": REPO / "models" / 
 MAX_NAMES = 100  # names per request
 MAX_NEW_TOKENS = 500  # text tokens per request
 MAX_NAME_TOKENS = 32  # tokens per name, when a model with a long context is used for names
-BATCHING = dict(max_rows=128, max_waiting=64)  # per model: rows decoding at once (a name is a row), requests waiting
+# Per model: rows decoding at once (a name is a row), requests waiting, the smallest decoding batch (see serving.py).
+BATCHING = dict(max_rows=128, max_waiting=64, min_decode_rows=MIN_DECODE_ROWS)
 # Generation samples from per-request generators; the step view's seeded dropout draws from torch's global generator
 # (F.dropout takes none): seeded and drawn under this lock, so concurrent step views do not mix their draws.
 GLOBAL_RNG = threading.Lock()
@@ -1224,6 +1225,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="rows decoded as one batch per model: a text is a row, a name too")  # fmt: skip
     parser.add_argument("--max-waiting", type=int, default=BATCHING["max_waiting"],
                         help="requests waiting for room in a model's batch; beyond, a 'busy' message")  # fmt: skip
+    parser.add_argument("--min-decode-rows", type=int, choices=[1, 4], default=BATCHING["min_decode_rows"],
+                        help="4 (default): a seed gives the same text, bit for bit, alone or in a crowd; 1: a lone "
+                             "request decodes at batch 1, faster, and its text may then differ from its text in a "
+                             "crowd in rare cases (a near tie between two tokens)")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -1250,7 +1255,7 @@ def main(argv=None) -> None:
     for source in [*args.model, args.names_model, args.text_model]:
         if source and missing_local_path(source):
             raise SystemExit(f"app.py: error: the model folder {source} does not exist.")
-    BATCHING.update(max_rows=args.max_batch, max_waiting=args.max_waiting)
+    BATCHING.update(max_rows=args.max_batch, max_waiting=args.max_waiting, min_decode_rows=args.min_decode_rows)
     configure(args.model, args.names_model, args.text_model)
     for default in {NAMES_DEFAULT, TEXT_DEFAULT}:  # load before serving: the first request is as fast as the rest
         try:

@@ -51,8 +51,11 @@ class Sampling:
         return self.temperature == 0
 
     def warpers(self) -> LogitsProcessorList:
-        """transformers' own logits warpers, in generate()'s order."""
-        warpers = LogitsProcessorList([TemperatureLogitsWarper(self.temperature)])
+        """transformers' own logits warpers, in generate()'s order; like generate(), none for a setting that is off
+        (temperature 1 divides by 1)."""
+        warpers = LogitsProcessorList()
+        if self.temperature != 1.0:
+            warpers.append(TemperatureLogitsWarper(self.temperature))
         if self.top_k:
             warpers.append(TopKLogitsWarper(self.top_k))
         if self.top_p < 1.0:
@@ -148,11 +151,12 @@ class ContinuousBatcher:
     (tests drive the batch step by step)."""
 
     def __init__(self, model, eos_id: int | None, never_ids: list[int], max_rows: int = 128, max_waiting: int = 64,
-                 background: bool = True):  # fmt: skip
+                 background: bool = True, min_decode_rows: int = MIN_DECODE_ROWS):  # fmt: skip
         self.model, self.eos_id, self.never_ids, self.background = model, eos_id, list(never_ids), background
+        self.min_decode_rows = min_decode_rows  # 1: a lone row decodes alone, faster, no longer bit for bit a crowd's
         self.block_size = model.config.block_size
         self.max_rows, self.max_waiting = max_rows, max_waiting
-        self.cache = SlotCache(model.config, MIN_DECODE_ROWS)
+        self.cache = SlotCache(model.config, min_decode_rows)
         self.rows: list[Row] = []  # the batch, row i in cache slot i (touched by the batching thread only)
         self.waiting: deque[Request] = deque()
         self.changed = threading.Condition()
@@ -268,7 +272,7 @@ class ContinuousBatcher:
             while self.waiting and len(self.rows) + self.waiting[0].rows <= self.max_rows:
                 request = self.waiting.popleft()
                 first = len(self.rows)
-                self.cache.reserve(max(first + request.rows, MIN_DECODE_ROWS))
+                self.cache.reserve(max(first + request.rows, self.min_decode_rows))
                 self.rows += [Row(request, i, list(request.prompt), first + i) for i in range(request.rows)]
 
     def _prefill(self, rows: list[Row]) -> torch.Tensor:
@@ -299,7 +303,7 @@ class ContinuousBatcher:
     def _decode(self) -> torch.Tensor:
         """Every row's last token in one forward; logits (len(self.rows), V)."""
         n = len(self.rows)
-        batch = max(n, MIN_DECODE_ROWS)  # empty rows (token 0 at position 0, in free slots) fill a small batch
+        batch = max(n, self.min_decode_rows)  # empty rows (token 0 at position 0, in free slots) fill a small batch
         tokens, positions = torch.zeros(batch, 1, dtype=torch.long), torch.zeros(batch, 1, dtype=torch.long)
         tokens[:n, 0] = torch.tensor([row.window[-1] for row in self.rows])
         positions[:n, 0] = torch.tensor([len(row.window) - 1 for row in self.rows])  # (B, 1)

@@ -4,6 +4,7 @@ the running demo (HTTP on 127.0.0.1, as `curl` or a page makes them), against th
 
     python bench/bench_serving.py                        # the shipped models; 32 clients x 2 requests each
     python bench/bench_serving.py --clients 32 --rounds 2 --max-new-tokens 64 --reference aa178fd
+    python bench/bench_serving.py --min-decode-rows 1    # a lone request decoded at batch 1 (app.py's option)
 
 Goals (issue 13): 32 clients get >= 4x the requests per second of one client alone; every seeded text is the same
 alone and in the crowd; the alone latency is no worse than the reference's. The alone requests alternate between the
@@ -87,6 +88,8 @@ def main() -> None:
     parser.add_argument("--names-model", default=str(REPO / "models" / "names"))
     parser.add_argument("--text-model", default=str(REPO / "models" / "shakespeare"))
     parser.add_argument("--reference", default=BEFORE, help="git commit of the code to compare with")
+    parser.add_argument("--min-decode-rows", default="4", choices=["1", "4"],
+                        help="the new server's smallest decoding batch (app.py --min-decode-rows)")  # fmt: skip
     args = parser.parse_args()
     seeds = list(range(args.clients * args.rounds))
     model = Path(args.text_model).name
@@ -94,7 +97,10 @@ def main() -> None:
     serve = ("--names-model", models[0], "--text-model", models[1])
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
 
-    with tempfile.TemporaryDirectory() as tmp, running_app(*serve) as (new, _):
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        running_app(*serve, "--min-decode-rows", args.min_decode_rows) as (new, _),
+    ):
         with running_app(*serve, "--concurrency", "4", cwd=checkout(args.reference, Path(tmp))) as (old, _):
             request = lambda url, seed: text_request(url, model, args.prompt, args.max_new_tokens, seed)
             request(new, 0), request(old, 0)  # warm up
@@ -121,7 +127,7 @@ def main() -> None:
         (f"{c} clients / one client, requests / s", *both(lambda k: crowd_rate[k] / alone_rate[k])),
     ]
     print(f"\n{n} seeded requests of {args.max_new_tokens} tokens ({model}, prompt {args.prompt!r}), {args.clients} "
-          f"clients x {args.rounds} requests\n")  # fmt: skip
+          f"clients x {args.rounds} requests, new server with --min-decode-rows {args.min_decode_rows}\n")  # fmt: skip
     rows = [[label, old_value, new_value, f"{new_value / old_value:.2f}"] for label, old_value, new_value in measures]
     rows.append(["seeded texts in the crowd identical to alone", f"{same['old']}/{n}", f"{same['new']}/{n}", ""])
     print_table(["measure", f"before ({args.reference})", "continuous batching", "new / before"], rows)

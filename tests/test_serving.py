@@ -194,3 +194,28 @@ def test_a_decoding_row_computes_the_same_bits_in_any_batch(model):
     for order in ([5], [2, 7], [0, 1, 2, 3], [8, 3, 0, 5, 1, 7, 2, 6, 4], list(range(32, -1, -1))):
         for i, row_logits in decode_logits(order).items():
             assert torch.equal(row_logits, everyone[i]), (order, i)
+
+
+def test_a_minimum_of_one_row_decodes_a_lone_request_at_batch_1_and_fills_nothing(model, monkeypatch):
+    """app.py --min-decode-rows 1: a lone request's steps are 1-row forwards (the default fills them up to 4 rows);
+    with others in the batch every row decodes together as before, and greedy tokens follow the model's argmax."""
+    batch_sizes = []
+    forward = model.forward
+    monkeypatch.setattr(
+        model, "forward", lambda **kwargs: batch_sizes.append(len(kwargs["input_ids"])) or forward(**kwargs)
+    )
+    spec = ([0, 5, 6], 6, Sampling(0.0, 0, 1.0, seed=0))
+    for min_rows, expected in ((1, 1), (4, 4)):
+        batcher = ContinuousBatcher(model, None, [PAD], background=False, min_decode_rows=min_rows)
+        batch_sizes.clear()
+        client = Client(batcher, *spec)
+        run(batcher, [client])
+        assert batch_sizes == [1] + [expected] * 5  # the prompt alone, then 5 decoding steps
+    with torch.no_grad():  # greedy: each token is the argmax of the model's logits for the text before it
+        ids = torch.tensor([spec[0] + client.tokens[0]])
+        assert forward(input_ids=ids).logits[0, len(spec[0]) - 1 : -1].argmax(-1).tolist() == client.tokens[0]
+    two = ContinuousBatcher(model, None, [PAD], background=False, min_decode_rows=1)
+    batch_sizes.clear()
+    clients = [Client(two, *spec), Client(two, [0, 1], 6, Sampling(0.0, 0, 1.0, seed=0))]
+    run(two, clients)
+    assert max(batch_sizes) == 2 and clients[0].tokens == client.tokens
