@@ -197,6 +197,18 @@ def test_torchrun_two_processes_data_parallel_on_cpu(tmp_path, names_file):
     assert all(n.isalpha() for n in load_and_generate(out, "an", 10))
 
 
+def test_torch_compile_trains_through_train_py_like_eager(tmp_path, names_file):
+    """`--torch_compile` (inductor, on this CPU) runs train.py's own path, packed names included, and learns what the
+    eager run learns: the compiled kernels round differently, so the losses agree closely, not bit for bit."""
+    common = ["--preset", "names", "--dataset", names_file, "--max_steps", "30", "--eval_steps", "30", "--save_steps",
+              "30", *TINY]  # fmt: skip
+    run_train(*common, "--output_dir", str(tmp_path / "eager"))
+    run_train(*common, "--torch_compile", "true", "--output_dir", str(tmp_path / "compiled"))
+    eager, compiled = eval_losses(tmp_path / "eager"), eval_losses(tmp_path / "compiled")
+    assert compiled == pytest.approx(eager, abs=2e-3)
+    assert_publishable(tmp_path / "compiled")
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
