@@ -265,7 +265,7 @@ def is_plain_causal(implementation: str, attention_mask, position_ids, past_key_
     `create_causal_mask` reaches the same answer for sdpa, but only after some 25 small tensor operations: at small
     shapes, a tenth of a decoding step. A full 2D mask (generate() passes one) is read once here. The library's own
     paths take everything else: padding, packing, static caches, flex, flash, and anything being compiled."""
-    if implementation not in ATTENTION_FUNCTIONS or is_tracing():
+    if implementation not in ATTENTION_FUNCTIONS or is_tracing(attention_mask):
         return False
     if past_key_values is not None and type(past_key_values) not in (MiniGPTCache, DynamicCache):
         return False  # a static cache's keys include empty slots, which only a mask hides
