@@ -135,8 +135,7 @@ class MiniGPTAttention(nn.Module):
         super().__init__()
         self.config = config
         self.layer_idx = layer_idx
-        self.n_embd, self.n_head, self.head_dim = config.n_embd, config.n_head, config.head_dim
-        self.attention_dropout = config.attention_dropout
+        self.n_head, self.head_dim = config.n_head, config.head_dim
         self.scaling = self.head_dim**-0.5  # 1/sqrt(D), per head: not 1/sqrt(C)
         self.is_causal = True
         self.qkv_proj = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
@@ -155,7 +154,7 @@ class MiniGPTAttention(nn.Module):
         past_key_values: Cache | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        query, key, value = self.qkv_proj(hidden_states).split(self.n_embd, dim=-1)  # 3 x (B, T, C)
+        query, key, value = self.qkv_proj(hidden_states).split(self.config.n_embd, dim=-1)  # 3 x (B, T, C)
         query, key, value = self.split_heads(query), self.split_heads(key), self.split_heads(value)  # (B, H, T, D)
         if past_key_values is not None:  # append this step's keys and values to the cache; attend over all of them
             key, value = past_key_values.update(key, value, self.layer_idx)  # (B, H, S, D)
@@ -171,7 +170,7 @@ class MiniGPTAttention(nn.Module):
             key,
             value,
             attention_mask,
-            dropout=self.attention_dropout if self.training else 0.0,
+            dropout=self.config.attention_dropout if self.training else 0.0,
             scaling=self.scaling,
             **kwargs,
         )  # output (B, T, H, D), weights (B, H, T, S) or None
