@@ -86,6 +86,10 @@ MAX_NEW_TOKENS = 500  # text tokens per request
 MAX_NAME_TOKENS = 32  # tokens per name, when a model with a long context is used for names
 # Per model: rows decoding at once (a name is a row), requests waiting, the smallest decoding batch (see serving.py).
 BATCHING = dict(max_rows=128, max_waiting=64, min_decode_rows=MIN_DECODE_ROWS)
+# A streamed text is updated at most every `every` seconds, and all texts together at most `per_second` times a second
+# (the first token and the end go out at once): 25 updates a second read as smooth, and each update costs the server
+# more than a decoding step of the shipped model (see serving.ContinuousBatcher.astream).
+STREAM = dict(every=0.04, per_second=250.0)
 # Generation samples from per-request generators; the step view's seeded dropout draws from torch's global generator
 # (F.dropout takes none): seeded and drawn under this lock, so concurrent step views do not mix their draws.
 GLOBAL_RNG = threading.Lock()
@@ -398,8 +402,8 @@ async def text(prompt: str = "", max_new_tokens: float = 200, temperature: float
     yield shown, notes_markdown(notes)
     new: list[int] = []
     with visitor_mistakes():
-        async with contextlib.aclosing(lm.batcher.astream(ids, max_new, sampling)) as ready:
-            async for steps in ready:  # one token each update, or a few when the server is behind
+        async with contextlib.aclosing(lm.batcher.astream(ids, max_new, sampling, **STREAM)) as ready:
+            async for steps in ready:  # the tokens decoded since the last update
                 new += [tokens[0] for tokens in steps]
                 # A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
                 yield shown + lm.tokenizer.decode(new, skip_special_tokens=True).rstrip("\ufffd"), notes_markdown(notes)
@@ -1229,6 +1233,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="4 (default): a seed gives the same text, bit for bit, alone or in a crowd; 1: a lone "
                              "request decodes at batch 1, faster, and its text may then differ from its text in a "
                              "crowd in rare cases (a near tie between two tokens)")  # fmt: skip
+    parser.add_argument("--stream-every", type=float, default=STREAM["every"], metavar="SECONDS",
+                        help="a streamed text is updated at most this often (0: no limit)")  # fmt: skip
+    parser.add_argument("--stream-rate", type=float, default=STREAM["per_second"], metavar="UPDATES",
+                        help="streamed texts are updated at most this many times a second in all, shared by those in "
+                             "flight (0: no limit; with --stream-every 0, every token is sent)")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -1256,6 +1265,9 @@ def main(argv=None) -> None:
         if source and missing_local_path(source):
             raise SystemExit(f"app.py: error: the model folder {source} does not exist.")
     BATCHING.update(max_rows=args.max_batch, max_waiting=args.max_waiting, min_decode_rows=args.min_decode_rows)
+    if not 0 <= args.stream_every <= 1 or args.stream_rate < 0:
+        raise SystemExit("app.py: error: --stream-every takes 0 to 1 second, --stream-rate 0 or more updates.")
+    STREAM.update(every=args.stream_every, per_second=args.stream_rate)
     configure(args.model, args.names_model, args.text_model)
     for default in {NAMES_DEFAULT, TEXT_DEFAULT}:  # load before serving: the first request is as fast as the rest
         try:

@@ -162,6 +162,7 @@ class ContinuousBatcher:
         self.changed = threading.Condition()
         self.thread: threading.Thread | None = None
         self.steps = 0  # decoding steps run, for tests and benchmarks
+        self.streams = 0  # astream iterators open (touched by the event loop only): they share its update rate
 
     # ---- the API ----
 
@@ -194,23 +195,39 @@ class ContinuousBatcher:
             request.cancel()
 
     async def astream(
-        self, prompt: list[int], max_new: int, sampling: Sampling, rows: int = 1
-    ) -> AsyncIterator[list[dict[int, int]]]:
+        self, prompt: list[int], max_new: int, sampling: Sampling, rows: int = 1, every: float = 0.0,
+        per_second: float = 0.0,
+    ) -> AsyncIterator[list[dict[int, int]]]:  # fmt: skip
         """`stream` for an event loop, yielding the steps decoded since the caller last took some: one when it keeps
         up, several when the server lags behind the batch (fewer, larger updates). Waiting holds no thread; closing
-        the iterator (or cancelling its task) cancels the request."""
+        the iterator (or cancelling its task) cancels the request.
+
+        Paced updates, for a server whose every update costs more than a decoding step (a web page redraws at a
+        human pace anyway): at most one update every `every` seconds, and at most `per_second` updates a second
+        shared by all the streams in flight (32 streams at 250 a second: one every 0.128 s each). The first step
+        and the end go out at once; the steps between are gathered. 0 turns a limit off."""
         loop, events = asyncio.get_running_loop(), asyncio.Queue()
         deliver = lambda event: loop.call_soon_threadsafe(events.put_nowait, event)
         request = self.submit(prompt, max_new, sampling, deliver, rows)
+        last_update = -float("inf")
+        self.streams += 1
         try:
             while True:
                 ready = [await events.get()] + [events.get_nowait() for _ in range(events.qsize())]
+                interval = max(every, self.streams / per_second if per_second else 0.0)
+                while ready[-1] is not DONE and (wait := last_update + interval - loop.time()) > 0:
+                    with contextlib.suppress(TimeoutError):  # gather until the update is due or the request ends
+                        ready.append(await asyncio.wait_for(events.get(), wait))
+                if ready[-1] is not DONE:
+                    ready += [events.get_nowait() for _ in range(events.qsize())]
                 steps = [raise_if_error(event) for event in ready if event is not DONE]
                 if steps:
                     yield steps
+                    last_update = loop.time()
                 if ready[-1] is DONE:  # nothing comes after it
                     return
         finally:
+            self.streams -= 1
             request.cancel()
 
     def generate(self, prompt: list[int], max_new: int, sampling: Sampling, rows: int = 1) -> list[list[int]]:

@@ -20,12 +20,12 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from bench_app import call  # noqa: E402  (one request on Gradio's REST route, read to its end)
 from test_app_api import running_app  # noqa: E402
 
 from timing import print_table  # noqa: E402
@@ -41,24 +41,38 @@ def checkout(commit: str, folder: Path) -> Path:
     return folder
 
 
-def final_text(body: str) -> str:
-    """The last output of a /text event stream: [text, notes] after `event: complete`."""
-    return json.loads(body.rsplit("event: complete\ndata: ", 1)[1].split("\n", 1)[0])[0]
+@dataclass
+class Reply:
+    seconds: float  # from the request to its last streamed token
+    first_token: float  # from the request to the update with its first token
+    updates: int  # streamed updates (the first one holds the prompt alone)
+    text: str
 
 
-def text_request(url: str, model: str, prompt: str, max_new: int, seed: int) -> tuple[float, str]:
-    """(seconds from request to the last streamed token, the text)."""
+def text_request(url: str, model: str, prompt: str, max_new: int, seed: int) -> Reply:
+    """One seeded /text request on Gradio's REST route, as `curl` makes it, its event stream read as it comes."""
     import httpx
 
     with httpx.Client(timeout=600) as http:
         start = time.perf_counter()
-        body = call(http, url, "text", prompt, max_new, 1.0, 0, 1.0, seed, model)
-        return time.perf_counter() - start, final_text(body)
+        event = http.post(f"{url}gradio_api/call/text", json={"data": [prompt, max_new, 1.0, 0, 1.0, seed, model]})
+        updates, first_token, data = 0, None, None
+        with http.stream("GET", f"{url}gradio_api/call/text/{event.json()['event_id']}") as stream:
+            for line in stream.iter_lines():
+                if line == "event: generating":
+                    updates += 1
+                    if updates == 2:  # the first update is the prompt as the model sees it
+                        first_token = time.perf_counter() - start
+                elif line.startswith("event: error"):
+                    raise RuntimeError(f"/text failed for seed {seed}")
+                elif line.startswith("data: "):
+                    data = line[len("data: ") :]
+        return Reply(time.perf_counter() - start, first_token, updates, json.loads(data)[0])
 
 
 def crowd(url: str, model: str, prompt: str, max_new: int, seeds: list[int], clients: int):
     """`clients` threads, started together, each sending its share of `seeds` one after the other.
-    Returns (seconds from the first start to the last end, {seed: (latency, text)})."""
+    Returns (seconds from the first start to the last end, {seed: Reply})."""
     results, barrier = {}, threading.Barrier(clients)
 
     def client(mine: list[int]):
@@ -90,16 +104,20 @@ def main() -> None:
     parser.add_argument("--reference", default=BEFORE, help="git commit of the code to compare with")
     parser.add_argument("--min-decode-rows", default="4", choices=["1", "4"],
                         help="the new server's smallest decoding batch (app.py --min-decode-rows)")  # fmt: skip
+    parser.add_argument("--stream-every", help="the new server's app.py --stream-every (default: app.py's)")
+    parser.add_argument("--stream-rate", help="the new server's app.py --stream-rate (default: app.py's)")
     args = parser.parse_args()
     seeds = list(range(args.clients * args.rounds))
     model = Path(args.text_model).name
     models = [str(Path(args.names_model).resolve()), str(Path(args.text_model).resolve())]
     serve = ("--names-model", models[0], "--text-model", models[1])
+    pacing = [arg for flag in ("stream_every", "stream_rate") if getattr(args, flag) is not None
+              for arg in (f"--{flag.replace('_', '-')}", getattr(args, flag))]  # fmt: skip
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
 
     with (
         tempfile.TemporaryDirectory() as tmp,
-        running_app(*serve, "--min-decode-rows", args.min_decode_rows) as (new, _),
+        running_app(*serve, "--min-decode-rows", args.min_decode_rows, *pacing) as (new, _),
     ):
         with running_app(*serve, "--concurrency", "4", cwd=checkout(args.reference, Path(tmp))) as (old, _):
             request = lambda url, seed: text_request(url, model, args.prompt, args.max_new_tokens, seed)
@@ -113,26 +131,34 @@ def main() -> None:
                 crowd_seconds[k], crowds[k] = crowd(url, model, args.prompt, args.max_new_tokens, seeds, args.clients)
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
-    n, ms = len(seeds), lambda results: [results[seed][0] * 1000 for seed in seeds]
-    alone_rate = {k: n / sum(alone[k][seed][0] for seed in seeds) for k in alone}  # one request after the other
+    n = len(seeds)
+    p50 = lambda replies, field="seconds": statistics.median(getattr(replies[s], field) * 1000 for s in seeds)
+    p95 = lambda replies: percentile([replies[s].seconds * 1000 for s in seeds], 95)
+    updates = lambda replies: statistics.median(replies[s].updates for s in seeds)
+    alone_rate = {k: n / sum(alone[k][s].seconds for s in seeds) for k in alone}  # one request after the other
     crowd_rate = {"old": n / crowd_seconds["old"], "new": n / crowd_seconds["new"]}
-    same = {k: sum(crowds[k][seed][1] == alone[k][seed][1] for seed in seeds) for k in crowds}
+    same = {k: sum(crowds[k][s].text == alone[k][s].text for s in seeds) for k in crowds}
     both, c = lambda f: (f("old"), f("new")), args.clients
     measures = [
-        ("one client alone: latency p50 (ms)", *both(lambda k: statistics.median(ms(alone[k])))),
+        ("one client alone: latency p50 (ms)", *both(lambda k: p50(alone[k]))),
+        ("one client alone: first token p50 (ms)", *both(lambda k: p50(alone[k], "first_token"))),
+        ("one client alone: updates streamed, p50", *both(lambda k: updates(alone[k]))),
         ("one client alone: requests / s", *both(alone_rate.get)),
-        (f"{c} clients at once: latency p50 (ms)", *both(lambda k: statistics.median(ms(crowds[k])))),
-        (f"{c} clients at once: latency p95 (ms)", *both(lambda k: percentile(ms(crowds[k]), 95))),
+        (f"{c} clients at once: latency p50 (ms)", *both(lambda k: p50(crowds[k]))),
+        (f"{c} clients at once: latency p95 (ms)", *both(lambda k: p95(crowds[k]))),
+        (f"{c} clients at once: first token p50 (ms)", *both(lambda k: p50(crowds[k], "first_token"))),
+        (f"{c} clients at once: updates streamed, p50", *both(lambda k: updates(crowds[k]))),
         (f"{c} clients at once: requests / s", *both(crowd_rate.get)),
         (f"{c} clients / one client, requests / s", *both(lambda k: crowd_rate[k] / alone_rate[k])),
     ]
     print(f"\n{n} seeded requests of {args.max_new_tokens} tokens ({model}, prompt {args.prompt!r}), {args.clients} "
-          f"clients x {args.rounds} requests, new server with --min-decode-rows {args.min_decode_rows}\n")  # fmt: skip
+          f"clients x {args.rounds} requests, new server with --min-decode-rows {args.min_decode_rows} "
+          f"{' '.join(pacing)}\n")  # fmt: skip
     rows = [[label, old_value, new_value, f"{new_value / old_value:.2f}"] for label, old_value, new_value in measures]
     rows.append(["seeded texts in the crowd identical to alone", f"{same['old']}/{n}", f"{same['new']}/{n}", ""])
     print_table(["measure", f"before ({args.reference})", "continuous batching", "new / before"], rows)
     speedup = crowd_rate["new"] / alone_rate["new"]
-    latency = statistics.median(ms(alone["new"])) / statistics.median(ms(alone["old"]))
+    latency = p50(alone["new"]) / p50(alone["old"])
     print(f"\ngoals: {args.clients} clients >= 4x alone: {speedup:.2f}x {'met' if speedup >= 4 else 'MISSED'}; "
           f"identical: {same['new']}/{n} {'met' if same['new'] == n else 'MISSED'}; alone latency <= before: "
           f"{latency:.2f}x {'met' if latency <= 1 else 'MISSED'}")  # fmt: skip

@@ -189,6 +189,15 @@ def test_a_missing_or_broken_model_stops_the_app_in_one_line(models, flag, sourc
     assert done.stderr.strip().splitlines()[-1].startswith(message.format(**values)), done.stderr[-2000:]
 
 
+@pytest.mark.parametrize("flag, value", [("--stream-every", "5"), ("--stream-rate", "-1")])
+def test_a_bad_stream_pace_stops_the_app_in_one_line(flag, value):
+    done = run_app(flag, value)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "app.py: error: --stream-every takes 0 to 1 second, --stream-rate 0 or more updates."
+    )
+
+
 # ---- in process: the checks themselves ------------------------------------------------------------------------------
 
 

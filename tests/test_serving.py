@@ -2,6 +2,7 @@
 alone and among others (each with its own settings), rows join and leave, a cancelled request leaves at once, and a
 full batch says so."""
 
+import asyncio
 import time
 
 import pytest
@@ -160,6 +161,32 @@ def test_closing_a_stream_frees_its_row(model):
     while batcher.rows and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not batcher.rows and request.cancelled and request.steps < 100_000
+
+
+def test_paced_streams_gather_steps_into_fewer_updates_and_end_at_once(model):
+    """astream's pacing, as the server streams texts: at most one update every `every` seconds per stream, or
+    `per_second` updates a second shared by the streams in flight; the first step goes out at once, the steps between
+    are gathered, the tokens are those of a stream of every step, and the end is sent when it comes (not when the
+    next update is due)."""
+    batcher = ContinuousBatcher(model, None, [PAD])  # the background thread, as the server runs it
+    specs = [([0, 5, 6], 40, Sampling(1.0, 0, 1.0, seed=3)), ([0, 2], 30, Sampling(0.8, 5, 1.0, seed=4))]
+
+    async def together(**pace) -> list[list[list[dict[int, int]]]]:
+        async def updates(spec):
+            return [steps async for steps in batcher.astream(*spec, **pace)]
+
+        return await asyncio.gather(*(updates(spec) for spec in specs))
+
+    tokens = lambda updates: [step[0] for steps in updates for step in steps]
+    each = [tokens(updates) for updates in asyncio.run(together())]
+    assert each == [batcher.generate(*spec)[0] for spec in specs] and [len(t) for t in each] == [40, 30]
+    for pace in (dict(every=60.0), dict(per_second=2 / 60)):  # the next update due in 60 s (two streams share 2/min)
+        start = time.monotonic()
+        paced = asyncio.run(together(**pace))
+        assert time.monotonic() - start < 30, pace  # the ends did not wait for the next update
+        assert all(len(updates) <= 2 for updates in paced), pace  # the first step(s) at once, then all the rest
+        assert [tokens(updates) for updates in paced] == each, pace
+    assert batcher.streams == 0
 
 
 def test_a_full_batch_and_waiting_line_give_a_busy_message(model):
