@@ -85,9 +85,11 @@ class SlotCache:
         self.reserve(capacity)
         self.use(slice(0, 0), None)
 
-    def reserve(self, capacity: int) -> None:
-        """Room for `capacity` rows (grown on demand: a big model's rows are large)."""
+    def reserve(self, capacity: int, most: int | None = None) -> None:
+        """Room for `capacity` rows, grown on demand (a big model's rows are large) to twice what it had, up to `most`
+        rows: requests that arrive one by one then copy the cache a few times, not once each."""
         if capacity > self.keys.shape[1]:
+            capacity = max(capacity, min(2 * self.keys.shape[1], most or capacity))
             grow = lambda old: torch.cat([old, old.new_zeros(old.shape[0], capacity - old.shape[1], *old.shape[2:])], 1)
             self.keys, self.values = grow(self.keys), grow(self.values)  # (L, rows, H, S, D)
 
@@ -206,20 +208,24 @@ class ContinuousBatcher:
         human pace anyway): at most one update every `every` seconds, and at most `per_second` updates a second
         shared by all the streams in flight (32 streams at 250 a second: one every 0.128 s each). The first step
         and the end go out at once; the steps between are gathered. 0 turns a limit off."""
-        loop, events = asyncio.get_running_loop(), asyncio.Queue()
-        deliver = lambda event: loop.call_soon_threadsafe(events.put_nowait, event)
-        request = self.submit(prompt, max_new, sampling, deliver, rows)
+        loop, events, ended = asyncio.get_running_loop(), asyncio.Queue(), asyncio.Event()
+
+        def receive(event) -> None:  # in the event loop
+            events.put_nowait(event)
+            if event is DONE:
+                ended.set()
+
+        request = self.submit(prompt, max_new, sampling, lambda event: loop.call_soon_threadsafe(receive, event), rows)
         last_update = -float("inf")
         self.streams += 1
         try:
             while True:
-                ready = [await events.get()] + [events.get_nowait() for _ in range(events.qsize())]
+                first = await events.get()
                 interval = max(every, self.streams / per_second if per_second else 0.0)
-                while ready[-1] is not DONE and (wait := last_update + interval - loop.time()) > 0:
+                if first is not DONE and (wait := last_update + interval - loop.time()) > 0:
                     with contextlib.suppress(TimeoutError):  # gather until the update is due or the request ends
-                        ready.append(await asyncio.wait_for(events.get(), wait))
-                if ready[-1] is not DONE:
-                    ready += [events.get_nowait() for _ in range(events.qsize())]
+                        await asyncio.wait_for(ended.wait(), wait)
+                ready = [first] + [events.get_nowait() for _ in range(events.qsize())]
                 steps = [raise_if_error(event) for event in ready if event is not DONE]
                 if steps:
                     yield steps
@@ -289,7 +295,7 @@ class ContinuousBatcher:
             while self.waiting and len(self.rows) + self.waiting[0].rows <= self.max_rows:
                 request = self.waiting.popleft()
                 first = len(self.rows)
-                self.cache.reserve(max(first + request.rows, self.min_decode_rows))
+                self.cache.reserve(max(first + request.rows, self.min_decode_rows), most=self.max_rows)
                 self.rows += [Row(request, i, list(request.prompt), first + i) for i in range(request.rows)]
 
     def _prefill(self, rows: list[Row]) -> torch.Tensor:

@@ -189,6 +189,17 @@ def test_paced_streams_gather_steps_into_fewer_updates_and_end_at_once(model):
     assert batcher.streams == 0
 
 
+def test_the_cache_doubles_as_requests_join_one_by_one_up_to_the_batch_limit(model):
+    """Each growth copies the whole cache: requests arriving one at a time must not copy it once each."""
+    batcher = ContinuousBatcher(model, None, [PAD], max_rows=20, background=False)
+    capacities = []
+    for seed in range(20):
+        Client(batcher, [0, 1], 3, Sampling(1.0, 0, 1.0, seed))
+        batcher._admit()
+        capacities.append(batcher.cache.keys.shape[1])
+    assert sorted(set(capacities)) == [4, 8, 16, 20]
+
+
 def test_a_full_batch_and_waiting_line_give_a_busy_message(model):
     batcher = ContinuousBatcher(model, None, [PAD], max_rows=2, max_waiting=1, background=False)
     spec = ([0, 1], 10, Sampling(1.0, 0, 1.0, 0))
