@@ -205,13 +205,13 @@ def test_random_seed_is_reported_and_reproduces(client):
     assert call(client, "/names", count=5, seed=seed)[0] == names
 
 
-def test_text_streams_token_by_token_past_the_context(client):
-    # The fixture's context is 32 tokens: 60 new tokens must slide past it.
+def test_text_streams_as_it_grows_past_the_context(client):
+    # The fixture's context is 32 tokens: 60 new tokens must slide past it. The prompt comes first, then the first
+    # token at once, then the tokens written since the last update (paced: at most 25 updates a second).
     partials = stream(client, prompt="ab", max_new_tokens=60, temperature=1.0, seed=1)
     texts = [p[0] for p in partials]
-    assert texts[0] == "ab" and all(t.startswith("ab") for t in texts)
-    assert len(set(texts)) > 10  # shown as it grows
-    assert texts[-1].startswith(texts[-2]) or texts[-1] == texts[-2]
+    assert texts[0] == "ab" and len(set(texts)) >= 3  # shown as it grows
+    assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:]))
     final_notes = partials[-1][1]
     assert "new tokens" in final_notes
     generated = new_tokens(final_notes)
