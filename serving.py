@@ -164,7 +164,7 @@ class ContinuousBatcher:
         self.changed = threading.Condition()
         self.thread: threading.Thread | None = None
         self.steps = 0  # decoding steps run, for tests and benchmarks
-        self.streams = 0  # astream iterators open (touched by the event loop only): they share its update rate
+        self.streams = 0  # astream iterators open with a `per_second` pace, which they share (event loop only)
 
     # ---- the API ----
 
@@ -216,8 +216,8 @@ class ContinuousBatcher:
                 ended.set()
 
         request = self.submit(prompt, max_new, sampling, lambda event: loop.call_soon_threadsafe(receive, event), rows)
-        last_update = -float("inf")
-        self.streams += 1
+        last_update, sharing = -float("inf"), int(per_second > 0)  # agenerate's streams, unpaced, share nothing
+        self.streams += sharing
         try:
             while True:
                 first = await events.get()
@@ -233,7 +233,7 @@ class ContinuousBatcher:
                 if ready[-1] is DONE:  # nothing comes after it
                     return
         finally:
-            self.streams -= 1
+            self.streams -= sharing
             request.cancel()
 
     def generate(self, prompt: list[int], max_new: int, sampling: Sampling, rows: int = 1) -> list[list[int]]:
