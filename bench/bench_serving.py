@@ -117,8 +117,11 @@ def main() -> None:
     model = Path(args.text_model).name
     models = [str(Path(args.names_model).resolve()), str(Path(args.text_model).resolve())]
     serve = ("--names-model", models[0], "--text-model", models[1])
-    pacing = [arg for flag in ("stream_every", "stream_rate") if getattr(args, flag) is not None
-              for arg in (f"--{flag.replace('_', '-')}", getattr(args, flag))]  # fmt: skip
+    pacing = []  # app.py's own defaults unless given
+    if args.stream_every is not None:
+        pacing += ["--stream-every", args.stream_every]
+    if args.stream_rate is not None:
+        pacing += ["--stream-rate", args.stream_rate]
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
 
     with (
