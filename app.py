@@ -15,7 +15,9 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import html
+import inspect
 import io
 import math
 import os
@@ -63,20 +65,26 @@ from attention_maps import (  # noqa: E402
     trace_table,
 )
 from attention_steps import STEPS_CSS, attention_steps, steps_html, steps_json  # noqa: E402
+from explorer.errors import VisitorError, shortened  # noqa: E402
 from forward_pass import ForwardPassCache  # noqa: E402
 from insight_views import (  # noqa: E402
+    CURRENT_JS,
     INSIGHT_CSS,
     PICK_TOKEN_JS,
     ablation_html,
+    belongs_to,
     compare_html,
+    current_html,
+    error_html,
     generation_html,
     importance_html,
+    lost_html,
     next_tokens_html,
     roles_html,
     sampled_html,
 )
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
-from serving import MIN_DECODE_ROWS, ContinuousBatcher, Sampling, ServerBusy, generate_in_this_thread  # noqa: E402
+from serving import MIN_DECODE_ROWS, ContinuousBatcher, Sampling, generate_in_this_thread  # noqa: E402
 from tokenization import known_characters, missing_local_path, unknown_characters  # noqa: E402
 
 REPO = Path(__file__).resolve().parent
@@ -101,36 +109,56 @@ MIN_TEMPERATURE = 1e-3
 MAX_UPLOAD = 4 * training_runs.MAX_TEXT_BYTES
 
 
-class UserError(gr.Error):
-    """A visitor's mistake: its message is shown on the page and in the API, and no traceback reaches the log."""
-
-    def __init__(self, message: str):
-        super().__init__(message, print_exception=False)
-
-
 @contextlib.contextmanager
-def visitor_mistakes():
-    """Errors inside are the visitor's: a gr.Error (from the checks here) or a ValueError from a Gradio-free module
-    (head_insights: a bad head, position or mode; attention_steps.StepChoiceError; training_runs.RunError), or a
-    full batch (serving.ServerBusy). The message goes to them, with no traceback in the server log."""
+def as_message():
+    """The error rule (explorer/errors.py): a VisitorError inside becomes a message for the visitor, with no traceback
+    in the log; any other exception goes on to Gradio, which shows its message and logs its traceback."""
     try:
         yield
-    except gr.Error as error:
-        error.print_exception = False
-        raise
-    except (ValueError, ServerBusy) as error:
-        raise UserError(str(error)) from None
+    except VisitorError as error:
+        raise gr.Error(str(error), print_exception=False) from None
 
 
-def quiet_errors(endpoint):
-    """`endpoint` with `visitor_mistakes` around it."""
+def answers_visitors(endpoint):
+    """`endpoint` (a function, coroutine function, generator or async generator) under `as_message`. Every event and
+    API endpoint of the page gets it (`build_demo`), so the rule holds alike on all of them."""
+    if getattr(endpoint, "answers_visitors", False):
+        return endpoint
+    if inspect.isasyncgenfunction(endpoint):
 
-    @functools.wraps(endpoint)
-    def answer(*args, **kwargs):
-        with visitor_mistakes():
-            return endpoint(*args, **kwargs)
+        async def answer(*args, **kwargs):
+            inner = endpoint(*args, **kwargs)
+            async with contextlib.aclosing(inner):  # a client that goes closes the inner stream at once
+                with as_message():
+                    async for item in inner:
+                        yield item
 
+    elif inspect.isgeneratorfunction(endpoint):
+
+        def answer(*args, **kwargs):
+            with as_message():
+                yield from endpoint(*args, **kwargs)  # closing this closes the inner generator too
+
+    elif inspect.iscoroutinefunction(endpoint):
+
+        async def answer(*args, **kwargs):
+            with as_message():
+                return await endpoint(*args, **kwargs)
+
+    else:
+
+        def answer(*args, **kwargs):
+            with as_message():
+                return endpoint(*args, **kwargs)
+
+    functools.update_wrapper(answer, endpoint)
+    answer.answers_visitors = True
     return answer
+
+
+class ModelUnavailable(RuntimeError):
+    """A model of the picker that cannot be loaded (a broken folder, no network for a Hub id): the host's problem,
+    so its traceback goes to the log on every endpoint that asks for it."""
 
 
 # ---- models --------------------------------------------------------------------------------------------------------
@@ -193,15 +221,15 @@ class ModelPicker:
         return list(self.sources)
 
     def get(self, name: str | None) -> LanguageModel:
-        if name not in self.sources:
-            raise UserError(f"Unknown model {name!r}: choose one of {', '.join(self.sources)}.")
+        if not isinstance(name, str) or name not in self.sources:
+            raise VisitorError(f"Unknown model {shortened(name)}: choose one of {', '.join(self.sources)}.")
         with self.lock:
             if name not in self.loaded:
                 try:
                     self.loaded[name] = load_language_model(name, self.sources[name])
                 except Exception as error:  # a broken folder or no network for a Hub id: say so, keep serving
                     message = without_paths(str(error), self.sources[name], name)
-                    raise gr.Error(f"Could not load the model {name!r}: {message}") from error  # logged: the host's
+                    raise ModelUnavailable(f"Could not load the model {name!r}: {message}") from error
             return self.loaded[name]
 
     def register(self, name: str, source: str) -> bool:
@@ -254,21 +282,23 @@ def number(name: str, value, default, kind=float):
     seed of 2**63 - 1 is kept exact, not rounded through a float); 1.5 is not a whole number."""
     if value is None or value == "":
         return default
+    if isinstance(value, str) and not value.isascii():  # int() and float() read "٣" and "０" as 3 and 0
+        raise VisitorError(f"{name} must be written with the digits 0-9, got {shortened(value)}.")
     if isinstance(value, bool):  # JSON's true and false are not numbers here
-        raise UserError(f"{name} must be a number, got {value!r}.")
+        raise VisitorError(f"{name} must be a number, got {value!r}.")
     if kind is int and isinstance(value, int | str):
         with contextlib.suppress(ValueError):
             return int(value)  # an int, or a string of one: exact
     try:
         result = float(value)
     except (TypeError, ValueError):
-        raise UserError(f"{name} must be a number, got {value!r}.") from None
+        raise VisitorError(f"{name} must be a number, got {value!r}.") from None
     except OverflowError:
-        raise UserError(f"{name} must be a finite number, got {value!r}.") from None
+        raise VisitorError(f"{name} must be a finite number, got {value!r}.") from None
     if not math.isfinite(result):
-        raise UserError(f"{name} must be a finite number, got {value!r}.")
+        raise VisitorError(f"{name} must be a finite number, got {value!r}.")
     if kind is int and not result.is_integer():
-        raise UserError(f"{name} must be a whole number, got {value!r}.")
+        raise VisitorError(f"{name} must be a whole number, got {value!r}.")
     return int(result) if kind is int else result
 
 
@@ -284,30 +314,30 @@ def clamped(name: str, value: int, low: int, high: int, notes: list[str]) -> int
 def parse_sampling(temperature, top_k, top_p, seed, vocab_size: int, notes: list[str]) -> Sampling:
     temperature = number("Temperature", temperature, 1.0)
     if temperature < 0:
-        raise UserError(f"Temperature must be 0 or more, got {temperature}: 0 always picks the most likely token, "
+        raise VisitorError(f"Temperature must be 0 or more, got {temperature}: 0 always picks the most likely token, "
                         "1 samples from the model's probabilities, higher is more random.")  # fmt: skip
     if temperature != 0 and not MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE:
-        raise UserError(f"Temperature must be 0 (greedy) or between {MIN_TEMPERATURE:g} and {MAX_TEMPERATURE:g}, got "
-                        f"{temperature:g}: below, sampling is greedy in all but name; above, it is uniform noise "
-                        "(and the arithmetic overflows).")  # fmt: skip
+        raise VisitorError(f"Temperature must be 0 (greedy) or between {MIN_TEMPERATURE:g} and {MAX_TEMPERATURE:g}, "
+                           f"got {temperature:g}: below, sampling is greedy in all but name; above, it is uniform "
+                           "noise (and the arithmetic overflows).")  # fmt: skip
     if temperature == 0:
         notes.append("Temperature 0: greedy decoding, the most likely token every time (top-k, top-p and seed unused).")
     top_k = number("top-k", top_k, 0, int)
     if top_k < 0:
-        raise UserError(f"top-k must be 0 (off) or a positive number of tokens, got {top_k}.")
+        raise VisitorError(f"top-k must be 0 (off) or a positive number of tokens, got {top_k}.")
     if top_k >= vocab_size:
         notes.append(f"top-k {top_k} is not below the model's {vocab_size} tokens, so it keeps them all (off).")
         top_k = 0
     top_p = number("top-p", top_p, 1.0)
     if not 0 < top_p <= 1:
-        raise UserError(f"top-p must be above 0 and at most 1, got {top_p}: it keeps the most likely tokens whose "
+        raise VisitorError(f"top-p must be above 0 and at most 1, got {top_p}: it keeps the most likely tokens whose "
                         "probabilities add up to top-p; 1 turns it off.")  # fmt: skip
     seed = number("Seed", seed, -1, int)
     if seed < 0:
         seed = random.randrange(2**31)
         notes.append(f"Random seed {seed}: set the seed to {seed} to get this output again.")
     elif seed >= 2**63:
-        raise UserError(f"Seed must be below 2**63, got {seed}.")
+        raise VisitorError(f"Seed must be below 2**63, got {seed}.")
     return Sampling(temperature, top_k, top_p, seed)
 
 
@@ -320,10 +350,10 @@ def check_text(text: str, what: str) -> None:
     few megabytes takes seconds and gigabytes, for a model that keeps only its last block_size tokens), and no lone
     surrogate (half of a UTF-16 pair: no tokenizer can encode it)."""
     if len(text) > MAX_TEXT_CHARS:
-        raise UserError(f"The {what} is {len(text):,} characters long: at most {MAX_TEXT_CHARS:,} are accepted (the "
+        raise VisitorError(f"The {what} is {len(text):,} characters long: at most {MAX_TEXT_CHARS:,} are accepted (the "
                         "model sees only its last context's worth of tokens anyway). Shorten it.")  # fmt: skip
     if halves := sorted({c for c in text if "\ud800" <= c <= "\udfff"}):
-        raise UserError(f"The {what} holds {', '.join(map(describe, halves))}: half of a character (a lone UTF-16 "
+        raise VisitorError(f"The {what} holds {', '.join(map(describe, halves))}: half of a character (a lone UTF-16 "
                         "surrogate), which cannot be encoded. Remove it.")  # fmt: skip
 
 
@@ -334,7 +364,7 @@ def encode(lm: LanguageModel, text: str, what: str) -> list[int]:
     if unknown:
         known = known_characters(lm.tokenizer)
         hint = f" It knows only: {known!r}." if len(known) <= 100 else ""
-        raise UserError(f"The {lm.name} model does not know these characters of the {what}: "
+        raise VisitorError(f"The {lm.name} model does not know these characters of the {what}: "
                         f"{', '.join(map(describe, unknown))}. Remove or replace them.{hint}")  # fmt: skip
     return lm.tokenizer.encode(text, add_special_tokens=False, verbose=False)  # longer than the context: keep_context
 
@@ -374,12 +404,11 @@ async def names(prefix: str = "", count: float = 10, temperature: float = 1.0, t
     prompt = from_boundary(lm, prefix, "prefix")
     room = min(lm.block_size - len(prompt), MAX_NAME_TOKENS)
     if room < 1:
-        raise UserError(f"The prefix is too long: the {lm.name} model's context is {lm.block_size} tokens, the start "
-                        f"token included, so use at most {lm.block_size - 2} characters.")  # fmt: skip
+        raise VisitorError(f"The prefix is too long: the {lm.name} model's context is {lm.block_size} tokens, the "
+                           f"start token included, so use at most {lm.block_size - 2} characters.")  # fmt: skip
     if sampling.greedy and count > 1:
         notes.append("Greedy decoding gives the same name every time.")
-    with visitor_mistakes():
-        samples = await lm.batcher.agenerate(prompt, room, sampling, rows=count)  # waits holding no thread
+    samples = await lm.batcher.agenerate(prompt, room, sampling, rows=count)  # waits holding no thread
     decoded = [lm.tokenizer.decode(prompt[1:] + s, skip_special_tokens=True) for s in samples]
     if empty := decoded.count(""):
         notes.append(f"{empty} of the names are empty (blank lines): the model ended them at once.")
@@ -401,12 +430,11 @@ async def text(prompt: str = "", max_new_tokens: float = 200, temperature: float
     shown = lm.tokenizer.decode(ids, skip_special_tokens=True)  # what the model sees (the kept part of the prompt)
     yield shown, notes_markdown(notes)
     new: list[int] = []
-    with visitor_mistakes():
-        async with contextlib.aclosing(lm.batcher.astream(ids, max_new, sampling, **STREAM)) as ready:
-            async for steps in ready:  # the tokens decoded since the last update
-                new += [tokens[0] for tokens in steps]
-                # A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
-                yield shown + lm.tokenizer.decode(new, skip_special_tokens=True).rstrip("\ufffd"), notes_markdown(notes)
+    async with contextlib.aclosing(lm.batcher.astream(ids, max_new, sampling, **STREAM)) as ready:
+        async for steps in ready:  # the tokens decoded since the last update
+            new += [tokens[0] for tokens in steps]
+            # A multi-byte character split across tokens decodes to U+FFFD until its last byte arrives.
+            yield shown + lm.tokenizer.decode(new, skip_special_tokens=True).rstrip("\ufffd"), notes_markdown(notes)
     ended = " (the model wrote its end-of-text token)" if new and new[-1] == lm.eos_id else ""
     notes.append(f"{len(new)} new tokens{ended}.")
     yield shown + lm.tokenizer.decode(new, skip_special_tokens=True), notes_markdown(notes)
@@ -443,38 +471,35 @@ def train(data: str = "names", text: str = "", tokenizer: str | None = None, n_l
     """Trains a model with train.py (queued behind any other run) and streams its progress: the name, the progress
     bar, the loss plot, the latest samples and the numbers. Left out, the tokenizer follows the data (names, bpe for
     Shakespeare, char for a text) and the sizes are the tab's first ones (the names preset)."""
-    with visitor_mistakes():
-        default = training_runs.defaults(data or "names")
-        given = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size, max_steps=max_steps,
-                     seed=seed, vocab_size=vocab_size)  # fmt: skip
-        sizes = {key: number(SIZE_FIELDS[key], value, default[key], int) for key, value in given.items()}
-        rate = number("Learning rate", learning_rate, default["learning_rate"])
-        if upload:
-            text = training_runs.read_upload(upload)
-        spec, text = training_runs.check_request(data or "names", text, tokenizer, **sizes, learning_rate=rate,
-                                                 name=name, taken=PICKER.names)  # fmt: skip
-        run = RUNS.submit(spec, text, owner=session(request))
+    default = training_runs.defaults(data or "names")
+    given = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size, max_steps=max_steps,
+                 seed=seed, vocab_size=vocab_size)  # fmt: skip
+    sizes = {key: number(SIZE_FIELDS[key], value, default[key], int) for key, value in given.items()}
+    rate = number("Learning rate", learning_rate, default["learning_rate"])
+    if upload:
+        text = training_runs.read_upload(upload)
+    spec, text = training_runs.check_request(data or "names", text, tokenizer, **sizes, learning_rate=rate,
+                                             name=name, taken=PICKER.names)  # fmt: skip
+    run = RUNS.submit(spec, text, owner=session(request))
     yield from watch(run)
 
 
 def resume(name: str = "", request: gr.Request = None):
     """Continues a stopped run from its last checkpoint (or shows a queued or running one), streaming as `train`."""
-    with visitor_mistakes():
-        run = RUNS.resume((name or "").strip(), owner=session(request))
+    run = RUNS.resume((name or "").strip(), owner=session(request))
     yield from watch(run)
 
 
 def cancel(name: str = "", request: gr.Request = None) -> str:
     """Stops your run at its next step, keeping a checkpoint (or takes it out of the queue)."""
-    with visitor_mistakes():
-        return RUNS.cancel((name or "").strip(), owner=session(request))
+    return RUNS.cancel((name or "").strip(), owner=session(request))
 
 
 def download(name: str = "") -> str:
     """A finished model's folder as a zip (model, tokenizer, model card, loss curve; no checkpoints)."""
     folder = dict(RUNS.finished()).get((name or "").strip())
     if folder is None:
-        raise UserError(f"No finished model named {name!r}: train one first.")
+        raise VisitorError(f"No finished model named {name!r}: train one first.")
     return str(training_runs.zip_model(folder))
 
 
@@ -491,7 +516,7 @@ def watch(run: training_runs.Run):
         apart = "\n\n" if any("\n" in sample for sample in progress.samples) else "\n"  # texts, or one name a line
         yield run.name, progress_html(progress), plot, apart.join(progress.samples), numbers
         if progress.state == "failed":
-            raise UserError(progress.message)
+            raise VisitorError(progress.message)
         if progress.done:
             return
         time.sleep(POLL_SECONDS)
@@ -530,6 +555,13 @@ def progress_html(progress: training_runs.Progress) -> str:
         f'border-radius:4px;width:{100 * fraction:.1f}%"></div></div>'
         f"<p>{' · '.join(facts)}</p><p>{html.escape(progress.message)}</p></div>"
     )
+
+
+def note_after_progress(bar: str):
+    """Cancel's note ("Cancelling ...: it stops at its next step") holds until the run has stopped; then the progress
+    bar says how it ended, and the note goes."""
+    ended = re.search(r'data-state="(stopped|finished|failed)"', bar or "")
+    return "" if ended else gr.skip()
 
 
 def training_defaults(data: str):
@@ -590,6 +622,9 @@ def train_tab() -> list:
     started = start.click(train, inputs, outputs, api_name="train", **streaming)
     resumed = go_on.click(resume, [name], outputs, api_name="resume", **streaming)
     stop.click(cancel, [name], notes, api_name="cancel", concurrency_limit=None)
+    for button in (start, go_on):  # a new start or a resume: the note of an earlier Cancel no longer holds
+        button.click(lambda: "", None, notes, api_visibility="private")
+    bar.change(note_after_progress, bar, notes, api_visibility="private")
     zip_button.click(download, [name], zipped, api_name="download")
     data.input(training_defaults, data, [tokenizer, *numbers.values(), learning_rate], api_visibility="private")
     return [started, resumed]
@@ -625,17 +660,44 @@ class TextView:
     ids: list[int]
     tokens: list[str]
     notes: list[str]
+    text: str
 
     @property
     def recorded(self):
         return PASSES.get(self.lm.model, self.ids)
+
+    @property
+    def key(self) -> str:
+        """What identifies this view's numbers: the model and the token ids (see view_key)."""
+        return view_key(self.lm.name, self.ids)
+
+    @property
+    def label(self) -> str:
+        """The text and model in words, for a learner: '"emma" on names'."""
+        text = self.text if len(self.text) <= 40 else self.text[:39] + "…"
+        return f"“{text}” on {self.lm.name}" if text else f"the empty text on {self.lm.name}"
+
+    @property
+    def shown(self) -> dict:
+        """The page's record of the text it shows (the `shown` state): every view of the page is drawn from it."""
+        return {"model": self.lm.name, "text": self.text, "key": self.key, "label": self.label}
+
+    @property
+    def about(self) -> dict:
+        """What every JSON answer carries: the model and token ids it was computed for, and the tokens as shown."""
+        return {"model": self.lm.name, "ids": list(self.ids), "tokens": self.tokens}
+
+
+def view_key(model: str, ids: list[int]) -> str:
+    """A short fingerprint of (model, token ids): two views show the same numbers exactly when their keys match."""
+    return hashlib.sha1(f"{model}|{','.join(map(str, ids))}".encode()).hexdigest()[:16]
 
 
 def text_view(model: str, text: str) -> TextView:
     lm = PICKER.get(model)
     notes = []
     ids = keep_context(lm, from_boundary(lm, text, "text"), "text", notes)
-    return TextView(lm, ids, token_labels(lm.tokenizer, ids), notes)
+    return TextView(lm, ids, token_labels(lm.tokenizer, ids), notes, text)
 
 
 def layer_and_head_choices(n_layer: int, n_head: int):
@@ -653,11 +715,11 @@ def attention(text: str = "emma", model: str | None = None):
     sizes = dict(B=1, T=len(view.tokens), C=config.n_embd, H=config.n_head, D=config.n_embd // config.n_head)
     headers, rows = trace_table(trace_steps(view.lm.model.model.layers[0].attn, view.recorded, 0), sizes)
     notes = view.notes + [f"{len(view.tokens)} tokens: {' '.join(view.tokens)}"]
-    shown = {"model": model, "text": text or ""}
+    shown = view.shown
     return (
         notes_markdown(notes),
-        grid_html(weights, view.tokens),
-        head_html(weights, view.tokens, 0, "0", shown),
+        belongs_to(view.key, view.label, grid_html(weights, view.tokens)),
+        belongs_to(view.key, view.label, head_html(weights, view.tokens, 0, "0", shown)),
         pandas.DataFrame(rows, columns=headers),
         *layer_and_head_choices(config.n_layer, config.n_head),
         shown,
@@ -668,7 +730,8 @@ def show_head(shown: dict | None, layer: int, head: str):
     if not shown:
         return gr.skip()
     view = text_view(shown["model"], shown["text"])
-    return head_html(view.recorded.attentions, view.tokens, int(layer), str(head), shown)
+    return belongs_to(view.key, view.label, head_html(view.recorded.attentions, view.tokens, int(layer), str(head),
+                                                      view.shown))  # fmt: skip
 
 
 def pick_head(shown: dict | None, event: gr.EventData):
@@ -683,16 +746,16 @@ def checked_head(view: TextView, layer, head) -> tuple[int, str]:
     layer = number("layer", layer, 0, int)
     head = "0" if head is None or head == "" else str(head)
     if not 0 <= layer < n_layer:
-        raise UserError(f"layer must be 0 to {n_layer - 1}, got {layer}.")
-    if head != "mean" and not (head.isdigit() and int(head) < n_head):
-        raise UserError(f"head must be 0 to {n_head - 1} or 'mean' (their average), got {head!r}.")  # fmt: skip
+        raise VisitorError(f"layer must be 0 to {n_layer - 1}, got {layer}.")
+    if head != "mean" and not (re.fullmatch(r"[0-9]+", head) and int(head) < n_head):
+        raise VisitorError(f"head must be 0 to {n_head - 1} or 'mean' (their average), got {head!r}.")  # fmt: skip
     return layer, head
 
 
 def checked_token(view: TextView, name: str, value) -> int:
     position = number(name, value, 0, int)
     if not 0 <= position < len(view.ids):
-        raise UserError(f"{name} must be a token position, 0 to {len(view.ids) - 1}, got {position}.")  # fmt: skip
+        raise VisitorError(f"{name} must be a token position, 0 to {len(view.ids) - 1}, got {position}.")  # fmt: skip
     return position
 
 
@@ -704,7 +767,7 @@ UNQUEUED_PASSES = threading.BoundedSemaphore(2)
 def asked_view(asked) -> tuple[TextView, int, str]:
     """The text view, layer and head of a request from the enlarged maps' JavaScript (HEAD_JS): a dict."""
     if not isinstance(asked, dict):
-        raise UserError("Expected {model, text, layer, head, ...}.")
+        raise VisitorError("Expected {model, text, layer, head, ...}.")
     view = text_view(str(asked.get("model") or NAMES_DEFAULT), str(asked.get("text") or ""))
     layer, head = checked_head(view, asked.get("layer"), asked.get("head"))
     if PASSES.cached(view.lm.model, view.ids) is None:
@@ -727,7 +790,8 @@ def attention_row(asked: dict) -> dict:
     """For HEAD_JS (hover): the exact weights of one query over the keys it sees."""
     view, layer, head = asked_view(asked)
     query = checked_token(view, "query", asked.get("query"))
-    return {"query": query, "weights": query_weights(view.recorded.attentions, layer, head, query)}
+    weights = query_weights(view.recorded.attentions, layer, head, query)
+    return {"query": query, "weights": weights, "view": view.key}  # the page uses it only while that view is shown
 
 
 def attention_values(text: str = "emma", model: str | None = None, layer: int = 0, head: str = "0", query: int = 0,
@@ -774,7 +838,7 @@ def attention_export(text: str = "emma", model: str | None = None, what: str = "
 
 def export_file(model: str, text: str, what: str, layer, head) -> Path:
     if what not in EXPORTS:
-        raise UserError(f"what must be one of {', '.join(EXPORTS)}, got {what!r}.")
+        raise VisitorError(f"what must be one of {', '.join(EXPORTS)}, got {what!r}.")
     view = text_view(model, text)
     layer, head = checked_head(view, layer, head)
     attentions = view.recorded.attentions  # (L, H, T, T)
@@ -783,7 +847,7 @@ def export_file(model: str, text: str, what: str, layer, head) -> Path:
     if what in ("safetensors", "npz"):
         return save_weights(path.with_suffix("." + what), attentions, view.tokens, view.ids)
     if what == "grid.svg" and len(view.ids) > GRID_SVG_UP_TO:
-        raise UserError(f"The text is {len(view.ids)} tokens: the grid as SVG is for texts of at most "
+        raise VisitorError(f"The text is {len(view.ids)} tokens: the grid as SVG is for texts of at most "
                         f"{GRID_SVG_UP_TO}; export it as PNG.")  # fmt: skip
     if what == "map.png":
         path = path.with_name(f"{path.name}-layer-{layer}-{'average' if head == 'mean' else 'head-' + head}.png")
@@ -800,8 +864,23 @@ def export_file(model: str, text: str, what: str, layer, head) -> Path:
 def export_shown(shown: dict | None, what: str, layer: int, head: str):
     """The page's export: of the text whose maps are shown."""
     if not shown:
-        raise UserError("Show the attention of a text first.")
+        raise VisitorError("Show the attention of a text first.")
     return str(export_file(shown["model"], shown["text"], what, layer, head))
+
+
+def current_line(shown: dict | None):
+    """The line above the maps naming the text and model every view below belongs to."""
+    if not shown:
+        return gr.skip()  # a text that could not be shown: `not_shown` wrote the line
+    view = text_view(shown["model"], shown["text"])
+    return current_html(view.key, view.label, len(view.ids))
+
+
+def not_shown(text: str, model: str):
+    """After a text that could not be shown (the message says why): nothing is current, so every view on the page
+    is marked as belonging to an earlier text."""
+    label = f"“{shortened(text or '', 40)[1:-1]}” on {shortened(model or NAMES_DEFAULT, 40)[1:-1]}"
+    return None, lost_html(label), None  # and no shape trace of the earlier text
 
 
 def attention_of_sample(sample: str, model: str):
@@ -819,7 +898,7 @@ ROLE_PROBES = 4  # random repeated sequences the induction score averages over
 def insight_view(text: str, model: str | None, min_tokens: int = 2) -> TextView:
     view = text_view(model or NAMES_DEFAULT, text or "")
     if len(view.ids) < min_tokens:
-        raise UserError("The text is empty: type at least one character (the start token alone predicts nothing).")
+        raise VisitorError("The text is empty: type at least one character (the start token alone predicts nothing).")
     return view
 
 
@@ -832,21 +911,19 @@ def labelled(view: TextView, ids: list[int], probabilities: list[float]) -> list
     return [{"token": t, "id": i, "probability": p} for t, i, p in zip(labels, ids, probabilities)]
 
 
-@quiet_errors
 def next_tokens(text: str = "emma", model: str | None = None, position: int = -1) -> dict:
     """The top-10 next tokens at `position` (tokens shown, from 0; -1: the last) with their probabilities, and the
     probability the model gave the token that actually follows."""
     view = insight_view(text, model, min_tokens=1)
     position = position_of(view, position)
     found = head_insights.next_token_probabilities(view.lm.model, view.recorded, position, k=10)
-    answer = {"tokens": view.tokens, "position": position, "notes": view.notes,
+    answer = {**view.about, "position": position, "notes": view.notes,
               "top": labelled(view, found["top_ids"], found["top_probabilities"]), "next": None}  # fmt: skip
     if "next_id" in found:
         answer["next"] = labelled(view, [found["next_id"]], [found["next_probability"]])[0]
     return answer
 
 
-@quiet_errors
 def logit_lens(text: str = "emma", model: str | None = None, position: int = -1) -> dict:
     """At `position`, the top-3 tokens the residual stream predicts after the embeddings and after each layer."""
     view = insight_view(text, model, min_tokens=1)
@@ -854,10 +931,9 @@ def logit_lens(text: str = "emma", model: str | None = None, position: int = -1)
     lens = head_insights.logit_lens(view.lm.model, view.recorded, position, k=3)
     names = ["embeddings"] + [f"layer {layer}" for layer in range(len(lens) - 1)]
     layers = [{"after": name, "top": labelled(view, ids, p)} for name, (ids, p) in zip(names, lens)]
-    return {"tokens": view.tokens, "position": position, "layers": layers, "notes": view.notes}
+    return {**view.about, "position": position, "layers": layers, "notes": view.notes}
 
 
-@quiet_errors
 def ablate(text: str = "emma", model: str | None = None, heads: str = "", mode: str = "zero", position: int = -1,
            prompt: str = "", new_tokens: int = 0, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
            seed: int = 0) -> dict:  # fmt: skip
@@ -873,7 +949,7 @@ def ablate(text: str = "emma", model: str | None = None, heads: str = "", mode: 
     top = [head_insights.top_tokens(p.logits(view.lm.model, position), 5) for p in (before, after)]
     loss_before, loss_after = before.token_losses(view.lm.model), after.token_losses(view.lm.model)
     answer = {
-        "tokens": view.tokens, "heads": [list(h) for h in chosen], "mode": mode, "position": position,
+        **view.about, "heads": [list(h) for h in chosen], "mode": mode, "position": position,
         "loss_before": loss_before.tolist(), "loss_after": loss_after.tolist(),
         "total_before": float(loss_before.mean()), "total_after": float(loss_after.mean()),
         "top5_before": labelled(view, *top[0]), "top5_after": labelled(view, *top[1]), "notes": view.notes,
@@ -901,15 +977,13 @@ def generate_ablated(view: TextView, heads: list[tuple[int, int]], mode: str, pr
     return {"seed": sampling.seed, "plain": decode(plain), "ablated": decode(ablated)}
 
 
-@quiet_errors
 def importance(text: str = "emma", model: str | None = None, mode: str = "zero") -> dict:
     """Per head (layer x head list), the rise of the mean loss over the text when that head alone is ablated."""
     view = insight_view(text, model)
     scores, loss = head_insights.head_importance(view.lm.model, view.recorded, mode)
-    return {"importance": scores.tolist(), "loss": loss, "mode": mode, "tokens": view.tokens, "notes": view.notes}
+    return {"importance": scores.tolist(), "loss": loss, "mode": mode, **view.about, "notes": view.notes}
 
 
-@quiet_errors
 def head_roles(text: str = "emma", model: str | None = None) -> dict:
     """Per head (layer x head lists), the previous-token, first-token and self scores on the text, the induction score
     on random tokens repeated twice (sized to the context), the top-3 heads of each, and the probe's losses."""
@@ -923,22 +997,42 @@ def head_roles(text: str = "emma", model: str | None = None) -> dict:
                   head_insights.top_heads(s)] for role, s in roles.items()}  # fmt: skip
     probe = {"count": ROLE_PROBES, "length": (probes.shape[1] - 1) // 2, "first_half_loss": scores["first_half_loss"],
              "repeated_half_loss": scores["repeated_half_loss"]}  # fmt: skip
-    return {**{role: s.tolist() for role, s in roles.items()}, "top_heads": top, "probe": probe, "notes": view.notes}
+    return {**{role: s.tolist() for role, s in roles.items()}, "top_heads": top, "probe": probe, **view.about,
+            "notes": view.notes}  # fmt: skip
 
 
-@quiet_errors
 def compare(text: str = "emma", other_text: str = "anna", model: str | None = None) -> dict:
-    """The per-head difference of the two texts' attention maps (first minus second; the same number of tokens
-    needed) and the per-token loss of each."""
-    first, second = insight_view(text, model), insight_view(other_text, model)
+    """The per-head difference of the two texts' attention maps (first minus second) over their common positions,
+    and the per-token loss of each. An empty second text: the first with its last token changed to the model's most
+    likely other token there."""
+    first = insight_view(text, model)
+    second = insight_view(other_text, model) if (other_text or "").strip() else one_token_changed(first)
     difference, per_head = head_insights.compare_attention(first.recorded, second.recorded)
+    notes = first.notes + second.notes
+    length = difference.shape[-1]
+    if len(first.ids) != len(second.ids):
+        notes.append(f"The texts have {len(first.ids)} and {len(second.ids)} tokens (start token included): their "
+                     f"maps are compared over the first {length}. A token's attention depends only on the tokens up "
+                     "to it, so these are the shorter text's whole maps.")  # fmt: skip
     lm = first.lm.model
     return {
-        "tokens": first.tokens, "other_tokens": second.tokens,
+        **first.about, "other_text": second.text, "other_ids": list(second.ids), "other_tokens": second.tokens,
+        "compared_tokens": length,
         "difference": difference.double().round(decimals=6).tolist(),  # short decimals: a smaller answer
         "difference_per_head": per_head.tolist(), "loss": first.recorded.token_losses(lm).tolist(),
-        "other_loss": second.recorded.token_losses(lm).tolist(), "notes": first.notes + second.notes,
+        "other_loss": second.recorded.token_losses(lm).tolist(), "notes": notes,
     }  # fmt: skip
+
+
+def one_token_changed(view: TextView) -> TextView:
+    """`view`'s text with its last token changed to the model's most likely other token there (a same-length second
+    text for Compare), with a note saying which."""
+    lm = view.lm
+    ids = head_insights.one_token_changed(lm.model, view.recorded, {lm.boundary_id, lm.eos_id, *lm.never_ids} - {None})
+    tokens = token_labels(lm.tokenizer, ids)
+    note = (f"Second text: the first with its last token {view.tokens[-1]!r} changed to {tokens[-1]!r}, the model's "
+            "most likely other token there.")  # fmt: skip
+    return TextView(lm, ids, tokens, [note], lm.tokenizer.decode(ids[1:], skip_special_tokens=False))
 
 
 def sampled_colours(generated: str, model: str, prompt: str, temperature, top_k, top_p, seed) -> str:
@@ -956,36 +1050,66 @@ def sampled_colours(generated: str, model: str, prompt: str, temperature, top_k,
     shown = [None] + [p if t >= max(prompt_length, 1) else None for t, p in enumerate(drawn, start=1)]
     note = ("Each generated token coloured by the probability it was sampled with (after temperature, top-k and "
             "top-p; greedy: the model's own); yellow: likely, purple: a surprise. Hover for the number.")  # fmt: skip
-    return sampled_html(pieces, shown, note)
+    return belongs_to(view.key, view.label, sampled_html(pieces, shown, note))
 
 
-def show_next_tokens(text, model, position):
-    return next_tokens_html(next_tokens(text, model, position), logit_lens(text, model, position))
+def drawn(shown: dict | None, draw) -> str:
+    """One view of the text the maps show: `draw(text, model)`'s HTML, marked with the (model, token ids) it belongs
+    to. A visitor's mistake is drawn in its place, so that no earlier result stays up beneath the message."""
+    if not shown:
+        return error_html("No text is shown: show the attention of a text first (the button above).")
+    try:
+        body = draw(shown["text"], shown["model"])
+    except VisitorError as error:
+        body = error_html(str(error))
+    return belongs_to(shown["key"], shown["label"], body)
 
 
-def pick_position(text, model, event: gr.EventData):
+def show_next_tokens(shown, position):
+    return drawn(shown, lambda t, m: next_tokens_html(next_tokens(t, m, position), logit_lens(t, m, position)))
+
+
+def pick_position(shown, event: gr.EventData):
     position = int(event._data["position"])
-    return position, show_next_tokens(text, model, position)
+    return position, show_next_tokens(shown, position)
 
 
-def show_ablation(text, model, ticked, mode, position):
-    return ablation_html(ablate(text, model, ", ".join(ticked or []), mode, position))
+def show_ablation(shown, ticked, mode, position):
+    return drawn(shown, lambda t, m: ablation_html(ablate(t, m, ", ".join(ticked or []), mode, position)))
 
 
-def show_generation(text, model, ticked, mode, prompt, new_tokens, temperature, top_k, top_p, seed):
-    answer = ablate(text, model, ", ".join(ticked or []), mode, -1, prompt, new_tokens, temperature, top_k, top_p,
-                    seed)  # fmt: skip
-    return generation_html(answer["generation"]) if "generation" in answer else ""
+def show_generation(shown, ticked, mode, prompt, new_tokens, temperature, top_k, top_p, seed):
+    def draw(text, model):
+        answer = ablate(text, model, ", ".join(ticked or []), mode, -1, prompt, new_tokens, temperature, top_k, top_p,
+                        seed)  # fmt: skip
+        return generation_html(answer["generation"]) if "generation" in answer else ""
+
+    return drawn(shown, draw)
 
 
-def head_choices(model: str):
-    config = PICKER.get(model or NAMES_DEFAULT).model.config
+def show_importance(shown, mode):
+    return drawn(shown, lambda t, m: importance_html(importance(t, m, mode)))
+
+
+def show_roles(shown):
+    return drawn(shown, lambda t, m: roles_html(head_roles(t, m)))
+
+
+def show_compare(shown, other_text):
+    return drawn(shown, lambda t, m: compare_html(compare(t, other_text, m)))
+
+
+def head_choices(shown: dict | None, ticked: list[str] | None):
+    """The heads of the shown text's model to tick; those ticked stay ticked while the model has them."""
+    if not shown:
+        return gr.skip()
+    config = PICKER.get(shown["model"]).model.config
     choices = [f"{layer}.{head}" for layer in range(config.n_layer) for head in range(config.n_head)]
-    return gr.CheckboxGroup(choices=choices, value=[])
+    return gr.CheckboxGroup(choices=choices, value=[head for head in ticked or [] if head in choices])
 
 
-def build_head_insights(demo, text, model, sampling, prompt, generated_text, text_model, after_text):
-    """The "What does this head do?" section, on the text and model of the attention maps."""
+def build_head_insights(shown, sampling, prompt, generated_text, text_model, after_text):
+    """The "What does this head do?" section, on the text and model the maps show (`shown`)."""
     gr.Markdown("## What does this head do?\nOn the text and model above. Click a token to pick its position.")
     with gr.Row():
         position = unchecked(gr.Number(-1, precision=0, label="Position (from 0; -1 = last)", scale=1))
@@ -1007,27 +1131,28 @@ def build_head_insights(demo, text, model, sampling, prompt, generated_text, tex
     importance_out = gr.HTML(elem_id="importance")
     roles_out = gr.HTML(elem_id="head-roles")
     gr.Markdown("### Compare two texts")
-    other_text = gr.Textbox("anna", label="Second text (as many tokens as the first)")
+    other_text = gr.Textbox("", label="Second text (empty: the text above with its last token changed to the model's "
+                            "most likely other token; any length: the maps are compared over the common positions)",
+                            elem_id="compare-text")  # fmt: skip
     compare_button = gr.Button("Compare")
     compare_out = gr.HTML(elem_id="compare")
     sampled_out = gr.HTML(elem_id="sampled-probabilities")
 
     for endpoint in (next_tokens, logit_lens, ablate, importance, head_roles, compare):
         gr.api(endpoint, api_name=endpoint.__name__)
-    next_button.click(show_next_tokens, [text, model, position], next_out, api_visibility="private")
-    next_out.pick(pick_position, [text, model], [position, next_out], api_visibility="private")
-    ablate_button.click(show_ablation, [text, model, heads, mode, position], ablation_out, api_visibility="private"
-                        ).then(show_generation, [text, model, heads, mode, insight_prompt, new_tokens, *sampling],
-                               generation_out, api_visibility="private")  # fmt: skip
-    importance_button.click(lambda t, m, a: importance_html(importance(t, m, a)), [text, model, mode], importance_out,
-                            api_visibility="private")  # fmt: skip
-    roles_button.click(lambda t, m: roles_html(head_roles(t, m)), [text, model], roles_out, api_visibility="private")
-    compare_button.click(lambda t, o, m: compare_html(compare(t, o, m)), [text, other_text, model], compare_out,
-                         api_visibility="private")  # fmt: skip
-    gr.on([demo.load, model.change], head_choices, model, heads, api_visibility="private")
-    after_text.success(
-        sampled_colours, [generated_text, text_model, prompt, *sampling], sampled_out, api_visibility="private"
-    ).success(lambda p: p, prompt, insight_prompt, api_visibility="private")
+    private = dict(api_visibility="private")
+    next_button.click(show_next_tokens, [shown, position], next_out, **private)
+    next_out.pick(pick_position, [shown], [position, next_out], **private)
+    ablate_button.click(show_ablation, [shown, heads, mode, position], ablation_out, **private).then(
+        show_generation, [shown, heads, mode, insight_prompt, new_tokens, *sampling], generation_out, **private
+    )
+    importance_button.click(show_importance, [shown, mode], importance_out, **private)
+    roles_button.click(show_roles, [shown], roles_out, **private)
+    compare_button.click(show_compare, [shown, other_text], compare_out, **private)
+    shown.change(head_choices, [shown, heads], heads, **private)
+    sampled = after_text.success(sampled_colours, [generated_text, text_model, prompt, *sampling], sampled_out,
+                                 **private)  # fmt: skip
+    sampled.success(lambda p: p, prompt, insight_prompt, **private)
 
 
 # ---- attention, step by step ---------------------------------------------------------------------------------------
@@ -1039,7 +1164,7 @@ def flag(name: str, value, default: bool) -> bool:
         return default
     spelled = str(value).strip().lower()
     if spelled not in ("true", "false", "1", "0"):
-        raise UserError(f"{name} must be true or false, got {value!r}.")
+        raise VisitorError(f"{name} must be true or false, got {value!r}.")
     return spelled in ("true", "1")
 
 
@@ -1053,13 +1178,12 @@ def step(text: str = "emma", model: str | None = None, layer: int = 0, head: int
     """Every number of one attention head at work on one token of `text`: the textbook steps from the sublayer's
     input to what the next sublayer receives (attention_steps.py). `query` is the token's position (0: the start
     token; default: the last token); `training` applies the model's attention dropout, drawn with `seed`."""
-    with visitor_mistakes():
-        model = model or NAMES_DEFAULT
-        view = text_view(model, text or "")
-        choice = dict(layer=number("Layer", layer, 0, int), head=number("Head", head, 0, int),
-                      query=number("Query position", query, None, int), training=flag("Training", training, False),
-                      seed=number("Seed", seed, 0, int))  # fmt: skip
-        steps = attention_steps(view.lm.model, view.recorded, **choice, rng_lock=GLOBAL_RNG)
+    model = model or NAMES_DEFAULT
+    view = text_view(model, text or "")
+    choice = dict(layer=number("Layer", layer, 0, int), head=number("Head", head, 0, int),
+                  query=number("Query position", query, None, int), training=flag("Training", training, False),
+                  seed=number("Seed", seed, 0, int))  # fmt: skip
+    steps = attention_steps(view.lm.model, view.recorded, **choice, rng_lock=GLOBAL_RNG)
     return steps_json(steps, view.tokens, model=model, notes=view.notes)
 
 
@@ -1076,7 +1200,7 @@ def step_view(shown: dict | None, layer, head, query, training, seed):
         gr.Dropdown(choices=[(f"layer {n}", n) for n in range(config.n_layer)], value=layer),
         gr.Dropdown(choices=[(f"head {n}", n) for n in range(config.n_head)], value=head),
         gr.Dropdown(choices=[(f"{j}: {t}", j) for j, t in enumerate(tokens)], value=numbers["query"]),
-        steps_html(numbers),
+        belongs_to(shown["key"], shown["label"], steps_html(numbers)),
     )
 
 
@@ -1172,13 +1296,14 @@ def build_demo() -> gr.Blocks:
                 gr.Dropdown(PICKER.names, value=NAMES_DEFAULT, label="Model", scale=1, elem_id="attention-model")
             )
         attn_button = gr.Button("Show attention")
+        current = gr.HTML(js_on_load=CURRENT_JS, elem_id="current-text")
         attn_notes = gr.Markdown(label="Notes")
         grid = gr.HTML(label="Every head", js_on_load=PICK_JS, elem_id="attention-grid")
         with gr.Row():
             layer = gr.Dropdown([0], value=0, label="Layer", interactive=True)
             head = gr.Dropdown(["0"], value="0", label="Head", interactive=True)
         large = gr.HTML(label="Chosen head", js_on_load=HEAD_JS, elem_id="attention-head",
-                        server_functions=[attention_window, attention_row])  # fmt: skip
+                        server_functions=[answers_visitors(f) for f in (attention_window, attention_row)])  # fmt: skip
         with gr.Row(equal_height=True):
             export_what = gr.Dropdown([(label, value) for value, label in EXPORTS.items()], value="safetensors",
                                       label="Export the attention of this text", scale=2)  # fmt: skip
@@ -1190,27 +1315,44 @@ def build_demo() -> gr.Blocks:
         attn_outputs = [attn_notes, grid, large, trace, layer, head, shown]
 
         sampling = [temperature, top_k, top_p, seed]
-        names_button.click(
+        private = dict(api_visibility="private")
+        names_shown = names_button.click(
             names, [prefix, count, *sampling, names_model], [names_out, names_notes, first_name], api_name="names",
             concurrency_limit=None,  # every request goes to the model's batch, which has its own limits
-        ).success(attention_of_sample, [first_name, names_model], [attn_text, attn_model, *attn_outputs],
-                  api_visibility="private")  # fmt: skip
+        ).success(attention_of_sample, [first_name, names_model], [attn_text, attn_model, *attn_outputs], **private)
         generated = text_button.click(
             text, [prompt, max_new, *sampling, text_model], [text_out, text_notes], api_name="text",
             concurrency_limit=None,
-        ).success(attention_of_sample, [text_out, text_model], [attn_text, attn_model, *attn_outputs],
-                  api_visibility="private")  # fmt: skip
-        attn_button.click(attention, [attn_text, attn_model], attn_outputs, api_name="attention")
-        grid.pick(pick_head, [shown], [layer, head, large], api_visibility="private")
+        )
+        sample_outputs = [attn_text, attn_model, *attn_outputs]
+        text_shown = generated.success(attention_of_sample, [text_out, text_model], sample_outputs, **private)
+        # The text shown is the page's current text: a new one (a button, Enter, another model, a generation) redraws
+        # the maps and the step view and greys every other view of the previous one (CURRENT_JS); a text that cannot
+        # be shown leaves no view claiming to be current.
+        shows = [
+            (attn_button.click(attention, [attn_text, attn_model], attn_outputs, api_name="attention"),
+             [attn_text, attn_model]),
+            (attn_text.submit(attention, [attn_text, attn_model], attn_outputs, **private), [attn_text, attn_model]),
+            (attn_model.input(attention, [attn_text, attn_model], attn_outputs, **private), [attn_text, attn_model]),
+            (demo.load(attention, [attn_text, attn_model], attn_outputs, **private), [attn_text, attn_model]),
+            (names_shown, [first_name, names_model]),
+            (text_shown, [text_out, text_model]),
+        ]  # fmt: skip
+        for event, asked in shows:
+            event.failure(not_shown, asked, [shown, current, trace], **private)
+        shown.change(current_line, shown, current, **private)
+        grid.pick(pick_head, [shown], [layer, head, large], **private)
         for selector in (layer, head):
-            selector.input(show_head, [shown, layer, head], large, api_visibility="private")
-        export_button.click(export_shown, [shown, export_what, layer, head], export_file, api_visibility="private")
+            selector.input(show_head, [shown, layer, head], large, **private)
+        export_button.click(export_shown, [shown, export_what, layer, head], export_file, **private)
         gr.api(attention_export, api_name="attention_export")
         gr.api(attention_values, api_name="attention_values")
-        demo.load(attention, [attn_text, attn_model], attn_outputs, api_visibility="private")
-        build_head_insights(demo, attn_text, attn_model, sampling, prompt, text_out, text_model, generated)
+        build_head_insights(shown, sampling, prompt, text_out, text_model, generated)
         pickers_follow_training(demo, training)
         step_by_step_section(shown, large)
+    for block_function in demo.fns.values():  # the error rule, alike on every event and endpoint
+        if block_function.fn is not None:
+            block_function.fn = answers_visitors(block_function.fn)
     return demo
 
 
@@ -1272,8 +1414,8 @@ def main(argv=None) -> None:
     for default in {NAMES_DEFAULT, TEXT_DEFAULT}:  # load before serving: the first request is as fast as the rest
         try:
             PICKER.get(default)
-        except gr.Error as error:  # a broken default model: one line, not a traceback
-            raise SystemExit(f"app.py: error: {error.message} ({PICKER.sources[default]})") from None
+        except ModelUnavailable as error:  # a broken default model: one line, not a traceback
+            raise SystemExit(f"app.py: error: {error} ({PICKER.sources[default]})") from None
     demo = build_demo()
     demo.queue(default_concurrency_limit=args.concurrency)
     demo.launch(

@@ -270,7 +270,7 @@ element.addEventListener('click', (event) => {
 # The enlarged maps (#attention-head, drawn by head_html). Hover: the exact weight under the pointer, read from the
 # server one query row at a time (server.attention_row) and kept per row. Wheel or the zoom buttons: zoom around the
 # pointer (or the centre); drag: pan; each asks the server for the visible part (server.attention_window).
-# Hooks for other views, kept stable: .attn-large[data-model][data-text][data-tokens] is the text shown,
+# Hooks for other views, kept stable: .attn-large[data-model][data-text][data-view][data-tokens] is the text shown,
 # figure[data-layer][data-head] one map, its svg[data-row][data-col][data-size] the window shown (queries row .. row +
 # size, keys col .. col + size). A click on a map (no drag) selects the query row under the pointer: it sets
 # data-query on .attn-large, fires this gr.HTML's event 'query' with {layer, head, query} (`large.query(fn, ...)`,
@@ -292,13 +292,22 @@ const shown = (figure) => {
   return {root, model: root.dataset.model, text: root.dataset.text, layer: Number(figure.dataset.layer),
           head: figure.dataset.head};
 };
+// Gradio updates this element in place when another text is shown: what is kept here is kept per text (data-view:
+// its model and token ids), and an answer is used only while its text is still the one shown.
+const tokensOf = (root) => {
+  if (root._tokensKey !== root.dataset.view) {
+    root._tokens = JSON.parse(root.dataset.tokens);
+    root._tokensKey = root.dataset.view;
+  }
+  return root._tokens;
+};
+const rows = new Map();
 const rowOf = (figure, query) => {
   const {root, ...asked} = shown(figure);
-  root._rows = root._rows || new Map();
-  const key = `${asked.layer}|${asked.head}|${query}`;
-  if (root._rows.size > 4096) root._rows.clear();
-  if (!root._rows.has(key)) root._rows.set(key, server.attention_row({...asked, query}));
-  return root._rows.get(key);
+  const key = `${root.dataset.view}|${asked.layer}|${asked.head}|${query}`;
+  if (rows.size > 4096) rows.clear();
+  if (!rows.has(key)) rows.set(key, server.attention_row({...asked, query}));
+  return rows.get(key);
 };
 const tip = (event, text) => {
   const root = element.querySelector('.attn-large'), box = root && root.querySelector('.attn-tip');
@@ -311,11 +320,11 @@ const tip = (event, text) => {
   box.style.top = (event.clientY - origin.top + 14) + 'px';
 };
 const showWindow = (root, row, col, size) => {
-  const mine = ++generation;
+  const mine = ++generation, key = root.dataset.view;
   root.querySelectorAll('figure[data-layer]').forEach((figure) => {
     const {root: _, ...asked} = shown(figure);
     server.attention_window({...asked, row: Math.round(row), col: Math.round(col), size: Math.round(size)})
-      .then((body) => { if (mine === generation) figure.innerHTML = body; });
+      .then((body) => { if (mine === generation && root.dataset.view === key) figure.innerHTML = body; });
   });
 };
 const zoom = (cell, factor) => {  // the point under the pointer stays where it is
@@ -332,13 +341,16 @@ element.addEventListener('mousemove', (event) => {
   const cell = cellAt(event);
   if (!cell) { hovered = ''; tip(event, null); return; }
   const root = cell.figure.closest('.attn-large');
-  const tokens = root._tokens = root._tokens || JSON.parse(root.dataset.tokens);
+  const tokens = tokensOf(root), key = root.dataset.view;
   const label = `query ${cell.q} "${tokens[cell.q]}" -> key ${cell.k} "${tokens[cell.k]}": `;
   if (cell.k > cell.q) { tip(event, label + 'masked (a future token)'); return; }
-  const id = hovered = `${cell.figure.dataset.head}|${cell.q}|${cell.k}`;
+  const id = hovered = `${key}|${cell.figure.dataset.layer}|${cell.figure.dataset.head}|${cell.q}|${cell.k}`;
   tip(event, label + '…');
   rowOf(cell.figure, cell.q)
-    .then((row) => { if (hovered === id) tip(event, label + row.weights[cell.k].toPrecision(6)); })
+    .then((row) => {
+      if (hovered !== id) return;
+      tip(event, label + (row.view === key ? row.weights[cell.k].toPrecision(6) : '(another text: hover again)'));
+    })
     .catch(() => { if (hovered === id) tip(event, label + '(could not read the weight: show the maps again)'); });
 });
 element.addEventListener('mouseleave', (event) => { hovered = ''; tip(event, null); });
@@ -380,7 +392,7 @@ element.addEventListener('click', (event) => {
   if (!svg) return;
   const w = svg.dataset, cell = {figure: svg.closest('figure'), fx: 0.5, fy: 0.5, row: Number(w.row),
                                  col: Number(w.col), size: Number(w.size)};
-  if (button.dataset.zoom === 'all') showWindow(root, 0, 0, JSON.parse(root.dataset.tokens).length);
+  if (button.dataset.zoom === 'all') showWindow(root, 0, 0, tokensOf(root).length);
   else zoom(cell, button.dataset.zoom === 'in' ? 0.5 : 2);
 });
 """
@@ -468,7 +480,7 @@ ZOOM_BAR = (
 
 def head_html(attentions, tokens: list[str], layer: int, head: str, shown: dict, window: Window | None = None) -> str:
     """The chosen head and the average over the heads of its layer, side by side, showing `window` (default: all).
-    `shown` ({"model", "text"}) goes with the page, for HEAD_JS's requests of hover values and other windows."""
+    `shown` ({"model", "text", "key"}) goes with the page, for HEAD_JS's requests of hover values and other windows."""
     attentions = torch.as_tensor(attentions)
     window = window or Window.fit(len(tokens))
     heads = [head, "mean"] if head != "mean" else ["mean"]
@@ -478,7 +490,8 @@ def head_html(attentions, tokens: list[str], layer: int, head: str, shown: dict,
         for h in heads
     )
     data = " ".join(f'data-{k}="{html.escape(v, quote=True)}"' for k, v in
-                    [("model", shown["model"]), ("text", shown["text"]), ("tokens", json.dumps(tokens))])  # fmt: skip
+                    [("model", shown["model"]), ("text", shown["text"]), ("view", shown["key"]),
+                     ("tokens", json.dumps(tokens))])  # fmt: skip
     zoom = ZOOM_BAR if len(tokens) > SMALLEST_WINDOW else ""
     return (
         f'<div class="attn-large" {data}>{zoom}{figures}<div class="attn-tip" hidden></div></div>{legend_html()}'

@@ -31,9 +31,10 @@ import torch
 from torch import nn
 
 from attention_maps import trace_steps
+from explorer.errors import VisitorError
 
 
-class StepChoiceError(ValueError):
+class StepChoiceError(VisitorError):
     """A layer, head or query position the model or the text does not have; the message says what to choose."""
 
 

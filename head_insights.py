@@ -26,6 +26,7 @@ import threading
 import torch
 from torch.nn import functional as F
 
+from explorer.errors import VisitorError
 from forward_pass import ForwardPass, run_forward_pass
 
 ABLATION_MODES = ("zero", "mean")
@@ -42,10 +43,10 @@ def parse_heads(spec: str, n_layer: int, n_head: int) -> list[tuple[int, int]]:
             continue
         match = re.fullmatch(r"(\d+)\.(\d+)", item)
         if not match:
-            raise ValueError(f"Cannot read the head {item!r}: write each head as layer.head, e.g. '1.2, 0.3'.")
+            raise VisitorError(f"Cannot read the head {item!r}: write each head as layer.head, e.g. '1.2, 0.3'.")
         layer, head = int(match[1]), int(match[2])
         if layer >= n_layer or head >= n_head:
-            raise ValueError(f"There is no head {item}: this model has layers 0-{n_layer - 1} and heads "
+            raise VisitorError(f"There is no head {item}: this model has layers 0-{n_layer - 1} and heads "
                              f"0-{n_head - 1} in each.")  # fmt: skip
         if (layer, head) not in heads:
             heads.append((layer, head))
@@ -62,7 +63,7 @@ def head_mask(heads: list[tuple[int, int]], n_layer: int, n_head: int) -> torch.
 
 def check_mode(mode: str) -> str:
     if mode not in ABLATION_MODES:
-        raise ValueError(f"The ablation mode must be 'zero' or 'mean', got {mode!r}.")
+        raise VisitorError(f"The ablation mode must be 'zero' or 'mean', got {mode!r}.")
     return mode
 
 
@@ -70,7 +71,7 @@ def check_position(position: int | None, length: int) -> int:
     """A token position counted from 0 over the tokens shown; None or -1 means the last."""
     position = length - 1 if position is None or position == -1 else int(position)
     if not 0 <= position < length:
-        raise ValueError(f"The position must be between 0 and {length - 1} (the text has {length} tokens, counted "
+        raise VisitorError(f"The position must be between 0 and {length - 1} (the text has {length} tokens, counted "
                          f"from 0, the start token included), got {position}.")  # fmt: skip
     return position
 
@@ -186,7 +187,7 @@ def head_importance(model, recorded: ForwardPass, mode: str = "zero") -> tuple[t
     the same batch so that both sides are computed alike), row 1 + l * H + h ablates head h of layer l."""
     L, H = model.config.n_layer, model.config.n_head
     if len(recorded.input_ids) < 2:
-        raise ValueError("The text is empty: head importance needs at least one token after the start token.")
+        raise VisitorError("The text is empty: head importance needs at least one token after the start token.")
     ablate = torch.cat([torch.zeros(1, L, H, dtype=torch.bool), torch.eye(L * H, dtype=torch.bool).view(-1, L, H)])
     means = head_means(recorded) if check_mode(mode) == "mean" else None
     losses = losses_per_row(model, list(recorded.input_ids), ablate, means).mean(dim=1)  # (1 + L * H,)
@@ -269,7 +270,7 @@ def head_roles(model, recorded: ForwardPass, probes: torch.Tensor) -> dict:
     """(L, H) scores of each role: previous token, first token and self on the text; induction on the probes."""
     length = len(recorded.input_ids)
     if length < 2:
-        raise ValueError("The text is empty: the head roles need at least one token after the start token.")
+        raise VisitorError("The text is empty: the head roles need at least one token after the start token.")
     attentions = recorded.attentions  # (L, H, T, T)
     return {
         "previous_token": role_score(attentions, previous_token_pattern(length)),
@@ -300,15 +301,25 @@ def logit_lens(model, recorded: ForwardPass, position: int, k: int = 3) -> list[
 
 
 def compare_attention(first: ForwardPass, second: ForwardPass) -> tuple[torch.Tensor, torch.Tensor]:
-    """(L, H, T, T) first's attention weights minus second's, and (L, H) the mean absolute difference per head over
-    the visible (query, key) pairs. The texts must have as many tokens."""
-    if len(first.input_ids) != len(second.input_ids):
-        counts = f"the first has {len(first.input_ids)}, the second {len(second.input_ids)} (start token included)"
-        raise ValueError(f"The two texts must have the same number of tokens to compare their maps: {counts}.")
-    difference = first.attentions - second.attentions  # (L, H, T, T)
-    length = difference.shape[-1]
+    """(L, H, N, N) first's attention weights minus second's over their first N = min(T1, T2) tokens, and (L, H) the
+    mean absolute difference per head over the visible (query, key) pairs. Causal attention makes the first N rows of a
+    longer text's maps those of its first N tokens alone, so texts of different lengths compare over their common
+    positions."""
+    length = min(len(first.input_ids), len(second.input_ids))
+    difference = first.attentions[..., :length, :length] - second.attentions[..., :length, :length]  # (L, H, N, N)
     visible = length * (length + 1) / 2  # causal: the lower triangle
     return difference, difference.abs().sum(dim=(-2, -1)) / visible
+
+
+def one_token_changed(model, recorded: ForwardPass, never_ids: set[int]) -> list[int]:
+    """The text's ids with its last token replaced by the model's most likely other token there (none of
+    `never_ids`): a second text of the same length that differs in one place, for comparing two texts' maps."""
+    ids = list(recorded.input_ids)
+    if len(ids) < 2:
+        raise VisitorError("The text is empty: type at least one character to compare.")
+    logits = recorded.logits(model)[-2].float().clone()  # what the model expects at the last position
+    logits[[ids[-1], *never_ids]] = float("-inf")
+    return ids[:-1] + [int(logits.argmax())]
 
 
 __all__ = [
@@ -316,4 +327,5 @@ __all__ = [
     "top_tokens", "next_token_probabilities", "sampled_probabilities", "ablated_pass", "losses_per_row",
     "head_importance", "previous_token_pattern", "first_token_pattern", "self_pattern", "induction_pattern",
     "role_score", "induction_probe", "induction_scores", "head_roles", "top_heads", "logit_lens", "compare_attention",
+    "one_token_changed",
 ]  # fmt: skip

@@ -19,6 +19,39 @@ INSIGHT_CSS = """
 .insight .bar { display: inline-block; height: 10px; background: #6366f1; vertical-align: middle; }
 .insight .maps { display: flex; flex-wrap: wrap; gap: 18px; }
 .insight .sampled span { font-family: ui-monospace, monospace; white-space: pre-wrap; }
+.current-view { font-size: 14px; padding: 4px 8px; border-left: 4px solid #6366f1; background: rgba(99,102,241,.08); }
+.current-view.lost { border-left-color: #dc2626; background: rgba(220,38,38,.08); }
+.view-of.stale > :not(.stale-note) { opacity: .35; filter: grayscale(1); }
+.stale-note { font-size: 13px; margin: 2px 0 6px; padding: 3px 8px; border-radius: 4px; background: #fef3c7;
+              color: #78350f; }
+.view-error { font-size: 13px; color: #b91c1c; }
+"""
+
+# On the current-text line (`current_html`): every view drawn for another (model, text) than the one shown now, i.e.
+# every `.view-of` whose data-view is not the line's, is greyed with a note naming the text it belongs to. A mutation
+# observer re-checks after every change of the page, so a result that arrives late for an earlier text is marked too.
+CURRENT_JS = """
+const mark = () => {
+  const now = element.querySelector('.current-view');
+  const key = now ? now.dataset.view : '';
+  document.querySelectorAll('.view-of').forEach((view) => {
+    const stale = view.dataset.view !== key;
+    view.classList.toggle('stale', stale);
+    let note = view.querySelector(':scope > .stale-note');
+    if (!stale) { if (note) note.remove(); return; }
+    if (!note) { note = document.createElement('p'); note.className = 'stale-note'; view.prepend(note); }
+    const text = `Out of date: this was computed for ${view.dataset.label}, not for the text shown now. ` +
+                 'Run it again to see the current text.';
+    if (note.textContent !== text) note.textContent = text;
+  });
+};
+let queued = false;
+new MutationObserver(() => {
+  if (queued) return;
+  queued = true;
+  requestAnimationFrame(() => { queued = false; mark(); });
+}).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-view']});
+mark();
 """
 
 # A click on a token of the strip picks its position (the `pick` event of the gr.HTML).
@@ -28,6 +61,29 @@ element.addEventListener('click', (event) => {
   if (cell) trigger('pick', {position: Number(cell.dataset.position)});
 });
 """
+
+
+def belongs_to(key: str, label: str, body: str) -> str:
+    """A view's HTML marked with the (model, token ids) it was computed for: `key` identifies them, `label` names
+    them for a learner. CURRENT_JS greys it when the page shows another text."""
+    return f'<div class="view-of" data-view="{html.escape(key)}" data-label="{html.escape(label)}">{body}</div>'
+
+
+def current_html(key: str, label: str, length: int) -> str:
+    """The line saying which text and model every view below belongs to."""
+    return (f'<div class="current-view" data-view="{html.escape(key)}">Showing {html.escape(label)}, {length} tokens '
+            "(the start token included): every view below is of this text.</div>")
+
+
+def lost_html(label: str) -> str:
+    """The line after a text that could not be shown: no view below belongs to it."""
+    return (f'<div class="current-view lost" data-view="">Could not show {html.escape(label)} (the message says why). '
+            "The views below belong to the text named on each; fix the text and press Show attention.</div>")
+
+
+def error_html(message: str) -> str:
+    """A visitor's mistake drawn where the view would be (so that no earlier result stays up under it)."""
+    return f'<p class="view-error">{html.escape(message)}</p>'
 
 
 def _viridis(value: float) -> str:
@@ -184,8 +240,10 @@ def compare_html(answer: dict) -> str:
             ("Second", answer["other_tokens"], answer["other_loss"]),
         )
     )
-    title = "Mean |difference| of each head's map (first text minus second)"
-    return f'<div class="insight">{head_table(answer["difference_per_head"], title, digits=3)}{texts}</div>'
+    title = (f"Mean |difference| of each head's map over the first {answer['compared_tokens']} tokens (first text "
+             "minus second)")
+    notes = "".join(f"<p>{html.escape(note)}</p>" for note in answer["notes"])
+    return f'<div class="insight">{notes}{head_table(answer["difference_per_head"], title, digits=3)}{texts}</div>'
 
 
 def sampled_html(tokens: list[str], probabilities: list[float | None], note: str) -> str:
@@ -200,6 +258,7 @@ def sampled_html(tokens: list[str], probabilities: list[float | None], note: str
 
 
 __all__ = [
-    "INSIGHT_CSS", "PICK_TOKEN_JS", "head_table", "token_strip", "next_tokens_html", "loss_strip", "ablation_html",
+    "INSIGHT_CSS", "CURRENT_JS", "PICK_TOKEN_JS", "belongs_to", "current_html", "lost_html", "error_html",
+    "head_table", "token_strip", "next_tokens_html", "loss_strip", "ablation_html",
     "generation_html", "importance_html", "roles_html", "compare_html", "sampled_html",
 ]  # fmt: skip

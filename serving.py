@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
+from explorer.errors import VisitorError
+
 MIN_DECODE_ROWS = 4  # below this, CPU matmuls round a row differently than in a bigger batch (see the docstring)
 DONE = object()  # the event that ends a request's stream
 
@@ -63,8 +65,9 @@ class Sampling:
         return warpers
 
 
-class ServerBusy(RuntimeError):
-    """The batch and the waiting line are full: the caller should say so and let the user try again."""
+class ServerBusy(VisitorError):
+    """The batch and the waiting line are full: the caller should say so and let the user try again. Not a mistake,
+    but like one an answer for the visitor (try again later), not a failure for the log."""
 
 
 def kept_when_full(block_size: int) -> int:

@@ -39,6 +39,7 @@ import data
 import tokenization
 import train
 from configuration_minigpt import PRESETS, MiniGPTConfig
+from explorer.errors import VisitorError
 from modeling_minigpt import MiniGPTForCausalLM
 
 REPO = Path(__file__).resolve().parent
@@ -66,7 +67,7 @@ def runs_dir() -> Path:
     return Path(os.environ.get("MINIGPT_RUNS_DIR") or REPO / "runs" / "web")
 
 
-class RunError(ValueError):
+class RunError(VisitorError):
     """A visitor's mistake (bad input, a taken name, a run that is not theirs): the message says what to change."""
 
 

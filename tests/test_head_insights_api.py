@@ -95,6 +95,33 @@ def test_importance_roles_lens_and_compare_answer_layer_by_head(client):
     assert len(compared["other_loss"]) == 4 and max(map(max, compared["difference_per_head"])) > 0
 
 
+def test_compare_texts_of_different_lengths_over_their_common_positions(client, names_model):
+    """"emma" against "emmanuel": the difference covers their first 5 tokens, equals the two models' own maps there
+    (the longer text's first rows are its prefix's whole maps: attention is causal), and a note says so."""
+    answer = call(client, "/compare", text="emmanuel", other_text="emma")
+    assert answer["compared_tokens"] == 5 and len(answer["other_loss"]) == 4 and len(answer["loss"]) == 8
+    assert answer["model"] == "tiny-names" and answer["other_ids"] == EMMA
+    assert any("9 and 5 tokens" in note and "first 5" in note for note in answer["notes"])
+    long_ids = EMMA[:-1] + [1, 14, 21, 5, 12]  # . e m m a n u e l
+    with torch.no_grad():
+        long = names_model(torch.tensor([long_ids]), output_attentions=True).attentions
+        short = names_model(torch.tensor([EMMA]), output_attentions=True).attentions
+    expected = torch.stack([a[0, :, :5, :5] - b[0] for a, b in zip(long, short)])  # (L, H, 5, 5)
+    torch.testing.assert_close(torch.tensor(answer["difference"]).float(), expected, atol=2e-6, rtol=0)
+
+
+def test_compare_with_no_second_text_changes_the_last_token_to_the_models_next_guess(client, names_model):
+    answer = call(client, "/compare", text="emma", other_text="")
+    with torch.no_grad():
+        logits = names_model(torch.tensor([EMMA])).logits[0, -2]  # what the model expects where "a" stands
+    logits[[EMMA[-1], 0, 27]] = float("-inf")  # neither the token that is there, the boundary '.' nor the pad
+    assert answer["other_ids"] == EMMA[:-1] + [int(logits.argmax())] and answer["compared_tokens"] == 5
+    assert answer["other_text"] == "emm" + answer["other_tokens"][-1]
+    assert any("changed to" in note for note in answer["notes"])
+    difference = torch.tensor(answer["difference"])
+    assert difference[..., :-1, :].abs().max() == 0 and difference[..., -1, :].abs().max() > 0  # the last row alone
+
+
 def test_text_past_the_context_keeps_its_end_and_says_so(client):
     answer = call(client, "/ablate", text="x" * 100, model="tiny-text", heads="1.1")
     assert len(answer["tokens"]) == 32 and len(answer["loss_before"]) == 31
@@ -112,7 +139,7 @@ def test_text_past_the_context_keeps_its_end_and_says_so(client):
         ("/head_roles", dict(text=""), "The text is empty"),
         ("/next_tokens", dict(position=5), "The position must be between 0 and 4"),
         ("/logit_lens", dict(position="first"), "Position must be a number, got 'first'"),
-        ("/compare", dict(text="emma", other_text="ann"), "same number of tokens"),
+        ("/next_tokens", dict(position="٣"), "Position must be written with the digits 0-9"),
         ("/head_roles", dict(text="Émile"), "LATIN CAPITAL LETTER E WITH ACUTE"),
         ("/importance", dict(model="no-such-model"), "Unknown model 'no-such-model'"),
     ],

@@ -1,0 +1,1 @@
+"""The demo's engine: what the page computes, draws and serves around the textbook files at the top level."""

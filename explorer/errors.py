@@ -1,0 +1,18 @@
+"""One rule for errors, for the page and the API alike.
+
+A `VisitorError` is the visitor's mistake (a bad value, a text the model cannot read, a name that is taken) or an
+answer they act on (the server is busy): its message is shown to them and nothing reaches the server's log. Every
+other exception (a bug, a host's broken model folder) is the host's: its message is shown too, and its traceback
+goes to the log. Nothing here knows Gradio: the UI turns a VisitorError into a message without a traceback.
+"""
+
+
+class VisitorError(ValueError):
+    """The visitor's mistake: the message says what to change. (A ValueError, so that code which catches bad values
+    keeps doing so.)"""
+
+
+def shortened(value, limit: int = 60) -> str:
+    """`value` as a message may echo it: its repr, cut to `limit` characters."""
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
