@@ -880,7 +880,9 @@ def not_shown(text: str, model: str):
     """After a text that could not be shown (the message says why): nothing is current, so every view on the page
     is marked as belonging to an earlier text."""
     label = f"“{shortened(text or '', 40)[1:-1]}” on {shortened(model or NAMES_DEFAULT, 40)[1:-1]}"
-    return None, lost_html(label), None  # and no shape trace of the earlier text
+    # No shape trace or notes of the earlier text; the maps stay, greyed. Every output of the failed event is written
+    # (the maps with gr.skip()), which also takes Gradio's error badge off each.
+    return None, lost_html(label), None, "", gr.skip(), gr.skip()
 
 
 def attention_of_sample(sample: str, model: str):
@@ -1339,7 +1341,7 @@ def build_demo() -> gr.Blocks:
             (text_shown, [text_out, text_model]),
         ]  # fmt: skip
         for event, asked in shows:
-            event.failure(not_shown, asked, [shown, current, trace], **private)
+            event.failure(not_shown, asked, [shown, current, trace, attn_notes, grid, large], **private)
         shown.change(current_line, shown, current, **private)
         grid.pick(pick_head, [shown], [layer, head, large], **private)
         for selector in (layer, head):

@@ -150,3 +150,92 @@ def test_zoom_select_a_query_and_download_a_png_and_the_weights(page_url, tmp_pa
             assert len(tokens) == 30 and [a.shape for a in layers] == [(1, 2, 30, 30)] * 2
         finally:
             browser.close()
+
+
+def test_every_view_shows_the_current_texts_numbers_or_says_whose_they_are(page_url):
+    """The page's central promise: a number on screen is the current text's. Hover after a text change reads the new
+    text's tokens and weights (equal to /attention_values); after a new text, a new model or a text that cannot be
+    shown, each view is either redrawn for the current text or greyed with a note naming the text it belongs to."""
+    from gradio_client import Client
+    from playwright.sync_api import expect, sync_playwright
+    from test_app_api import call
+
+    client = Client(page_url, verbose=False)
+    expect.set_options(timeout=90_000)
+    views = ["#next-tokens", "#ablation", "#importance", "#head-roles", "#compare", "#step-view"]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.set_default_timeout(90_000)
+            page.goto(page_url)
+            current = page.locator("#current-text .current-view")
+            expect(current).to_contain_text("“emma” on tiny-names, 5 tokens")
+
+            def show(text: str) -> None:
+                page.get_by_label("Text to look at (filled in by each generation)").fill(text)
+                page.get_by_role("button", name="Show attention").click()
+
+            def hover(row: int, col: int) -> str:
+                heat = page.locator("#attention-head figure image.heat").first
+                heat.scroll_into_view_if_needed()
+                box, size = heat.bounding_box(), int(page.locator("#attention-head figure svg").first.get_attribute(
+                    "data-size"))  # fmt: skip
+                heat.hover(position={"x": box["width"] * (col + 0.5) / size, "y": box["height"] * (row + 0.5) / size})
+                tip = page.locator("#attention-head .attn-tip")
+                expect(tip).to_contain_text(re.compile(r": \d\.\d+$"))
+                return tip.text_content()
+
+            def expected_tip(text: str, model: str, row: int, col: int) -> str:
+                answer = call(client, "/attention_values", text=text, model=model, layer=0, head="0", query=row)
+                tokens = answer["tokens"]
+                return f'query {row} "{tokens[row]}" -> key {col} "{tokens[col]}": {answer["weights"][col]:.6g}'
+
+            def greyed(selector: str) -> str | None:
+                note = page.locator(f"{selector} .view-of > .stale-note")
+                return note.text_content() if note.count() else None
+
+            assert hover(3, 1) == expected_tip("emma", "tiny-names", 3, 1)
+            for button in ("Next-token probabilities and logit lens", "Ablate", "Head importance map", "Head roles",
+                           "Compare"):  # fmt: skip
+                page.get_by_role("button", name=button, exact=True).click()
+            for selector in views:
+                expect(page.locator(f"{selector} .view-of")).to_have_attribute("data-label", "“emma” on tiny-names")
+            # Compare's own default (an empty second text): the first with one token changed, no error.
+            expect(page.locator("#compare")).to_contain_text("changed to")
+            for selector in views:
+                assert greyed(selector) is None, selector
+
+            for text, row, col in (("christopher", 5, 4), ("isabella", 5, 4), ("isabella", 3, 1)):
+                show(text)
+                expect(current).to_contain_text(f"“{text}” on tiny-names")
+                assert hover(row, col) == expected_tip(text, "tiny-names", row, col)
+            for selector in views[:-1]:  # computed for emma: marked as such
+                expect(page.locator(f"{selector} .stale-note")).to_contain_text("computed for “emma” on tiny-names")
+            expect(page.locator("#step-view .view-of")).to_have_attribute("data-label", "“isabella” on tiny-names")
+            assert greyed("#step-view") is None and greyed("#attention-grid") is None
+
+            # A view run again is of the current text; Compare of texts of different lengths: the common positions.
+            page.locator("#compare-text textarea").fill("emma")
+            page.get_by_role("button", name="Compare", exact=True).click()
+            expect(page.locator("#compare")).to_contain_text("compared over the first 5")
+            assert greyed("#compare") is None
+
+            # Another model: the maps and the step view follow it; the views of the names model are marked.
+            page.locator("#attention-model").get_by_label("Model").click()
+            page.get_by_role("option", name="tiny-text").click()
+            expect(current).to_contain_text("“isabella” on tiny-text")
+            expect(grid_tiles(page)).to_have_count(6)
+            assert hover(5, 4) == expected_tip("isabella", "tiny-text", 5, 4)
+            expect(page.locator("#compare .stale-note")).to_contain_text("“isabella” on tiny-names")
+            expect(page.locator("#step-view .view-of")).to_have_attribute("data-label", "“isabella” on tiny-text")
+
+            # A text the model cannot read: nothing claims to be current, the maps included.
+            show("ok 🙂")
+            expect(current).to_contain_text("Could not show")
+            for selector in ["#attention-grid", "#attention-head", *views]:
+                expect(page.locator(f"{selector} .stale-note")).to_be_visible()
+            page.get_by_role("button", name="Head roles").click()
+            expect(page.locator("#head-roles")).to_contain_text("No text is shown")
+        finally:
+            browser.close()

@@ -53,15 +53,20 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
             if os.environ.get("MINIGPT_TRAIN_SCREENSHOT"):  # the README's picture of a run in progress
                 shutil.copy(shot, os.environ["MINIGPT_TRAIN_SCREENSHOT"])
 
+            notes = page.locator("#train-notes")
             page.get_by_role("button", name="Cancel").click()
             expect(bar).to_have_attribute("data-state", "stopped")
             stopped_at = int(bar.get_attribute("data-step"))
             assert 0 < stopped_at < 600
             expect(bar).to_contain_text("checkpoint is kept")
+            expect(notes).not_to_contain_text("Cancelling")  # the bar says how it ended: Cancel's note has gone
 
             page.get_by_role("button", name="Resume").click()
+            expect(bar).to_have_attribute("data-state", "running")
+            expect(notes).not_to_contain_text("Cancelling")
             expect(bar).to_have_attribute("data-state", "finished")
             expect(bar).to_have_attribute("data-step", "600")
+            expect(notes).not_to_contain_text("Cancelling")
 
             # The new model is in the maps' picker: its 1 layer x (2 heads + average) maps.
             picker = page.locator("input[aria-label='Model']:visible")
