@@ -1373,8 +1373,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="rows decoded as one batch per model: a text is a row, a name too")  # fmt: skip
     parser.add_argument("--max-waiting", type=int, default=BATCHING["max_waiting"],
                         help="requests waiting for room in a model's batch; beyond, a 'busy' message")  # fmt: skip
-    parser.add_argument("--min-decode-rows", type=int, choices=[1, 4], default=BATCHING["min_decode_rows"],
-                        help="4 (default): a seed gives the same text, bit for bit, alone or in a crowd; 1: a lone "
+    parser.add_argument("--min-decode-rows", type=int, choices=[1, MIN_DECODE_ROWS],
+                        default=BATCHING["min_decode_rows"],
+                        help="4 (default; raised to what this CPU's matrix kernels need, measured per model at start): "
+                             "a seed gives the same text, bit for bit, alone or in a crowd; 1: a lone "
                              "request decodes at batch 1, faster, and its text may then differ from its text in a "
                              "crowd in rare cases (a near tie between two tokens)")  # fmt: skip
     parser.add_argument("--stream-every", type=float, default=STREAM["every"], metavar="SECONDS",

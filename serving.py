@@ -18,8 +18,10 @@ How a row computes the same numbers whatever else is in the batch (so that a see
   with a mask: the attention shapes of a row do not depend on the other rows (no left padding to the longest one);
 - prompts (and the window jumps) are computed one request at a time, as alone; only the one-token decoding steps are
   batched;
-- a decoding step has at least `MIN_DECODE_ROWS` rows (empty rows fill a smaller batch): CPU matrix products give a
-  row the same bits for any row count from 4 up, but a 1-row product takes another kernel (a test checks both);
+- a decoding step has at least `MIN_DECODE_ROWS` rows (empty rows fill a smaller batch): a CPU matrix product takes
+  other kernels for few rows, and which and up to how many depends on the CPU and the product's shape (on an AVX2
+  machine a row's bits were the same from 4 rows up; on an AVX-512 one, a 256-wide product needs 11). So the floor is
+  measured for each model at start (`rows_for_same_bits`) and raised to what this machine needs (a test checks it);
 - each request samples from its own rows' logits with transformers' logits warpers and its own `torch.Generator`
   (one uniform number per row, through the cumulative distribution).
 """
@@ -37,7 +39,7 @@ from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogit
 
 from explorer.errors import VisitorError
 
-MIN_DECODE_ROWS = 4  # below this, CPU matmuls round a row differently than in a bigger batch (see the docstring)
+MIN_DECODE_ROWS = 4  # the least floor; raised where this CPU rounds a row differently in bigger batches (see above)
 DONE = object()  # the event that ends a request's stream
 
 
@@ -73,6 +75,23 @@ class ServerBusy(VisitorError):
 def kept_when_full(block_size: int) -> int:
     """Tokens a full window keeps when it jumps: its last 3/4."""
     return max(1, block_size * 3 // 4)
+
+
+def rows_for_same_bits(model, max_rows: int) -> int:
+    """The fewest rows from which every linear layer of `model` gives each row the same bits in a batch of any size up
+    to `max_rows`, measured on this machine (the CPU's matrix kernels change with the row count below some size)."""
+    generator = torch.Generator().manual_seed(0)
+    layers = {m.weight.shape: m for m in model.modules() if isinstance(m, torch.nn.Linear)}  # one of each shape
+    needed = 1
+    with torch.no_grad():
+        for layer in layers.values():
+            x = torch.randn(max_rows, layer.in_features, generator=generator, dtype=layer.weight.dtype)
+            full = layer(x)  # (max_rows, out)
+            rows = max_rows
+            while rows > 1 and torch.equal(layer(x[: rows - 1]), full[: rows - 1]):
+                rows -= 1
+            needed = max(needed, rows)
+    return needed
 
 
 class SlotCache:
@@ -158,10 +177,11 @@ class ContinuousBatcher:
     def __init__(self, model, eos_id: int | None, never_ids: list[int], max_rows: int = 128, max_waiting: int = 64,
                  background: bool = True, min_decode_rows: int = MIN_DECODE_ROWS):  # fmt: skip
         self.model, self.eos_id, self.never_ids, self.background = model, eos_id, list(never_ids), background
-        self.min_decode_rows = min_decode_rows  # 1: a lone row decodes alone, faster, no longer bit for bit a crowd's
+        # 1: a lone row decodes alone, faster, no longer bit for bit a crowd's; else the floor this machine needs
+        self.min_decode_rows = 1 if min_decode_rows == 1 else max(min_decode_rows, rows_for_same_bits(model, max_rows))
         self.block_size = model.config.block_size
         self.max_rows, self.max_waiting = max_rows, max_waiting
-        self.cache = SlotCache(model.config, min_decode_rows)
+        self.cache = SlotCache(model.config, self.min_decode_rows)
         self.rows: list[Row] = []  # the batch, row i in cache slot i (touched by the batching thread only)
         self.waiting: deque[Request] = deque()
         self.changed = threading.Condition()

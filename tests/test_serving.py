@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
-from serving import DONE, ContinuousBatcher, Sampling, ServerBusy
+from serving import DONE, ContinuousBatcher, Sampling, ServerBusy, rows_for_same_bits
 
 VOCAB, PAD, BLOCK = 40, 39, 32
 
@@ -197,7 +197,9 @@ def test_the_cache_doubles_as_requests_join_one_by_one_up_to_the_batch_limit(mod
         Client(batcher, [0, 1], 3, Sampling(1.0, 0, 1.0, seed))
         batcher._admit()
         capacities.append(batcher.cache.keys.shape[1])
-    assert sorted(set(capacities)) == [4, 8, 16, 20]
+    floor = batcher.min_decode_rows  # the first reservation: 4, or more where this CPU needs it (rows_for_same_bits)
+    doubling = [floor * 2**k for k in range(8) if floor * 2**k < 20]
+    assert sorted(set(capacities)) == doubling + [20]
 
 
 def test_a_full_batch_and_waiting_line_give_a_busy_message(model):
@@ -210,6 +212,18 @@ def test_a_full_batch_and_waiting_line_give_a_busy_message(model):
         Client(batcher, *spec)
     with pytest.raises(ValueError, match="at most 2 rows"):
         Client(batcher, [0], 10, spec[2], rows=3)
+
+
+def test_rows_for_same_bits_is_the_fewest_rows_from_which_a_linear_layer_keeps_each_rows_bits(model):
+    """The floor's measure, checked against the definition on every linear layer: from that many rows up to the
+    limit, a batch's rows have the bits they have in the largest batch; one row fewer, some layer differs."""
+    floor, limit = rows_for_same_bits(model, 40), 40
+    layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    x = {layer: torch.randn(limit, layer.in_features) for layer in layers}
+    with torch.no_grad():
+        same = lambda rows: all(torch.equal(layer(x[layer][:rows]), layer(x[layer])[:rows]) for layer in layers)
+        assert all(same(rows) for rows in range(floor, limit + 1))
+        assert floor == 1 or not same(floor - 1)
 
 
 def test_a_decoding_row_computes_the_same_bits_in_any_batch(model):
@@ -243,8 +257,10 @@ def test_a_minimum_of_one_row_decodes_a_lone_request_at_batch_1_and_fills_nothin
         model, "forward", lambda **kwargs: batch_sizes.append(len(kwargs["input_ids"])) or forward(**kwargs)
     )
     spec = ([0, 5, 6], 6, Sampling(0.0, 0, 1.0, seed=0))
-    for min_rows, expected in ((1, 1), (4, 4)):
+    for min_rows in (1, 4):
         batcher = ContinuousBatcher(model, None, [PAD], background=False, min_decode_rows=min_rows)
+        expected = 1 if min_rows == 1 else max(4, rows_for_same_bits(model, batcher.max_rows))
+        assert batcher.min_decode_rows == expected
         batch_sizes.clear()
         client = Client(batcher, *spec)
         run(batcher, [client])
