@@ -1,0 +1,308 @@
+"""The error rule (explorer/errors.py, app.as_message), through the real server as an outside client calls it: a
+host's broken model is the host's problem (a message naming the model, and a traceback in the server log, on every
+endpoint that loads a model); a visitor's mistake gets a message and leaves the log alone, on every named endpoint;
+numbers written with other scripts' digits are a visitor's mistake too."""
+
+import random
+import re
+import time
+
+import pytest
+from test_app_api import (
+    LOWERCASE,
+    app_error,
+    build_fixture_models,
+    call,
+    char_tokenizer,
+    running_app,
+    save_fixture_model,
+    server_log,
+)
+
+BROKEN = "broken-weights"  # the picker names an extra model folder by its folder name
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """The fixture models, and a model folder whose config.json and tokenizer are good and whose weights are garbage."""
+    root = tmp_path_factory.mktemp("models")
+    names, text = build_fixture_models(root)
+    broken = save_fixture_model(root / BROKEN, char_tokenizer(LOWERCASE, "."), seed=0, name="names")
+    (broken / "model.safetensors").write_bytes(random.Random(0).randbytes(4096))
+    return names, text, broken
+
+
+@pytest.fixture(scope="module")
+def server(models, tmp_path_factory):
+    names, text, broken = models
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MINIGPT_RUNS_DIR", str(tmp_path_factory.mktemp("runs")))  # no finished run of the repo joins in
+        args = ("--names-model", str(names), "--text-model", str(text), "--model", str(broken))
+        with running_app(*args) as running:
+            yield running
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    from gradio_client import Client
+
+    return Client(server[0], verbose=False)
+
+
+def settled_log(process, quiet: float = 0.25, timeout: float = 10.0) -> str:
+    """The server's log once nothing has been added to it for `quiet` seconds (a traceback may still be on its way
+    when the client has its answer)."""
+    log, deadline = server_log(process), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        again = server_log(process)
+        if again == log:
+            break
+        log = again
+    return log
+
+
+def logged_by(client, process, endpoint: str, **params) -> tuple[str, str]:
+    """The client's error message for the call, and what the server logged meanwhile (once the log is quiet)."""
+    before = len(settled_log(process))
+    error = app_error(client, endpoint, **params)
+    return error, settled_log(process)[before:]
+
+
+def api(client) -> dict:
+    return client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+
+
+def shown(value):
+    """A test id for a dict of parameters: text=5,heads=['0.1']."""
+    return ",".join(f"{key}={item!r}" for key, item in value.items()) if isinstance(value, dict) else None
+
+
+SERVER_PATH = re.compile(r"(?:/[\w.+-]+){2,}")  # /tmp/pytest-.../models/broken-weights, /root/..., etc.
+
+
+# ---- 1: a host's broken model: a message naming it, a traceback in the log, on every endpoint that loads a model ----
+
+LOADING_ENDPOINTS = ["/names", "/text", "/attention", "/attention_values", "/attention_export", "/step",
+                     "/next_tokens", "/logit_lens", "/ablate", "/importance", "/head_roles", "/compare"]  # fmt: skip
+
+
+def test_the_endpoints_that_load_a_model_are_those_with_a_model_parameter(client):
+    taking_a_model = [name for name, info in api(client).items()
+                      if any(p["parameter_name"] == "model" for p in info["parameters"])]  # fmt: skip
+    assert sorted(taking_a_model) == sorted(LOADING_ENDPOINTS)  # a new one is added to LOADING_ENDPOINTS too
+
+
+@pytest.mark.parametrize("endpoint", LOADING_ENDPOINTS)
+def test_a_broken_model_is_named_to_the_client_and_its_traceback_logged(server, client, models, endpoint):
+    process = server[1]
+    before = settled_log(process)
+    error = app_error(client, endpoint, model=BROKEN)
+    assert f"Could not load the model '{BROKEN}'" in error, error
+    assert "Traceback" not in error
+    assert str(models[2].parent) not in error and not SERVER_PATH.search(error), error  # no server path
+    deadline = time.monotonic() + 10
+    while (log := server_log(process)).count("Traceback") <= before.count("Traceback"):
+        assert time.monotonic() < deadline, f"{endpoint}: no traceback logged:\n{log[len(before) :][-3000:]}"
+        time.sleep(0.1)
+    logged = settled_log(process)[len(before) :]
+    assert f"ModelUnavailable: Could not load the model '{BROKEN}'" in logged, logged[-3000:]
+    assert "Traceback" in logged
+
+
+def test_the_server_keeps_serving_its_good_models_after_the_broken_one(client):
+    names, _ = call(client, "/names", prefix="em", count=3, seed=0)
+    assert all(n.startswith("em") for n in names.split("\n"))
+    assert call(client, "/attention_values", text="emma", layer=1, head="2", query=3)["query"] == 3
+
+
+# ---- 2: a visitor's mistake: a message, and nothing in the log, on every named endpoint --------------------------
+
+# endpoint -> [(bad params, a fragment of the expected message)]. tiny-names: 4 layers of 4 heads, a-z with '.' as
+# its boundary; tiny-text: 2 layers of 2 heads over printable ASCII, a 32-token context.
+MISTAKES = {
+    "/names": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model': choose one of"),
+        (dict(count="many"), "Number of names must be a number, got 'many'"),
+        (dict(prefix="Zoë"), "'ë' (LATIN SMALL LETTER E WITH DIAERESIS)"),
+        (dict(seed="٣"), "Seed must be written with the digits 0-9"),
+    ],
+    "/text": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(prompt="hi 🙂"), "'🙂' (SLIGHTLY SMILING FACE)"),
+        (dict(max_new_tokens="2.5"), "Max new tokens must be a whole number, got '2.5'"),
+        (dict(top_p=1.5), "top-p must be above 0 and at most 1, got 1.5"),
+    ],
+    "/attention": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(text="é"), "LATIN SMALL LETTER E WITH ACUTE"),
+    ],
+    "/attention_values": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(layer=4), "layer must be 0 to 3, got 4"),
+        (dict(head="4"), "head must be 0 to 3 or 'mean' (their average), got '4'"),
+        (dict(query=5), "query must be a token position, 0 to 4, got 5"),
+        (dict(key="first"), "key must be a number, got 'first'"),
+        (dict(text="Emma"), "'E' (LATIN CAPITAL LETTER E)"),
+    ],
+    "/attention_export": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(what="gif"), "what must be one of safetensors, npz, map.png, grid.png, grid.svg, got 'gif'"),
+        (dict(what="map.png", layer=-1), "layer must be 0 to 3, got -1"),
+        (dict(what="map.png", head="all"), "head must be 0 to 3 or 'mean'"),
+    ],
+    "/step": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(layer=4), "must be 0 to 3"),
+        (dict(head=9), "must be 0 to 3"),
+        (dict(query=99), "must be 0 to 4"),
+        (dict(training="maybe"), "Training must be true or false, got 'maybe'"),
+        (dict(seed=-1), "seed must be 0 or more and below 2**63, got -1"),
+    ],
+    "/next_tokens": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(position=99), "The position must be between 0 and 4"),
+        (dict(text="em ma"), "' ' (SPACE)"),
+    ],
+    "/logit_lens": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(position="two"), "Position must be a number, got 'two'"),
+    ],
+    "/ablate": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(heads="9.9"), "There is no head 9.9"),
+        (dict(heads="one"), "Cannot read the head 'one'"),
+        (dict(heads="0.1", mode="half"), "The ablation mode must be 'zero' or 'mean', got 'half'"),
+        (dict(text=""), "The text is empty"),
+        (dict(heads="0.1", new_tokens=5, top_p=0), "top-p must be above 0"),
+    ],
+    "/importance": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(mode="half"), "The ablation mode must be 'zero' or 'mean', got 'half'"),
+        (dict(text=""), "The text is empty"),
+    ],
+    "/head_roles": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(text=""), "The text is empty"),
+    ],
+    "/compare": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(other_text="Zoë"), "'Z' (LATIN CAPITAL LETTER Z)"),
+        (dict(text=""), "The text is empty"),
+    ],
+    "/train": [
+        (dict(data="wikipedia"), "data must be one of names, shakespeare, text"),
+        (dict(n_layer="two"), "Layers must be a number, got 'two'"),
+        (dict(name="../../etc"), "is not allowed"),
+        (dict(name="tiny-names"), "is taken"),
+        (dict(data="text", text=""), "The text is empty"),
+    ],
+    "/resume": [(dict(name="no-such-run"), "There is no run named 'no-such-run' to resume")],
+    "/cancel": [(dict(name="no-such-run"), "No run named 'no-such-run' is queued or running")],
+    "/download": [(dict(name="no-such-run"), "No finished model named 'no-such-run'")],
+}
+
+
+def test_every_named_endpoint_has_its_mistakes_in_the_table(client):
+    named = set(api(client))
+    assert not named - set(MISTAKES), f"endpoints with no mistake to try: {sorted(named - set(MISTAKES))}"
+    assert not set(MISTAKES) - named, f"no such endpoint any more: {sorted(set(MISTAKES) - named)}"
+
+
+@pytest.mark.parametrize(
+    "endpoint, params, message",
+    [(endpoint, params, message) for endpoint, cases in MISTAKES.items() for params, message in cases],
+    ids=shown,
+)
+def test_a_visitors_mistake_gets_a_message_and_leaves_the_log_alone(server, client, endpoint, params, message):
+    error, logged = logged_by(client, server[1], endpoint, **params)
+    assert message in error, error
+    assert "Traceback" not in error
+    assert "Traceback" not in logged and "Error" not in logged, logged[-3000:]
+
+
+# ---- 3: numbers written with other scripts' digits ---------------------------------------------------------------
+
+OTHER_DIGITS = ["٣", "０", "²"]  # ARABIC-INDIC DIGIT THREE, FULLWIDTH DIGIT ZERO, SUPERSCRIPT TWO: int() reads two
+
+
+@pytest.mark.parametrize("digit", OTHER_DIGITS)
+@pytest.mark.parametrize(
+    "endpoint, parameter, message",
+    [
+        ("/attention_values", "layer", "layer must be written with the digits 0-9, got '{digit}'"),
+        ("/attention_values", "head", "head must be 0 to 3 or 'mean' (their average), got '{digit}'"),
+        ("/attention_values", "query", "query must be written with the digits 0-9, got '{digit}'"),
+        ("/attention_values", "key", "key must be written with the digits 0-9, got '{digit}'"),
+        ("/step", "layer", "Layer must be written with the digits 0-9, got '{digit}'"),
+        ("/step", "head", "Head must be written with the digits 0-9, got '{digit}'"),
+        ("/step", "query", "Query position must be written with the digits 0-9, got '{digit}'"),
+        ("/step", "seed", "Seed must be written with the digits 0-9, got '{digit}'"),
+        ("/attention_export", "layer", "layer must be written with the digits 0-9, got '{digit}'"),
+        ("/attention_export", "head", "head must be 0 to 3 or 'mean' (their average), got '{digit}'"),
+    ],
+)
+def test_other_scripts_digits_are_refused_with_a_message(server, client, endpoint, parameter, message, digit):
+    params = {"text": "emma", parameter: digit}
+    if endpoint == "/attention_export":
+        params["what"] = "map.png"  # the one export that reads the layer and head
+    error, logged = logged_by(client, server[1], endpoint, **params)
+    assert message.format(digit=digit) in error, error
+    assert "Traceback" not in logged and "Error" not in logged, logged[-3000:]
+
+
+def test_a_good_call_works_after_the_other_digits(client):
+    refused = {"/attention_values": dict(layer="٣", head="０", query="²"), "/step": dict(layer="٣", head="０"),
+               "/attention_export": dict(what="map.png", layer="²", head="٣")}  # fmt: skip
+    for endpoint, params in refused.items():
+        assert "must be" in app_error(client, endpoint, text="emma", **params)
+    values = call(client, "/attention_values", text="emma", layer=3, head="3", query=4)
+    assert values["query"] == 4 and len(values["weights"]) == 5 and sum(values["weights"]) == pytest.approx(1, abs=1e-5)
+    steps = call(client, "/step", text="emma", layer="3", head="2", query="4", seed="0")
+    assert steps["tokens"] == [".", "e", "m", "m", "a"] and (steps["layer"], steps["head"], steps["query"]) == (3, 2, 4)
+    exported = call(client, "/attention_export", text="emma", what="map.png", layer="2", head="1")
+    assert exported.endswith("attention-tiny-names-5-tokens-layer-2-head-1.png")
+
+
+# ---- a value of the wrong type (a list, a number for a text), as a script may send it -------------------------------
+
+NOT_CHECKED = "the endpoint does not check the value's type: a TypeError or AttributeError, logged with a traceback"
+WRONG_TYPES = [
+    ("/attention_values", dict(layer=[1])),
+    ("/attention_values", dict(head=[1])),
+    ("/step", dict(training=[1])),
+    ("/names", dict(model=["tiny-names"])),
+    ("/importance", dict(mode=["zero"])),
+    ("/attention_export", dict(what=5)),
+    ("/resume", dict(name=5)),
+    ("/train", dict(data=5)),
+    *[
+        pytest.param(endpoint, params, marks=pytest.mark.xfail(strict=True, reason=NOT_CHECKED))
+        for endpoint, params in [
+            ("/attention_values", dict(text=5)),
+            ("/attention_values", dict(text=["a"])),
+            ("/next_tokens", dict(text=5)),
+            ("/ablate", dict(prompt=5, new_tokens=3)),
+            ("/ablate", dict(heads=["0.1"])),
+            ("/compare", dict(other_text=5)),
+            ("/attention_export", dict(what=["map.png"])),
+        ]
+    ],
+]
+
+
+@pytest.mark.parametrize("endpoint, params", WRONG_TYPES, ids=shown)
+def test_a_value_of_the_wrong_type_is_a_visitors_mistake_too(server, client, endpoint, params):
+    """Refused with a message or read as what it stands for (as /attention's Textbox reads 5 as "5"): either way, no
+    traceback and no Python internals in the answer."""
+    from gradio_client.exceptions import AppError
+
+    before = len(settled_log(server[1]))
+    try:
+        call(client, endpoint, **params)
+        error = ""
+    except AppError as refused:
+        error = str(refused)
+    logged = settled_log(server[1])[before:]
+    assert not re.search(r"has no attribute|object of type|unhashable type|not subscriptable", error), error
+    assert "Traceback" not in logged, logged[-3000:]
