@@ -45,29 +45,18 @@ from transformers import (  # noqa: E402
     AutoTokenizer,
 )
 
-import head_insights  # noqa: E402
 import plots  # noqa: E402
-import training_runs  # noqa: E402
-from attention_export import GRID_SVG_UP_TO, grid_png, grid_svg, map_png, save_weights  # noqa: E402
-from attention_maps import (  # noqa: E402
-    GRID_CSS,
-    HEAD_JS,
-    PICK_JS,
-    Window,
-    figure_body,
-    grid_html,
-    head_caption,
-    head_html,
-    head_matrix,
-    query_weights,
-    token_labels,
-    trace_steps,
-    trace_table,
+from explorer import (
+    head_insights,  # noqa: E402
+    training_runs,  # noqa: E402
 )
-from attention_steps import STEPS_CSS, attention_steps, steps_html, steps_json  # noqa: E402
+from explorer.attention_export import GRID_SVG_UP_TO, grid_png, grid_svg, map_png, save_weights  # noqa: E402
+from explorer.attention_maps import Window, head_matrix, query_weights, token_labels, trace_steps, trace_table  # noqa: E402
+from explorer.attention_steps import attention_steps, steps_json  # noqa: E402
 from explorer.errors import VisitorError, shortened  # noqa: E402
-from forward_pass import ForwardPassCache  # noqa: E402
-from insight_views import (  # noqa: E402
+from explorer.forward_pass import ForwardPassCache  # noqa: E402
+from explorer.serving import MIN_DECODE_ROWS, ContinuousBatcher, Sampling, generate_in_this_thread  # noqa: E402
+from explorer.views.insights import (  # noqa: E402
     CURRENT_JS,
     INSIGHT_CSS,
     PICK_TOKEN_JS,
@@ -83,8 +72,11 @@ from insight_views import (  # noqa: E402
     roles_html,
     sampled_html,
 )
+from explorer.views.maps import HEAD_JS, figure_body, grid_html, head_caption, head_html  # noqa: E402
+from explorer.views.maps import MAPS_CSS as GRID_CSS
+from explorer.views.maps import PICK_TILE_JS as PICK_JS
+from explorer.views.steps import STEPS_CSS, steps_html  # noqa: E402
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402  (importing it registers MiniGPT with the Auto classes)
-from serving import MIN_DECODE_ROWS, ContinuousBatcher, Sampling, generate_in_this_thread  # noqa: E402
 from tokenization import known_characters, missing_local_path, unknown_characters  # noqa: E402
 
 REPO = Path(__file__).resolve().parent

@@ -40,28 +40,9 @@ from transformers import (
 
 import data
 import plots
-from configuration_minigpt import PRESETS, MiniGPTConfig
+from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
 from modeling_minigpt import MiniGPTForCausalLM
 
-# Training defaults per preset (Trainer flags, and dropout); any flag given on the command line wins. Sizes come from
-# PRESETS.
-TRAINING_PRESETS = {
-    "names": dict(  # tuned with bench/bench_quality.py: big steps at a high rate; a batch is 80 rows of packed names
-        output_dir="runs/names", max_steps=6000, per_device_train_batch_size=80, learning_rate=6e-3, dropout=0.1,
-        warmup_steps=100, weight_decay=0.1, adam_beta2=0.99, eval_steps=500, save_steps=500, logging_steps=100,
-        per_device_eval_batch_size=500,
-    ),
-    "shakespeare": dict(
-        output_dir="runs/shakespeare", max_steps=3000, per_device_train_batch_size=16, learning_rate=1e-3,
-        warmup_steps=100, weight_decay=0.1, adam_beta2=0.99, eval_steps=250, save_steps=500, logging_steps=50,
-        per_device_eval_batch_size=64,
-    ),
-    "gpt2": dict(  # nanoGPT's GPT-2 recipe: about 0.5M tokens a step with 8 GPUs (12 x 1024 x 5 x 8)
-        output_dir="runs/gpt2", max_steps=600_000, per_device_train_batch_size=12, gradient_accumulation_steps=5,
-        learning_rate=6e-4, warmup_steps=2000, weight_decay=0.1, adam_beta2=0.95, eval_steps=1000, save_steps=1000,
-        logging_steps=10, per_device_eval_batch_size=16,
-    ),
-}  # fmt: skip
 COMMON_DEFAULTS = dict(
     lr_scheduler_type="cosine_with_min_lr",
     lr_scheduler_kwargs={"min_lr_rate": 0.1},  # decay to a tenth of the peak, as nanoGPT does

@@ -151,8 +151,8 @@ def full_length_seeds(app, lm, ids: list[int], count: int) -> list[int]:
 
 def in_process(names_source: str, text_source: str, runs: int, prompt: str) -> dict[str, float]:
     import app
-    from attention_steps import steps_html
-    from forward_pass import run_forward_pass
+    from explorer.forward_pass import run_forward_pass
+    from explorer.views.steps import steps_html
 
     app.configure([], names_source, text_source)
     torch.set_num_threads(1)  # as app.main serves
@@ -222,8 +222,8 @@ def gpt2_at_1024(root: Path, runs: int) -> dict[str, float]:
     import httpx
 
     import app
-    from attention_export import save_weights
-    from forward_pass import run_forward_pass
+    from explorer.attention_export import save_weights
+    from explorer.forward_pass import run_forward_pass
 
     folder = save_gpt2(root / "gpt2-shaped", printable_tokenizer(), **GPT2_SHAPE)
     text = ("It was the best of times, it was the worst of times, it was the age of wisdom. " * 20)[:1023]
@@ -288,7 +288,7 @@ def old_drawing_module():
 def drawing_then_and_now(names_source: str, text_source: str, runs: int) -> list[list]:
     """Drawing the grid and the enlarged head, new code vs the code before issue 11, from the same recorded pass."""
     import app
-    import attention_maps as now
+    from explorer.views import maps as now
 
     before = old_drawing_module()
     if before is None:

@@ -371,8 +371,8 @@ def test_maps_are_the_eager_weights_of_the_sdpa_loaded_model(fixture_models):
     from transformers import AutoModelForCausalLM
 
     import app
-    from attention_maps import trace_steps
-    from forward_pass import run_forward_pass
+    from explorer.attention_maps import trace_steps
+    from explorer.forward_pass import run_forward_pass
 
     lm = app.load_language_model("names", str(fixture_models[0]))
     assert lm.model.config._attn_implementation == "sdpa"
@@ -432,7 +432,7 @@ def test_heatmap_pixels_are_the_weights_and_the_mask_is_grey():
 
     from PIL import Image
 
-    from attention_maps import COLOURS, MASKED_RGB, heatmap_png
+    from explorer.attention_maps import COLOURS, MASKED_RGB, heatmap_png
 
     uri = heatmap_png(torch.tensor([[1.0, 0.0], [0.25, 0.75]]).numpy())  # colour: square root of the weight
     pixels = Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB")

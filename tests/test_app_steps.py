@@ -18,7 +18,7 @@ from test_app_api import (
 from test_app_browser import CHROMIUM, CHROMIUM_ARGS
 from test_attention_steps import assert_every_number_is_the_models
 
-from attention_steps import NUMBERS
+from explorer.attention_steps import NUMBERS
 
 
 @pytest.fixture(scope="module")

@@ -11,17 +11,9 @@ import pytest
 import torch
 from test_app_api import LOWERCASE, build_fixture_models, call, char_tokenizer, running_app, server_log
 
-from attention_export import grid_png, grid_svg, load_weights, map_png, save_weights
-from attention_maps import (
-    LEVELS,
-    PALETTE,
-    Window,
-    colour_indices,
-    figure_body,
-    future_blocks,
-    grid_images,
-    max_pooled,
-)
+from explorer.attention_export import grid_png, grid_svg, load_weights, map_png, save_weights
+from explorer.attention_maps import LEVELS, PALETTE, Window, colour_indices, future_blocks, grid_images, max_pooled
+from explorer.views.maps import figure_body
 from modeling_minigpt import MiniGPTForCausalLM
 
 LONG = 1024  # tokens: the long-context fixture's context, and the longest text tried
@@ -153,7 +145,7 @@ def decode_png(uri_or_bytes) -> np.ndarray:
 def test_exported_weights_are_output_attentions_exactly_in_bertviz_layout(tmp_path, suffix):
     from test_forward_pass import IDS, tiny_model
 
-    from forward_pass import run_forward_pass
+    from explorer.forward_pass import run_forward_pass
 
     model = tiny_model(implementation="sdpa")
     recorded = run_forward_pass(model, IDS)
@@ -192,8 +184,8 @@ def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_tex
     from test_app_api import save_fixture_model
 
     import app
-    from attention_maps import grid_html
-    from forward_pass import run_forward_pass
+    from explorer.forward_pass import run_forward_pass
+    from explorer.views.maps import grid_html
 
     first = save_fixture_model(tmp_path / "a", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
     second = save_fixture_model(tmp_path / "b", char_tokenizer(LOWERCASE, "."), seed=1, name="names")

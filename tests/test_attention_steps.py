@@ -8,8 +8,9 @@ import pytest
 import torch
 from conftest import REPO
 
-from attention_steps import NEG_INF, NUMBERS, StepChoiceError, attention_steps, steps_html, steps_json
-from forward_pass import run_forward_pass
+from explorer.attention_steps import NEG_INF, NUMBERS, StepChoiceError, attention_steps, steps_json
+from explorer.forward_pass import run_forward_pass
+from explorer.views.steps import steps_html
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
 
 SHIPPED = {name: REPO / "models" / name for name in ("names", "shakespeare")}

@@ -6,7 +6,7 @@ import threading
 import pytest
 import torch
 
-from forward_pass import ForwardPassCache, run_forward_pass
+from explorer.forward_pass import ForwardPassCache, run_forward_pass
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
 
 

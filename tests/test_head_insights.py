@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-import head_insights as hi
-from forward_pass import run_forward_pass
+from explorer import head_insights as hi
+from explorer.forward_pass import run_forward_pass
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
 
 IDS = [0, 5, 9, 3, 3, 7, 1, 0, 12, 5, 9]

@@ -8,8 +8,8 @@ import time
 import pytest
 import torch
 
+from explorer.serving import DONE, ContinuousBatcher, Sampling, ServerBusy, rows_for_same_bits
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
-from serving import DONE, ContinuousBatcher, Sampling, ServerBusy, rows_for_same_bits
 
 VOCAB, PAD, BLOCK = 40, 39, 32
 

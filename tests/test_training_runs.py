@@ -4,8 +4,8 @@ import zipfile
 
 import pytest
 
-import training_runs
 from configuration_minigpt import MiniGPTConfig
+from explorer import training_runs
 from modeling_minigpt import MiniGPTForCausalLM
 
 SIZES = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, max_steps=100, learning_rate=1e-3, seed=0, vocab_size=512)

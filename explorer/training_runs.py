@@ -1,4 +1,5 @@
-"""Training runs for the web app, one at a time per server, through train.py's own code path. Knows nothing of Gradio.
+"""Training runs for the web app, one at a time per server, through train.py's own code path: the server's side (the
+checks, the queue, the progress read back). Knows nothing of Gradio, and does not import the Trainer.
 
     spec, text = check_request(data="names", text="", tokenizer=None, ..., name="my-names", taken={"names"})
     runs = RunQueue(runs_dir(), on_finished=lambda name, folder: ...)
@@ -11,8 +12,9 @@ Each run is a folder `runs_dir()/NAME` (NAME checked to be a plain a-z name, nev
 holds spec.json (what was asked), data.txt (the visitor's text, if any), progress.jsonl (one event a line, written by
 the run) and, once finished, the model folder train.py writes (model, tokenizer, model card, loss curve).
 
-A run is a subprocess (`python training_runs.py FOLDER`) that calls `train.main` with a callback: it writes the
-progress events and stops the Trainer, with a checkpoint, when the server asks (SIGTERM) or goes away. A subprocess
+A run is a subprocess (`python -m explorer.training_process FOLDER`, training_process.py) that calls `train.main` with
+a callback: it writes the progress events and stops the Trainer, with a checkpoint, when the server asks (SIGTERM) or
+goes away. A subprocess
 rather than a thread: a cancel cannot hang the server, its memory goes back when it ends, and it uses one core of
 the two while the server answers generation and attention requests on the other.
 """
@@ -33,46 +35,49 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import TrainerCallback
 
-import data
 import tokenization
-import train
-from configuration_minigpt import PRESETS, MiniGPTConfig
+from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
 from explorer.errors import VisitorError
 from modeling_minigpt import MiniGPTForCausalLM
 
-REPO = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parent.parent  # the repository: train.py and the built-in data live there
 
 # Limits, checked before anything runs (and stated on the page).
 MAX_TEXT_BYTES = 1_000_000  # pasted or uploaded text (an upload's size is read from the disk before its text)
+
 MAX_PARAMETERS = 10_000_000
+
 MAX_STEPS = 20_000
+
 MAX_WORK = 5e12  # parameters x training tokens (steps x batch x context): about 10 minutes on 2 CPU cores
+
 MAX_RUN_SECONDS = 15 * 60  # a run that is still going then stops with a checkpoint (Resume queues it again)
+
 SIZE_RANGES = dict(n_layer=(1, 12), n_head=(1, 16), n_embd=(8, 768), block_size=(4, 512), vocab_size=(260, 8192))
+
 NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
+
 MIN_NAMES = 10  # train.py holds a tenth out to validate
+
 HELD_OUT = 10  # the last 1/HELD_OUT of a text is the validation text
+
 CANCEL_GRACE_SECONDS = 20  # a run that has not stopped by then (a long evaluation) is killed: its checkpoints stay
+
 SAMPLES = 5  # generated at every evaluation
 
 DATA = ("names", "shakespeare", "text")  # built-in names, built-in Shakespeare, the visitor's names or text
-TOKENIZERS = ("names", "char", "bpe")
-DEFAULT_TOKENIZER = {"names": "names", "shakespeare": "bpe", "text": "char"}
 
+TOKENIZERS = ("names", "char", "bpe")
+
+DEFAULT_TOKENIZER = {"names": "names", "shakespeare": "bpe", "text": "char"}
 
 def runs_dir() -> Path:
     """Where runs live: $MINIGPT_RUNS_DIR (a Space's persistent /data, say), else runs/web beside this file."""
     return Path(os.environ.get("MINIGPT_RUNS_DIR") or REPO / "runs" / "web")
 
-
 class RunError(VisitorError):
     """A visitor's mistake (bad input, a taken name, a run that is not theirs): the message says what to change."""
-
-
-# ---- what a visitor asks for ---------------------------------------------------------------------------------------
-
 
 @dataclass
 class RunSpec:
@@ -95,7 +100,7 @@ class RunSpec:
 
     @property
     def batch_size(self) -> int:
-        return train.TRAINING_PRESETS[self.preset]["per_device_train_batch_size"]
+        return TRAINING_PRESETS[self.preset]["per_device_train_batch_size"]
 
     def save(self, folder: Path) -> None:
         (folder / "spec.json").write_text(json.dumps(asdict(self), indent=1))
@@ -104,17 +109,15 @@ class RunSpec:
     def load(cls, folder: Path) -> "RunSpec":
         return cls(**json.loads((folder / "spec.json").read_text()))
 
-
 def defaults(data_kind: str) -> dict:
     """The sizes and schedule the tab starts from: the names preset for names; for text, the shipped Shakespeare
     model's sizes (the shakespeare preset's 3.5M parameters x 3,000 steps is over MAX_WORK)."""
     if DEFAULT_TOKENIZER.get(data_kind, "names") == "names":
         sizes = {k: PRESETS["names"][k] for k in ("n_layer", "n_head", "n_embd", "block_size")}
-        schedule = {k: train.TRAINING_PRESETS["names"][k] for k in ("max_steps", "learning_rate")}
+        schedule = {k: TRAINING_PRESETS["names"][k] for k in ("max_steps", "learning_rate")}
         return dict(tokenizer="names", **sizes, **schedule, seed=42, vocab_size=2048)
     return dict(tokenizer=DEFAULT_TOKENIZER[data_kind], n_layer=4, n_head=4, n_embd=128, block_size=128,
                 max_steps=2000, learning_rate=2e-3, seed=42, vocab_size=2048)  # fmt: skip
-
 
 def check_name(name: str, taken: Collection[str]) -> str:
     """A new run's name: a-z, digits and '-', free; empty picks one."""
@@ -128,7 +131,6 @@ def check_name(name: str, taken: Collection[str]) -> str:
         raise RunError(f"The name {name!r} is taken: choose another (or Resume it, if it is your stopped run).")
     return name
 
-
 def read_upload(path: str) -> str:
     """The text of an uploaded file, its size checked on the disk before a byte is read."""
     size = os.path.getsize(path)
@@ -138,7 +140,6 @@ def read_upload(path: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise RunError("The file is not UTF-8 text: upload a plain .txt file.") from None
-
 
 def check_text(text: str, tokenizer: str, block_size: int) -> str:
     """The visitor's training text, checked: not empty, small enough, a-z names, long enough for one window."""
@@ -163,17 +164,14 @@ def check_text(text: str, tokenizer: str, block_size: int) -> str:
                        "the context (block size).")  # fmt: skip
     return text
 
-
 def in_range(label: str, value: float, low: float, high: float) -> None:
     if not low <= value <= high:
         raise RunError(f"{label} must be between {low:g} and {high:g}, got {value:g}.")
-
 
 def count_parameters(config: MiniGPTConfig) -> int:
     """Parameters of the model `config` makes, built on the meta device (no memory, no initialisation cost)."""
     with torch.device("meta"):
         return MiniGPTForCausalLM(config).num_parameters()
-
 
 def vocabulary_estimate(tokenizer: str, text: str, vocab_size: int) -> int:
     if tokenizer == "names":
@@ -181,7 +179,6 @@ def vocabulary_estimate(tokenizer: str, text: str, vocab_size: int) -> int:
     if tokenizer == "char":
         return len(set(text)) + 2 if text else 256  # the built-in Shakespeare has fewer characters than that
     return vocab_size
-
 
 def check_request(data: str, text: str, tokenizer: str | None, n_layer: int, n_head: int, n_embd: int,
                   block_size: int, max_steps: int, learning_rate: float, seed: int, vocab_size: int, name: str,
@@ -224,15 +221,10 @@ def check_request(data: str, text: str, tokenizer: str | None, n_layer: int, n_h
                        f"{MAX_WORK:.0e}: use at most {fitting:,} steps at these sizes or a smaller model.")  # fmt: skip
     return spec, text
 
-
-# ---- progress, as the run writes it and the server reads it --------------------------------------------------------
-
-
 def write_event(folder: Path, event: str, **fields) -> None:
     """One JSON line in progress.jsonl; a line is written whole, so a reader sees complete events."""
     with open(folder / "progress.jsonl", "a") as log:
         log.write(json.dumps({"event": event, "time": time.time(), **fields}) + "\n")
-
 
 def read_events(folder: Path) -> list[dict]:
     try:
@@ -246,7 +238,6 @@ def read_events(folder: Path) -> list[dict]:
         except json.JSONDecodeError:  # a line being written as we read
             pass
     return events
-
 
 @dataclass
 class Progress:
@@ -265,9 +256,7 @@ class Progress:
     def done(self) -> bool:
         return self.state in ("finished", "stopped", "failed")
 
-
 TERMINAL = {"finished": "finished", "stopped": "stopped", "error": "failed"}
-
 
 def progress_of(events: list[dict]) -> Progress:
     """What the events say. A resumed run writes a new start event at its checkpoint's step: points logged after it
@@ -302,110 +291,6 @@ def progress_of(events: list[dict]) -> Progress:
         progress.seconds_left = (t1 - t0) / (s1 - s0) * (progress.max_steps - s1)
     return progress
 
-
-# ---- the run itself (in its own process) ---------------------------------------------------------------------------
-
-
-class Cancelled(BaseException):
-    """Raised by the SIGTERM handler before training has begun (nothing to keep); a BaseException so that no library
-    `except Exception` swallows it."""
-
-
-class ReportAndStop(TrainerCallback):
-    """Writes the progress events, and stops the Trainer (which then saves a checkpoint) when asked to: SIGTERM from
-    the server's Cancel, the server gone, or the time limit."""
-
-    def __init__(self, folder: Path, names: bool, seed: int):
-        self.folder, self.names, self.seed = folder, names, seed
-        self.stop_reason, self.training, self.last_step_event = None, False, 0.0
-        self.parent, self.started = os.getppid(), time.monotonic()
-        signal.signal(signal.SIGTERM, self.on_sigterm)
-
-    def on_sigterm(self, signum, frame):
-        self.stop_reason = "cancelled"
-        if not self.training:
-            raise Cancelled
-
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self.training, self.started = True, time.monotonic()
-        write_event(self.folder, "start", step=state.global_step, max_steps=state.max_steps,
-                    parameters=model.num_parameters())  # fmt: skip
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if time.monotonic() - self.started > MAX_RUN_SECONDS:
-            self.stop_reason = self.stop_reason or f"the time limit ({MAX_RUN_SECONDS // 60} minutes)"
-        if os.getppid() != self.parent:  # the server went away: nobody is watching
-            self.stop_reason = self.stop_reason or "the server stopped"
-        if self.stop_reason:  # the Trainer saves a checkpoint at this step, logs its loss, then leaves its loop
-            control.should_save = control.should_log = control.should_training_stop = True
-        if self.stop_reason or time.time() - self.last_step_event > 0.5 or state.global_step == state.max_steps:
-            write_event(self.folder, "step", step=state.global_step)
-            self.last_step_event = time.time()
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if "loss" in logs:
-            write_event(self.folder, "loss", step=state.global_step, loss=logs["loss"])
-        if "eval_loss" in logs:
-            write_event(self.folder, "eval", step=state.global_step, eval_loss=logs["eval_loss"])
-
-    def on_evaluate(self, args, state, control, model=None, processing_class=None, **kwargs):
-        with torch.random.fork_rng(devices=[]):  # own seed: the training's random numbers stay as they were
-            torch.manual_seed(self.seed + state.global_step)
-            samples = train.generate_samples(model, processing_class, SAMPLES, names=self.names)
-        write_event(self.folder, "samples", step=state.global_step, samples=samples)
-
-
-def train_arguments(spec: RunSpec, folder: Path, resume: bool) -> list[str]:
-    """train.py's command line for the run: its sizes, an evaluation (and checkpoint) every tenth of the run, a loss
-    point every fiftieth."""
-    dataset = {"names": data.builtin_names, "shakespeare": data.builtin_shakespeare}.get(spec.data)
-    every = max(1, spec.max_steps // 10)
-    # The built-in Shakespeare's last tenth (480K characters) would make each of the 10 evaluations cost minutes on
-    # a CPU; its last 2% (96K characters, hundreds of windows) measures the loss as well.
-    held_out = 50 if spec.data == "shakespeare" else HELD_OUT
-    argv = [
-        "--preset", spec.preset, "--tokenizer", spec.tokenizer, "--vocab_size", str(spec.vocab_size),
-        "--dataset", str(dataset() if dataset else folder / "data.txt"), "--val_fraction", str(1 / held_out),
-        "--n_layer", str(spec.n_layer), "--n_head", str(spec.n_head), "--n_embd", str(spec.n_embd),
-        "--block_size", str(spec.block_size), "--max_steps", str(spec.max_steps),
-        "--learning_rate", str(spec.learning_rate), "--seed", str(spec.seed), "--output_dir", str(folder),
-        "--eval_steps", str(every), "--save_steps", str(every), "--save_total_limit", "1",
-        "--logging_steps", str(max(1, spec.max_steps // 50)), "--disable_tqdm", "true", "--samples", str(SAMPLES),
-    ]  # fmt: skip
-    return argv + (["--resume_from_checkpoint", "last"] if resume else [])
-
-
-def run_in_this_process(folder: Path, resume: bool) -> int:
-    """The subprocess's work: train.main with the reporting callback; every outcome ends with one terminal event."""
-    spec = RunSpec.load(folder)
-    torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))  # one core stays with the server
-    os.nice(10)  # and the server's requests go first when they want the cores: training waits, a visitor would not
-    reporter = ReportAndStop(folder, names=spec.tokenizer == "names", seed=spec.seed)
-    try:
-        metrics = train.main(train_arguments(spec, folder, resume), callbacks=[reporter])
-    except Cancelled:
-        write_event(folder, "stopped", step=0, message="Cancelled before training began: nothing to keep.")
-        return 0
-    except data.DataError as error:  # the data did not fit after all (e.g. BPE made fewer tokens than characters)
-        write_event(folder, "error", message=str(error))
-        return 2
-    except Exception as error:  # the traceback goes to the run's train.log, the visitor gets one line
-        write_event(folder, "error", message=f"Training failed: {type(error).__name__}: {error}")
-        raise
-    if metrics.get("stopped"):
-        write_event(folder, "stopped", step=metrics["steps"],
-                    message=f"Stopped at step {metrics['steps']} ({reporter.stop_reason}): the checkpoint is kept, "
-                            "Resume continues from it.")  # fmt: skip
-    else:
-        loss, steps = metrics["eval_loss"], metrics["steps"]
-        message = f"Finished: validation loss {loss:.4f} after {steps} steps."
-        write_event(folder, "finished", step=steps, eval_loss=loss, message=message)
-    return 0
-
-
-# ---- the queue (in the server) -------------------------------------------------------------------------------------
-
-
 @dataclass
 class Run:
     name: str
@@ -415,11 +300,9 @@ class Run:
     state: str = "queued"  # queued | running | done
     process: subprocess.Popen | None = None
 
-
 def is_finished(folder: Path) -> bool:
     """train.py writes training_args.json last: a folder with it holds a whole model."""
     return (folder / "spec.json").is_file() and (folder / "training_args.json").is_file()
-
 
 class RunQueue:
     """Runs one training at a time, in the order asked, in a worker thread that starts each run's subprocess."""
@@ -519,14 +402,14 @@ class RunQueue:
     def start(self, run: Run) -> subprocess.Popen:
         write_event(run.folder, "launch")
         with open(run.folder / "train.log", "a") as log:  # the run's output and any traceback stay in its folder
-            command = [sys.executable, str(REPO / "training_runs.py"), str(run.folder), *(["--resume"] * run.resume)]
+            command = [sys.executable, "-m", "explorer.training_process", str(run.folder), *(["--resume"] * run.resume)]
             return subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def wrap_up(self, run: Run) -> None:
         """After the process: a terminal event if it left none (killed), the picker told of a finished model."""
         last = progress_of(read_events(run.folder))
         if not last.done:
-            kept = train.last_complete_checkpoint(run.folder)
+            kept = any(e["event"] == "checkpoint" for e in read_events(run.folder))  # written once each is whole
             message = "the last checkpoint is kept, Resume continues from it" if kept else "there was no checkpoint yet"
             code = run.process.returncode
             message = f"The training process ended (exit code {code}): {message}."
@@ -534,7 +417,6 @@ class RunQueue:
         elif last.state == "finished":
             self.on_finished(run.name, run.folder)
         run.state = "done"
-
 
 def zip_model(folder: Path) -> Path:
     """The model folder as NAME.zip in a fresh temporary folder, without checkpoints or the run's own files: what
@@ -546,15 +428,3 @@ def zip_model(folder: Path) -> Path:
             if path.is_file() and path.name not in own:
                 archive.write(path, f"{folder.name}/{path.name}")
     return target
-
-
-def main(argv: list[str]) -> None:
-    """python training_runs.py FOLDER [--resume]: one run, as the RunQueue starts it."""
-    code = run_in_this_process(Path(argv[0]), resume="--resume" in argv[1:])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # the outcome is written: skip the libraries' slow teardown (seconds), the queue waits on it
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

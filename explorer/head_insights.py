@@ -27,7 +27,7 @@ import torch
 from torch.nn import functional as F
 
 from explorer.errors import VisitorError
-from forward_pass import ForwardPass, run_forward_pass
+from explorer.forward_pass import ForwardPass, run_forward_pass
 
 ABLATION_MODES = ("zero", "mean")
 

@@ -16,27 +16,25 @@ q, k and v (which the pass does not keep), and the model's own `eager_attention_
 mode. The only arithmetic written here is the textbook's: step 2 (no trainable weights, by definition) and the scores of
 step 4, which the eager function computes inside and does not return.
 
-Nothing here knows of Gradio: `attention_steps` returns tensors, `steps_json` the same as JSON lists (what the demo's
-`step` endpoint returns) and `steps_html` draws that JSON.
+Nothing here knows of Gradio: `attention_steps` returns tensors and `steps_json` the same as JSON lists (what the
+demo's `step` endpoint returns); views/steps.py draws that JSON.
 
 Shapes: L layers, T tokens, C width, H heads, D = C // H; i the query position, j a key position.
 """
 
 import copy
-import html
 import sys
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
 from torch import nn
 
-from attention_maps import trace_steps
+from explorer.attention_maps import trace_steps
 from explorer.errors import VisitorError
 
 
 class StepChoiceError(VisitorError):
     """A layer, head or query position the model or the text does not have; the message says what to choose."""
-
 
 # Each step: its title, one sentence of explanation, and the shape-trace rows (attention_maps.trace_steps, by name)
 # of the tensors it works on inside the model.
@@ -89,19 +87,16 @@ NUMBERS = {
                    "fused_i": ("(C,)", "fused projection split into heads")},
 }  # fmt: skip
 
-
 def model_eager_attention(attn):
     """The eager attention function of the model's own code (the one `output_attentions=True` runs): from the module
     that defines its attention class, the repo's modeling_minigpt or the copy a saved folder ships."""
     return sys.modules[type(attn).__module__].eager_attention_forward
-
 
 def head_rows(n_embd: int, head_dim: int, head: int) -> dict[str, tuple[int, int]]:
     """[start, stop) rows of qkv_proj.weight (3C, C) that make the head's q, k and v: the fused output is q | k | v,
     each C wide and split into H heads of D."""
     return {name: (part * n_embd + head * head_dim, part * n_embd + (head + 1) * head_dim)
             for part, name in enumerate("qkv")}  # fmt: skip
-
 
 def rows_of(linear: nn.Linear, start: int, stop: int) -> nn.Linear:
     """A Linear of its own holding rows [start, stop) of `linear` (skip_init: no random init to overwrite, and the
@@ -113,7 +108,6 @@ def rows_of(linear: nn.Linear, start: int, stop: int) -> nn.Linear:
         if linear.bias is not None:
             part.bias.copy_(linear.bias[start:stop])
     return part
-
 
 class SingleHeadAttention(nn.Module):
     """One head as its own module, as textbooks first build multi-head attention: W_q, W_k, W_v of width D (here cut
@@ -131,17 +125,14 @@ class SingleHeadAttention(nn.Module):
         output, _ = self.attention(self, q, k, v, None, scaling=self.scaling)  # (1, T, 1, D)
         return output[0, :, 0]
 
-
 def heads_separately(attn, x: torch.Tensor) -> torch.Tensor:
     """(T, C) -> (T, C): the layer's H heads as H single-head modules, outputs stacked side by side."""
     return torch.cat([SingleHeadAttention(attn, h)(x) for h in range(attn.n_head)], dim=-1)
-
 
 def queries_keys_values(attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(T, C) -> 3 x (H, T, D), by the layer's own fused projection and split, as its forward does."""
     q, k, v = attn.qkv_proj(x[None]).split(attn.config.n_embd, dim=-1)  # 3 x (1, T, C)
     return attn.split_heads(q)[0], attn.split_heads(k)[0], attn.split_heads(v)[0]
-
 
 def attention_in_training(attn, q, k, v, seed: int, rng_lock: AbstractContextManager):
     """The model's eager attention on (H, T, D) q, k, v as it runs in training: dropout p = config.attention_dropout,
@@ -159,11 +150,9 @@ def attention_in_training(attn, q, k, v, seed: int, rng_lock: AbstractContextMan
         output, weights = attention(training_view, q[None], k[None], v[None], None, dropout=p, scaling=attn.scaling)
     return output[0], weights[0]
 
-
 def check_choice(what: str, value: int, count: int, context: str) -> None:
     if not 0 <= value < count:
         raise StepChoiceError(f"{what} must be 0 to {count - 1} ({context}), got {value}.")
-
 
 def attention_steps(model, recorded, layer: int, head: int, query: int | None = None, training: bool = False,
                     seed: int = 0, rng_lock: AbstractContextManager | None = None) -> dict:  # fmt: skip
@@ -220,11 +209,7 @@ def attention_steps(model, recorded, layer: int, head: int, query: int | None = 
         "multi_head": {"separate_i": separate[i], "fused_i": recorded.merged_heads[layer, i]},
     }  # fmt: skip
 
-
-# ---- as JSON -------------------------------------------------------------------------------------------------------
-
 NEG_INF = "-inf"  # JSON has no infinity: a masked score is written as this string (float("-inf") reads it back)
-
 
 def as_lists(tensor: torch.Tensor | None):
     if tensor is None:
@@ -233,7 +218,6 @@ def as_lists(tensor: torch.Tensor | None):
     if tensor.dim() == 1 and tensor.is_floating_point() and torch.isinf(tensor).any():
         return [NEG_INF if v == float("-inf") else v for v in values]
     return values
-
 
 def steps_json(steps: dict, tokens: list[str], model: str = "", notes: list[str] = ()) -> dict:
     """`attention_steps`' result as plain JSON: numbers as (nested) lists of floats, exact (float32 values), masked
@@ -258,186 +242,3 @@ def steps_json(steps: dict, tokens: list[str], model: str = "", notes: list[str]
     s["dropout"].update(applied=meta["training"], p=meta["dropout_p"], seed=meta["seed"], scale=meta["keep_scale"])
     s["multi_head"]["max_abs_difference"] = meta["max_abs_difference"]
     return out
-
-
-# ---- drawing -------------------------------------------------------------------------------------------------------
-
-MAX_MATRIX_ROWS = 32  # rows of x_j, k_j, v_j drawn: beyond, the query's own and the keys it weighs most
-MAX_MATRIX_COLUMNS = 64  # numbers per row of a matrix drawn: beyond, the first 48 and the last 16
-
-STEPS_CSS = """
-.steps { display: grid; grid-template-columns: repeat(auto-fill, minmax(420px, 1fr)); gap: 12px; font-size: 13px; }
-.steps .head { grid-column: 1 / -1; }
-.steps section { border: 1px solid #d1d5db; border-radius: 6px; padding: 8px 10px; min-width: 0; }
-.steps section.wide { grid-column: 1 / -1; }
-.steps h4 { margin: 0 0 4px 0; font-size: 14px; }
-.steps p { margin: 2px 0 6px 0; }
-.steps .shapes { font-size: 12px; opacity: 0.85; }
-.steps code { font-size: 12px; }
-.steps .label { font-size: 12px; font-weight: 600; margin-top: 6px; }
-.steps .cells { display: flex; flex-wrap: wrap; gap: 1px 2px; max-height: 140px; overflow: auto; }
-.steps .n { font-family: ui-monospace, monospace; font-size: 11.5px; padding: 0 2px; border-radius: 2px;
-            min-width: 4.2em; text-align: right; white-space: nowrap; }
-.steps .cells .n.this-head { background: rgba(249, 115, 22, 0.18); }
-.steps .n.masked, .steps .n.dropped { color: #9ca3af; }
-.steps .scroll { max-height: 280px; overflow: auto; }
-.steps table { border-collapse: collapse; }
-.steps th { font-size: 11px; font-weight: 600; text-align: right; padding: 0 4px; position: sticky; top: 0;
-            background: var(--background-fill-primary, white); }
-.steps td { padding: 0 2px; }
-.steps td.tok { font-family: ui-monospace, monospace; font-size: 11.5px; text-align: left; padding-right: 8px;
-                white-space: nowrap; }
-.steps tr.self td { font-weight: 700; background: rgba(249, 115, 22, 0.12); }
-.steps .big { font-size: 15px; font-weight: 700; }
-"""
-
-
-def number_html(value, extra: str = "") -> str:
-    """A number rounded to 3 decimals, exact on hover (its title is the float as JSON has it)."""
-    if value is None:
-        return f'<span class="n{extra}" title="none">·</span>'
-    if value == NEG_INF:
-        return f'<span class="n masked{extra}" title="-inf">−∞</span>'
-    shown = str(value) if isinstance(value, int) else f"{value:.3f}" if abs(value) < 1e4 else f"{value:.3g}"
-    return f'<span class="n{extra}" title="{value!r}">{shown}</span>'
-
-
-def vector_html(key: str, label: str, symbols: str, values: list, highlight: range = range(0)) -> str:
-    """Every number of a vector (the query's own rows are never summarised), wrapped, scrolling when long."""
-    cells = "".join(number_html(v, " this-head" if n in highlight else "") for n, v in enumerate(values))
-    return f'<div class="label">{html.escape(label)} {symbols}</div><div class="cells" data-key="{key}">{cells}</div>'
-
-
-def token_cell(j: int, tokens: list[str]) -> str:
-    return f'<td class="tok">{j} {html.escape(tokens[j][:12])}</td>'
-
-
-def keys_table(tokens: list[str], query: int, columns: list[tuple[str | None, str, list]]) -> str:
-    """One row per key position j (all of them: a long text scrolls), one column per (data key, header, values); the
-    query's row stands out. A column's cells carry its data key (step.number, as in the JSON), for a page test."""
-    length = max(len(values) for _, _, values in columns)
-    head = "<tr><th>j</th>" + "".join(f"<th>{html.escape(header)}</th>" for _, header, _ in columns) + "</tr>"
-    rows = []
-    for j in range(length):
-        cells = []
-        for key, header, values in columns:
-            value = values[j] if j < len(values) else None
-            cell = number_html(value, " dropped" if header == "kept" and value == 0 else "")
-            cells.append(f'<td data-key="{key}">{cell}</td>' if key else f"<td>{cell}</td>")
-        self_row = ' class="self"' if j == query else ""
-        rows.append(f"<tr{self_row}>{token_cell(j, tokens)}{''.join(cells)}</tr>")
-    return f'<div class="scroll"><table>{head}{"".join(rows)}</table></div>'
-
-
-def scalar_html(key: str, value) -> str:
-    return f'<span data-key="{key}">{number_html(value)}</span>'
-
-
-def matrix_html(key: str, label: str, symbols: str, rows: list[list[float]], tokens: list[str], query: int,
-                weights: list) -> str:  # fmt: skip
-    """A (i+1, width) matrix, one row per key j. A long text draws MAX_MATRIX_ROWS rows (the query's and those of
-    the keys with the largest weights), a wide one the first and last numbers of each row; the API has them all."""
-    shown = list(range(len(rows)))
-    note = ""
-    if len(rows) > MAX_MATRIX_ROWS:
-        largest = sorted(range(len(rows) - 1), key=lambda j: -weights[j])[: MAX_MATRIX_ROWS - 1]
-        shown = sorted(largest + [query])
-        note = f"{MAX_MATRIX_ROWS} of {len(rows)} rows: the query's and the keys it weighs most. "
-    width = len(rows[0])
-    columns = list(range(width))
-    if width > MAX_MATRIX_COLUMNS:
-        columns = list(range(48)) + [None] + list(range(width - 16, width))
-        note += f"The first 48 and last 16 of {width} numbers a row. "
-    body = []
-    for j in shown:
-        cells = "".join("<td>…</td>" if c is None else f"<td>{number_html(rows[j][c])}</td>" for c in columns)
-        self_row = ' class="self"' if j == query else ""
-        body.append(f'<tr{self_row} data-j="{j}">{token_cell(j, tokens)}{cells}</tr>')
-    note = f'<p class="shapes">{note}Every number is in the API.</p>' if note else ""
-    return (
-        f'<div class="label">{html.escape(label)} {symbols}</div>{note}'
-        f'<div class="scroll" data-key="{key}"><table>{"".join(body)}</table></div>'
-    )
-
-
-def shapes_html(shapes: list[dict], sizes: dict) -> str:
-    parts = []
-    for s in shapes:
-        code = f" <code>{html.escape(s['code'])}</code>" if s["code"] else ""
-        parts.append(f"{html.escape(s['what'])}{code} {s['symbols']} = {tuple(s['shape'])}")
-    legend = ", ".join(f"{k}={v}" for k, v in sizes.items())
-    return f'<p class="shapes">Shapes ({legend}): {"; ".join(parts)}.</p>'
-
-
-def steps_html(numbers: dict) -> str:
-    """The step view, drawn from `steps_json`'s result: the page shows exactly the numbers the API returns."""
-    s, tokens, i = numbers["steps"], numbers["tokens"], numbers["query"]
-    sizes, h = numbers["sizes"], numbers["head"]
-    D, C = sizes["D"], sizes["C"]
-    this_head = range(h * D, (h + 1) * D)
-    weights = s["softmax"]["weights"]
-    mode = (f"training mode: dropout p={s['dropout']['p']}, seed {numbers['seed']}" if numbers["training"]
-            else "evaluation mode (no dropout)")  # fmt: skip
-    parts = [
-        f'<div class="head" data-query="{i}" data-layer="{numbers["layer"]}" data-head="{h}">'
-        f'<span class="big">Layer {numbers["layer"]}, head {h}, query token {i} '
-        f'"{html.escape(tokens[i])}"</span> ({mode}). Rounded to 3 decimals: hover a number for its exact value.'
-        + "".join(f"<p>{html.escape(note)}</p>" for note in numbers["notes"])
-        + "</div>"
-    ]
-
-    def section(number: int, name: str, body: str, wide: bool = False) -> None:
-        step = s[name]
-        parts.append(
-            f'<section class="{"wide" if wide else ""}" data-step="{name}"><h4>{number}. {html.escape(step["title"])}'
-            f"</h4><p>{html.escape(step['explanation'])}</p>{shapes_html(step['shapes'], sizes)}{body}</section>"
-        )
-
-    def vector(name: str, key: str, highlight: range = range(0)) -> str:
-        symbols, label = NUMBERS[name][key]
-        return vector_html(f"{name}.{key}", label, symbols, s[name][key], highlight)
-
-    def matrix(name: str, key: str) -> str:
-        symbols, label = NUMBERS[name][key]
-        return matrix_html(f"{name}.{key}", label, symbols, s[name][key], tokens, i, weights)
-
-    def column(name: str, key: str, header: str) -> tuple[str, str, list]:
-        return f"{name}.{key}", header, s[name][key]
-
-    section(
-        1, "inputs", vector("inputs", "x_i") + matrix("inputs", "x_j") + vector("inputs", "residual_i"), wide=C > 64
-    )
-    table = keys_table(
-        tokens, i, [column("no_weights", "scores", "x_i . x_j"), column("no_weights", "weights", "softmax")]
-    )
-    section(2, "no_weights", table + vector("no_weights", "output"))
-    qkv = s["qkv"]
-    slices = ", ".join(f"{name}: rows {a}..{b - 1}" for name, (a, b) in qkv["rows"].items())
-    bias = " (and the same entries of its bias)" if qkv["bias"] else ""
-    where = f"<p>Made by {qkv['weight']} {tuple(qkv['weight_shape'])}: {slices}{bias}.</p>"
-    section(3, "qkv", where + vector("qkv", "q_i") + matrix("qkv", "k_j") + matrix("qkv", "v_j"))
-    scaling = f"<p>D = {s['scores']['D']}, 1/sqrt(D) = {scalar_html('scores.scale', s['scores']['scale'])}</p>"
-    table = keys_table(tokens, i, [column("scores", "scores", "q_i . k_j"), column("scores", "scaled", "x 1/sqrt(D)")])
-    section(4, "scores", scaling + table)
-    table = keys_table(tokens, i, [column("softmax", "masked", "masked"), column("softmax", "weights", "w_ij")])
-    section(5, "softmax", table + f"<p>The weights sum to {scalar_html('softmax.sum', s['softmax']['sum'])}.</p>")
-    drop = s["dropout"]
-    after = column("dropout", "weights", "after dropout")
-    if drop["applied"]:
-        told = (f"<p>Training mode: p = {drop['p']}, seed {drop['seed']}: kept weights are multiplied by "
-                f"1/(1-p) = {number_html(drop['scale'])}.</p>")  # fmt: skip
-        if drop["p"] == 0:
-            told += "<p>This model was trained without attention dropout (p = 0): training mode changes nothing.</p>"
-        columns = [(None, "w_ij", weights), column("dropout", "keep", "kept"), after]
-    else:
-        told = "<p>Evaluation mode: dropout is the identity. Switch on training mode to see it.</p>"
-        columns = [after]
-    section(6, "dropout", told + keys_table(tokens, i, columns))
-    outputs = [vector("output", "z_i"), vector("output", "heads_z_i", this_head), vector("output", "out_i"),
-               vector("output", "next_i")]  # fmt: skip
-    section(7, "output", "".join(outputs), wide=True)
-    difference = scalar_html("multi_head.max_abs_difference", s["multi_head"]["max_abs_difference"])
-    both = vector("multi_head", "separate_i", this_head) + vector("multi_head", "fused_i", this_head)
-    section(8, "multi_head", f"{both}<p>Largest absolute difference, over every token and head: {difference}</p>",
-            wide=True)  # fmt: skip
-    return f'<div class="steps">{"".join(parts)}</div>'

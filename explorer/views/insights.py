@@ -1,96 +1,43 @@
-"""HTML for the "What does this head do?" section, drawn from the plain-number answers of the API (app.py's
-`next_tokens`, `ablate`, `importance`, `head_roles`, `logit_lens`, `compare`): the page shows what a notebook gets.
+"""HTML for the "What does this head do?" section and the current-text line, drawn from the plain-number answers of the
+API (the `next_tokens`, `ablate`, `importance`, `head_roles`, `logit_lens` and `compare` endpoints): the page shows what
+a notebook gets. The looks in insights.css; pick_token.js makes a token strip clickable, current.js greys the views of
+an earlier text.
 
-Nothing here computes a model's numbers (head_insights.py does) or knows of Gradio.
+Nothing here computes a model's numbers or knows of Gradio.
 """
 
 import html
 
-from attention_maps import COLOURS
+from explorer.attention_maps import COLOURS
+from explorer.views.assets import asset
 
-INSIGHT_CSS = """
-.insight { font-size: 13px; }
-.insight table { border-collapse: collapse; margin: 4px 0 10px; }
-.insight td, .insight th { padding: 2px 5px; text-align: center; border: 1px solid rgba(128,128,128,.25); }
-.insight .strip { overflow-x: auto; max-width: 100%; }
-.insight .strip td { font-family: ui-monospace, monospace; white-space: pre; min-width: 14px; }
-.insight .tok { cursor: pointer; }
-.insight .tok.chosen { outline: 2px solid #f97316; }
-.insight .bar { display: inline-block; height: 10px; background: #6366f1; vertical-align: middle; }
-.insight .maps { display: flex; flex-wrap: wrap; gap: 18px; }
-.insight .sampled span { font-family: ui-monospace, monospace; white-space: pre-wrap; }
-.current-view { font-size: 14px; padding: 4px 8px; border-left: 4px solid #6366f1; background: rgba(99,102,241,.08); }
-.current-view.lost { border-left-color: #dc2626; background: rgba(220,38,38,.08); }
-.view-of.stale > :not(.stale-note) { opacity: .35; filter: grayscale(1); }
-.stale-note { font-size: 13px; margin: 2px 0 6px; padding: 3px 8px; border-radius: 4px; background: #fef3c7;
-              color: #78350f; }
-.view-error { font-size: 13px; color: #b91c1c; }
-"""
-
-# On the current-text line (`current_html`): every view drawn for another (model, text) than the one shown now, i.e.
-# every `.view-of` whose data-view is not the line's, is greyed with a note naming the text it belongs to. A mutation
-# observer re-checks after every change of the page, so a result that arrives late for an earlier text is marked too.
-CURRENT_JS = """
-const mark = () => {
-  const now = element.querySelector('.current-view');
-  const key = now ? now.dataset.view : '';
-  document.querySelectorAll('.view-of').forEach((view) => {
-    const stale = view.dataset.view !== key;
-    view.classList.toggle('stale', stale);
-    let note = view.querySelector(':scope > .stale-note');
-    if (!stale) { if (note) note.remove(); return; }
-    if (!note) { note = document.createElement('p'); note.className = 'stale-note'; view.prepend(note); }
-    const text = `Out of date: this was computed for ${view.dataset.label}, not for the text shown now. ` +
-                 'Run it again to see the current text.';
-    if (note.textContent !== text) note.textContent = text;
-  });
-};
-let queued = false;
-new MutationObserver(() => {
-  if (queued) return;
-  queued = true;
-  requestAnimationFrame(() => { queued = false; mark(); });
-}).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['data-view']});
-mark();
-"""
-
-# A click on a token of the strip picks its position (the `pick` event of the gr.HTML).
-PICK_TOKEN_JS = """
-element.addEventListener('click', (event) => {
-  const cell = event.target.closest('[data-position]');
-  if (cell) trigger('pick', {position: Number(cell.dataset.position)});
-});
-"""
-
+INSIGHT_CSS = asset("insights.css")
+PICK_TOKEN_JS = asset("pick_token.js")  # a click on a token of a strip picks its position (the `pick` event)
+CURRENT_JS = asset("current.js")  # on the current-text line: greys every view of another (model, text)
 
 def belongs_to(key: str, label: str, body: str) -> str:
     """A view's HTML marked with the (model, token ids) it was computed for: `key` identifies them, `label` names
     them for a learner. CURRENT_JS greys it when the page shows another text."""
     return f'<div class="view-of" data-view="{html.escape(key)}" data-label="{html.escape(label)}">{body}</div>'
 
-
 def current_html(key: str, label: str, length: int) -> str:
     """The line saying which text and model every view below belongs to."""
     return (f'<div class="current-view" data-view="{html.escape(key)}">Showing {html.escape(label)}, {length} tokens '
             "(the start token included): every view below is of this text.</div>")
-
 
 def lost_html(label: str) -> str:
     """The line after a text that could not be shown: no view below belongs to it."""
     return (f'<div class="current-view lost" data-view="">Could not show {html.escape(label)} (the message says why). '
             "The views below belong to the text named on each; fix the text and press Show attention.</div>")
 
-
 def error_html(message: str) -> str:
     """A visitor's mistake drawn where the view would be (so that no earlier result stays up under it)."""
     return f'<p class="view-error">{html.escape(message)}</p>'
 
-
-def _viridis(value: float) -> str:
+def viridis_css(value: float) -> str:
     """CSS colour of a value in [0, 1] on the maps' scale, and a text colour that reads on it."""
     r, g, b = COLOURS[round(min(max(value, 0.0), 1.0) * 255)]
     return f"background: rgb({r},{g},{b}); color: {'#000' if value > 0.6 else '#fff'}"
-
 
 def _diverging(value: float, scale: float) -> str:
     """Red for a rise, blue for a fall, white for none; `scale` is the value drawn at full strength."""
@@ -99,10 +46,8 @@ def _diverging(value: float, scale: float) -> str:
     colour = f"255,{fade},{fade}" if value > 0 else f"{fade},{fade},255"
     return f"background: rgb({colour}); color: #000"
 
-
 def _label(token: str) -> str:
     return html.escape(token)
-
 
 def head_table(scores: list[list[float]], title: str, diverging: bool = False, digits: int = 2) -> str:
     """A layer x head grid of numbers, each cell coloured by its value (0..1 on viridis, or red / blue for +/-)."""
@@ -110,15 +55,14 @@ def head_table(scores: list[list[float]], title: str, diverging: bool = False, d
     rows = ["<tr><th></th>" + "".join(f"<th>head {h}</th>" for h in range(len(scores[0]))) + "</tr>"]
     for layer, row in enumerate(scores):
         cells = "".join(
-            f'<td style="{_diverging(v, scale) if diverging else _viridis(v)}" title="layer {layer}, head {h}: '
+            f'<td style="{_diverging(v, scale) if diverging else viridis_css(v)}" title="layer {layer}, head {h}: '
             f'{v:.4f}">{v:+.{digits}f}</td>'
             if diverging
-            else f'<td style="{_viridis(v)}" title="layer {layer}, head {h}: {v:.4f}">{v:.{digits}f}</td>'
+            else f'<td style="{viridis_css(v)}" title="layer {layer}, head {h}: {v:.4f}">{v:.{digits}f}</td>'
             for h, v in enumerate(row)
         )
         rows.append(f"<tr><th>layer {layer}</th>{cells}</tr>")
     return f"<figure><figcaption><b>{html.escape(title)}</b></figcaption><table>{''.join(rows)}</table></figure>"
-
 
 def token_strip(tokens: list[str], chosen: int | None = None) -> str:
     """The tokens in a row, each clickable (it picks the position), the chosen one outlined."""
@@ -128,7 +72,6 @@ def token_strip(tokens: list[str], chosen: int | None = None) -> str:
     )
     return f'<div class="strip"><table><tr><th>token</th>{cells}</tr></table></div>'
 
-
 def probability_bars(top: list[dict], width: int = 220) -> str:
     rows = "".join(
         f"<tr><td>{_label(t['token'])}</td><td style='text-align:left'><span class='bar' "
@@ -136,7 +79,6 @@ def probability_bars(top: list[dict], width: int = 220) -> str:
         for t in top
     )
     return f"<table><tr><th>next token</th><th>probability</th></tr>{rows}</table>"
-
 
 def next_tokens_html(answer: dict, lens: dict) -> str:
     """The clickable tokens, the top-10 next tokens at the chosen position as bars, the probability of the token that
@@ -159,7 +101,6 @@ def next_tokens_html(answer: dict, lens: dict) -> str:
         f"LM head applied to it); the last row is the model's prediction.<table>{layers}</table></div></div></div>"
     )
 
-
 def loss_strip(tokens: list[str], before: list[float], after: list[float] | None = None, element_id: str = "") -> str:
     """Per-token loss under the tokens (entry t: the loss of token t + 1); with `after`, a second row coloured by the
     change (red: worse, blue: better)."""
@@ -176,7 +117,6 @@ def loss_strip(tokens: list[str], before: list[float], after: list[float] | None
         rows += f"<tr><th>loss after</th>{after_cells}</tr>"
     return f'<div class="strip" id="{element_id}"><table>{rows}</table></div>'
 
-
 def ablation_html(answer: dict) -> str:
     heads = ", ".join(f"{layer}.{head}" for layer, head in answer["heads"]) or "no head"
     change = answer["total_after"] - answer["total_before"]
@@ -192,14 +132,12 @@ def ablation_html(answer: dict) -> str:
         f'<div class="maps">{tops}</div></div>'
     )
 
-
 def generation_html(generation: dict) -> str:
     return (
         f'<div class="insight maps"><div><b>Generated, plain</b> (seed {generation["seed"]})<pre>'
         f"{html.escape(generation['plain'])}</pre></div><div><b>Same seed, heads ablated</b><pre>"
         f"{html.escape(generation['ablated'])}</pre></div></div>"
     )
-
 
 def importance_html(answer: dict) -> str:
     table = head_table(answer["importance"], "Loss increase when each head alone is ablated", diverging=True, digits=3)
@@ -209,14 +147,12 @@ def importance_html(answer: dict) -> str:
         "model needs the head here; blue: it does better without it.</p></div>"
     )
 
-
 ROLE_TITLES = {
     "previous_token": "Previous token (weight on i - 1)",
     "first_token": "First token / boundary sink (weight on position 0)",
     "self": "Self (weight on i itself)",
     "induction": "Induction (repeated random probe)",
 }
-
 
 def roles_html(answer: dict) -> str:
     maps = []
@@ -231,7 +167,6 @@ def roles_html(answer: dict) -> str:
         "drop is what the model learns in context.</p></div>"
     )
 
-
 def compare_html(answer: dict) -> str:
     texts = "".join(
         f"<p><b>{which} text</b>, mean loss {sum(losses) / max(1, len(losses)):.4f}</p>{loss_strip(tokens, losses)}"
@@ -245,20 +180,12 @@ def compare_html(answer: dict) -> str:
     notes = "".join(f"<p>{html.escape(note)}</p>" for note in answer["notes"])
     return f'<div class="insight">{notes}{head_table(answer["difference_per_head"], title, digits=3)}{texts}</div>'
 
-
 def sampled_html(tokens: list[str], probabilities: list[float | None], note: str) -> str:
     """Generated tokens coloured by the probability they were sampled with (viridis; the prompt uncoloured)."""
     spans = "".join(
         f"<span>{html.escape(t)}</span>"
         if p is None
-        else f'<span style="{_viridis(p)}" title="p = {p:.4f}" data-probability="{p:.6f}">{html.escape(t)}</span>'
+        else f'<span style="{viridis_css(p)}" title="p = {p:.4f}" data-probability="{p:.6f}">{html.escape(t)}</span>'
         for t, p in zip(tokens, probabilities)
     )
     return f'<div class="insight sampled"><p>{html.escape(note)}</p><p>{spans}</p></div>'
-
-
-__all__ = [
-    "INSIGHT_CSS", "CURRENT_JS", "PICK_TOKEN_JS", "belongs_to", "current_html", "lost_html", "error_html",
-    "head_table", "token_strip", "next_tokens_html", "loss_strip", "ablation_html",
-    "generation_html", "importance_html", "roles_html", "compare_html", "sampled_html",
-]  # fmt: skip

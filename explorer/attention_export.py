@@ -19,7 +19,8 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw, ImageFont
 
-from attention_maps import PALETTE, colour_indices, data_uri, grid_images, head_caption, heatmap_svg, png_bytes
+from explorer.attention_maps import PALETTE, colour_indices, data_uri, grid_images, png_bytes
+from explorer.views.maps import head_caption, heatmap_svg
 
 MAP_PIXELS = 512  # a map's PNG is at least this wide: each weight a square of whole pixels
 GRID_SVG_UP_TO = 64  # tokens: the grid as SVG (vector labels) for texts up to this long
