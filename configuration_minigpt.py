@@ -20,21 +20,47 @@ PRESETS = {
 # line wins. Kept here beside the sizes, so that the demo reads them without importing the Trainer.
 TRAINING_PRESETS = {
     "names": dict(  # tuned with bench/bench_quality.py: big steps at a high rate; a batch is 80 rows of packed names
-        output_dir="runs/names", max_steps=6000, per_device_train_batch_size=80, learning_rate=6e-3, dropout=0.1,
-        warmup_steps=100, weight_decay=0.1, adam_beta2=0.99, eval_steps=500, save_steps=500, logging_steps=100,
+        output_dir="runs/names",
+        max_steps=6000,
+        per_device_train_batch_size=80,
+        learning_rate=6e-3,
+        dropout=0.1,
+        warmup_steps=100,
+        weight_decay=0.1,
+        adam_beta2=0.99,
+        eval_steps=500,
+        save_steps=500,
+        logging_steps=100,
         per_device_eval_batch_size=500,
     ),
     "shakespeare": dict(
-        output_dir="runs/shakespeare", max_steps=3000, per_device_train_batch_size=16, learning_rate=1e-3,
-        warmup_steps=100, weight_decay=0.1, adam_beta2=0.99, eval_steps=250, save_steps=500, logging_steps=50,
+        output_dir="runs/shakespeare",
+        max_steps=3000,
+        per_device_train_batch_size=16,
+        learning_rate=1e-3,
+        warmup_steps=100,
+        weight_decay=0.1,
+        adam_beta2=0.99,
+        eval_steps=250,
+        save_steps=500,
+        logging_steps=50,
         per_device_eval_batch_size=64,
     ),
     "gpt2": dict(  # nanoGPT's GPT-2 recipe: about 0.5M tokens a step with 8 GPUs (12 x 1024 x 5 x 8)
-        output_dir="runs/gpt2", max_steps=600_000, per_device_train_batch_size=12, gradient_accumulation_steps=5,
-        learning_rate=6e-4, warmup_steps=2000, weight_decay=0.1, adam_beta2=0.95, eval_steps=1000, save_steps=1000,
-        logging_steps=10, per_device_eval_batch_size=16,
+        output_dir="runs/gpt2",
+        max_steps=600_000,
+        per_device_train_batch_size=12,
+        gradient_accumulation_steps=5,
+        learning_rate=6e-4,
+        warmup_steps=2000,
+        weight_decay=0.1,
+        adam_beta2=0.95,
+        eval_steps=1000,
+        save_steps=1000,
+        logging_steps=10,
+        per_device_eval_batch_size=16,
     ),
-}  # fmt: skip
+}
 
 
 class MiniGPTConfig(PretrainedConfig):

@@ -96,8 +96,9 @@ def read_rows(rows: Iterable[dict], name: str) -> Iterator[dict]:
     try:
         yield from rows
     except UnicodeDecodeError as error:
-        raise DataError(f"The dataset {name} is not UTF-8 text ({error.reason}): give a text file, or convert it "
-                        "to UTF-8.") from None  # fmt: skip
+        raise DataError(
+            f"The dataset {name} is not UTF-8 text ({error.reason}): give a text file, or convert it to UTF-8."
+        ) from None
     except Exception as error:  # the jsonl and parquet readers' own errors (pyarrow's, datasets')
         raise unreadable(name, error) from None
 
@@ -148,8 +149,10 @@ def texts(corpus: Corpus) -> Iterator[str]:
         if text is None:
             continue
         if not isinstance(text, str):
-            raise DataError(f"The column {corpus.column!r} of {corpus.name} holds {type(text).__name__} values, not "
-                            "text: choose a text column with --text_column.")  # fmt: skip
+            raise DataError(
+                f"The column {corpus.column!r} of {corpus.name} holds {type(text).__name__} values, not "
+                "text: choose a text column with --text_column."
+            )
         yield text
 
 
@@ -455,8 +458,10 @@ def text_splits(
 ) -> Splits:
     """Windows of `block_size` tokens; the last `val_fraction` of the characters is the validation text."""
     if tokenizer is None and tokenizer_kind not in ("char", "bpe") and tokenization.missing_local_path(tokenizer_kind):
-        raise DataError(f"--tokenizer {tokenizer_kind}: the path {tokenizer_kind} does not exist. Give names, char, "
-                        "bpe, a saved tokenizer's folder or a Hub id.")  # fmt: skip
+        raise DataError(
+            f"--tokenizer {tokenizer_kind}: the path {tokenizer_kind} does not exist. Give names, char, "
+            "bpe, a saved tokenizer's folder or a Hub id."
+        )
     n_chars = sum(len(text) for text, _ in pieces(corpus))  # one pass: where the tail starts
     n_train = int(n_chars * (1 - val_fraction))
     if n_chars == 0 or n_train == 0:

@@ -149,7 +149,16 @@ def is_character_level(tokenizer: PreTrainedTokenizerFast) -> bool:
 
 
 __all__ = [
-    "names_tokenizer", "char_tokenizer", "bpe_tokenizer", "check_text", "check_names_text", "unknown_characters",
-    "known_characters", "missing_local_path",
-    "is_character_level", "NAMES_BOUNDARY", "END_OF_TEXT", "PAD",
-]  # fmt: skip
+    "names_tokenizer",
+    "char_tokenizer",
+    "bpe_tokenizer",
+    "check_text",
+    "check_names_text",
+    "unknown_characters",
+    "known_characters",
+    "missing_local_path",
+    "is_character_level",
+    "NAMES_BOUNDARY",
+    "END_OF_TEXT",
+    "PAD",
+]

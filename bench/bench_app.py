@@ -104,8 +104,9 @@ def step_choice(i: int) -> tuple[int, int, int]:
     return 2, 1, 64 + i % 64
 
 
-def through_the_server(url: str, names_model: str, text_model: str, runs: int, prompt: str, seeds: list[int],
-                       sample: str):  # fmt: skip
+def through_the_server(
+    url: str, names_model: str, text_model: str, runs: int, prompt: str, seeds: list[int], sample: str
+):
     import httpx
 
     http = httpx.Client(timeout=60)
@@ -244,8 +245,12 @@ def gpt2_at_1024(root: Path, runs: int) -> dict[str, float]:
     results["view, first"] = (time.perf_counter() - start) * 1000
     results["view, beyond forward"] = median_ms(lambda i: app.attention(text, "gpt2-shaped"), max(3, runs // 4))
     rows = [1023 - 37 * i for i in range(runs)]
-    results["hover, in process"] = median_ms(lambda i: app.attention_row(
-        {"model": "gpt2-shaped", "text": text, "layer": 11, "head": str(i % 12), "query": rows[i]}), runs)  # fmt: skip
+    results["hover, in process"] = median_ms(
+        lambda i: app.attention_row(
+            {"model": "gpt2-shaped", "text": text, "layer": 11, "head": str(i % 12), "query": rows[i]}
+        ),
+        runs,
+    )
     with tempfile.TemporaryDirectory(dir=root) as out:
         start = time.perf_counter()
         written = save_weights(Path(out) / "w.safetensors", app.PASSES.get(lm.model, ids).attentions, [], ids)
@@ -258,23 +263,38 @@ def gpt2_at_1024(root: Path, runs: int) -> dict[str, float]:
         body = call(http, url, "attention", text, "gpt2-shaped")  # loads the model, runs the pass, draws
         results["served, first"] = (time.perf_counter() - start) * 1000
         results["served MB"] = len(body.encode()) / 1e6
-        results["served, beyond forward"] = median_ms(lambda i: call(http, url, "attention", text, "gpt2-shaped"),
-                                                      max(3, runs // 4))  # fmt: skip
+        results["served, beyond forward"] = median_ms(
+            lambda i: call(http, url, "attention", text, "gpt2-shaped"), max(3, runs // 4)
+        )
         asked = {"model": "gpt2-shaped", "text": text, "layer": 5}
-        results["hover, served"] = median_ms(lambda i: page_function(http, url, "attention_row", {
-            **asked, "head": str(i % 12), "query": rows[i]}), runs)  # fmt: skip
-        results["hover mean, served"] = median_ms(lambda i: page_function(http, url, "attention_row", {
-            **asked, "head": "mean", "query": rows[i]}), runs)  # fmt: skip
-        results["zoom, served"] = median_ms(lambda i: page_function(http, url, "attention_window", {
-            **asked, "head": str(i % 12), "row": rows[i] - 256, "col": 37 * i, "size": 256}), runs)  # fmt: skip
+        results["hover, served"] = median_ms(
+            lambda i: page_function(http, url, "attention_row", {**asked, "head": str(i % 12), "query": rows[i]}), runs
+        )
+        results["hover mean, served"] = median_ms(
+            lambda i: page_function(http, url, "attention_row", {**asked, "head": "mean", "query": rows[i]}), runs
+        )
+        results["zoom, served"] = median_ms(
+            lambda i: page_function(
+                http,
+                url,
+                "attention_window",
+                {**asked, "head": str(i % 12), "row": rows[i] - 256, "col": 37 * i, "size": 256},
+            ),
+            runs,
+        )
     return results
 
 
 def old_drawing_module():
     """attention_maps.py as it was before issue 11, from git, as a module of its own (None without git)."""
     try:
-        source = subprocess.run(["git", "show", f"{BEFORE_ISSUE_11}:attention_maps.py"], cwd=REPO, check=True,
-                                capture_output=True, text=True).stdout  # fmt: skip
+        source = subprocess.run(
+            ["git", "show", f"{BEFORE_ISSUE_11}:attention_maps.py"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
     path = Path(tempfile.mkdtemp()) / "attention_maps_before.py"
@@ -317,20 +337,28 @@ def draw(maps, weights: torch.Tensor, tokens: list[str], shown: dict | None) -> 
 
 
 def print_scale(results: dict[str, float], drawing: list[list]) -> None:
-    print(f"\nload: {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f} (1, 5, 15 min) on "
-          f"{os.cpu_count()} cores")  # fmt: skip
+    print(
+        f"\nload: {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f} (1, 5, 15 min) on "
+        f"{os.cpu_count()} cores"
+    )
     if results:
         print("\nGPT-2-shaped random MiniGPT (12 x 12 x 768, vocab 50,257, from_gpt2), 1,024 tokens (median):")
         r = results
         print(f"{'measure':52} {'in process':>12} {'through the app':>16} {'goal':>10}")
         print(f"{'model forward pass (run_forward_pass)':52} {r['forward']:9.0f} ms")
-        print(f"{'attention view, first request (forward + drawing)':52} {r['view, first']:9.0f} ms "
-              f"{r['served, first']:13.0f} ms")  # fmt: skip
-        print(f"{'attention view, beyond the forward (pass cached)':52} {r['view, beyond forward']:9.0f} ms "
-              f"{r['served, beyond forward']:13.0f} ms {'2000 ms':>10}")  # fmt: skip
+        print(
+            f"{'attention view, first request (forward + drawing)':52} {r['view, first']:9.0f} ms "
+            f"{r['served, first']:13.0f} ms"
+        )
+        print(
+            f"{'attention view, beyond the forward (pass cached)':52} {r['view, beyond forward']:9.0f} ms "
+            f"{r['served, beyond forward']:13.0f} ms {'2000 ms':>10}"
+        )
         print(f"{'attention view, response size':52} {'':>12} {r['served MB']:13.2f} MB {'5 MB':>10}")
-        print(f"{'hover value (one query row, a head)':52} {r['hover, in process']:9.1f} ms "
-              f"{r['hover, served']:13.1f} ms {'100 ms':>10}")  # fmt: skip
+        print(
+            f"{'hover value (one query row, a head)':52} {r['hover, in process']:9.1f} ms "
+            f"{r['hover, served']:13.1f} ms {'100 ms':>10}"
+        )
         print(f"{'hover value (one query row, average of heads)':52} {'':>12} {r['hover mean, served']:13.1f} ms")
         print(f"{'zoom/pan: a 256 x 256 window':52} {'':>12} {r['zoom, served']:13.1f} ms")
         export = f"export all weights (.safetensors, {r['export MB']:.0f} MB)"
@@ -383,8 +411,10 @@ def main() -> None:
             )
 
     print(f"\n{'measure (median)':44} {'through the app':>16} {'in process':>12} {'goal':>8}")
-    print(f"{'names (10) + all attention maps':44} {served['names + maps']:13.0f} ms {local['names + maps']:9.0f} ms"
-          f" {'150 ms':>8}")  # fmt: skip
+    print(
+        f"{'names (10) + all attention maps':44} {served['names + maps']:13.0f} ms {local['names + maps']:9.0f} ms"
+        f" {'150 ms':>8}"
+    )
     print(f"{'  reference: bare model work':44} {'':>16} {local['names + maps (bare model)']:9.0f} ms")
     print(f"{'200 streamed text tokens':44} {served['text 200']:13.0f} ms {local['text 200']:9.0f} ms {'2000 ms':>8}")
     print(f"{'  reference: nanoGPT sampling (no KV cache)':44} {'':>16} {local['text 200 (no KV cache)']:9.0f} ms")
@@ -392,8 +422,10 @@ def main() -> None:
         print(f"{row + ', 128 tokens':44} {served[row]:13.0f} ms {local[row]:9.0f} ms {f'{goal} ms':>8}")
     print(f"{'  reference: one recorded eager pass':44} {'':>16} {local['recorded pass (128 tokens)']:9.0f} ms")
     step_page = served["step"] + local["step drawing"]
-    print(f"{'step view, text model, 128 tokens (new text)':44} {step_page:13.0f} ms {local['step view']:9.0f} ms"
-          f" {'300 ms':>8}")  # fmt: skip
+    print(
+        f"{'step view, text model, 128 tokens (new text)':44} {step_page:13.0f} ms {local['step view']:9.0f} ms"
+        f" {'300 ms':>8}"
+    )
     print(f"{'  of which: /step (JSON) through the app':44} {served['step']:13.0f} ms")
     print(f"{'  of which: drawing its numbers':44} {'':>16} {local['step drawing']:9.0f} ms")
     speedup = local["text 200 (no KV cache)"] / local["text 200"]

@@ -1,6 +1,6 @@
 """Per-forward time of the eager path (returns the weights) against sdpa (fused kernel), same model, same weights.
 
-    python bench/bench_attention.py [--rounds 10]
+python bench/bench_attention.py [--rounds 10]
 """
 
 import argparse
@@ -42,13 +42,23 @@ def main():
         torch.testing.assert_close(forward("eager"), forward("sdpa"), atol=1e-4, rtol=1e-4)
         seconds = alternate({"eager": lambda: forward("eager"), "sdpa": lambda: forward("sdpa")}, args.rounds)
         eager, sdpa = summarise(seconds["eager"], 1000), summarise(seconds["sdpa"], 1000)
-        rows.append([f"{preset} ({model.num_parameters() / 1e6:.1f}M)", f"{batch}x{length}", *eager, *sdpa,
-                     eager[1] / sdpa[1]])  # fmt: skip
+        rows.append(
+            [f"{preset} ({model.num_parameters() / 1e6:.1f}M)", f"{batch}x{length}", *eager, *sdpa, eager[1] / sdpa[1]]
+        )
     print_table(
-        ["model", "batch x T", "eager min ms", "eager median ms", "eager max ms", "sdpa min ms", "sdpa median ms",
-         "sdpa max ms", "eager / sdpa"],
+        [
+            "model",
+            "batch x T",
+            "eager min ms",
+            "eager median ms",
+            "eager max ms",
+            "sdpa min ms",
+            "sdpa median ms",
+            "sdpa max ms",
+            "eager / sdpa",
+        ],
         rows,
-    )  # fmt: skip
+    )
 
 
 if __name__ == "__main__":

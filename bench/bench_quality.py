@@ -58,21 +58,60 @@ BENCHMARKS = {
         reference="nanoGPT, same model and batch, this machine: 1.886 in 86 s",
         target_loss=1.88,
         budget_s=86,
-        args=["--preset", "shakespeare", "--tokenizer", "char", "--dataset", str(DATA / "tinyshakespeare.txt"),
-              "--val_fraction", "0.1", "--n_layer", "4", "--n_head", "4", "--n_embd", "128", "--block_size", "64",
-              "--per_device_train_batch_size", "12", "--max_steps", "1600", "--learning_rate", "3e-3",
-              "--dropout", "0", "--eval_steps", "800"],
+        args=[
+            "--preset",
+            "shakespeare",
+            "--tokenizer",
+            "char",
+            "--dataset",
+            str(DATA / "tinyshakespeare.txt"),
+            "--val_fraction",
+            "0.1",
+            "--n_layer",
+            "4",
+            "--n_head",
+            "4",
+            "--n_embd",
+            "128",
+            "--block_size",
+            "64",
+            "--per_device_train_batch_size",
+            "12",
+            "--max_steps",
+            "1600",
+            "--learning_rate",
+            "3e-3",
+            "--dropout",
+            "0",
+            "--eval_steps",
+            "800",
+        ],
         seeds=[1337],
     ),
-}  # fmt: skip
+}
 
 
 def run(name: str, spec: dict, out: Path, seed: int, extra: list[str], threads: int | None = None) -> dict:
     """Trains in a fresh process; returns the validation points (step, elapsed_s, eval_loss), the process's CPU time
     and the load averages (1, 5, 15 minutes) at its start and end. `threads`: torch's threads (default: all cores)."""
-    command = [sys.executable, "train.py", *spec["args"], "--seed", str(seed), *extra, "--output_dir", str(out),
-               "--save_steps", "100000", "--logging_steps", "100", "--disable_tqdm", "true",
-               "--samples", "3"]  # fmt: skip
+    command = [
+        sys.executable,
+        "train.py",
+        *spec["args"],
+        "--seed",
+        str(seed),
+        *extra,
+        "--output_dir",
+        str(out),
+        "--save_steps",
+        "100000",
+        "--logging_steps",
+        "100",
+        "--disable_tqdm",
+        "true",
+        "--samples",
+        "3",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
@@ -88,8 +127,11 @@ def run(name: str, spec: dict, out: Path, seed: int, extra: list[str], threads: 
     history = json.loads((out / "log_history.json").read_text())
     points = [h for h in history if "eval_loss" in h]
     load = f"load {' '.join(f'{x:.1f}' for x in load_before)} -> {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
-    print(f"  {name} seed {seed}: process wall time {total:.0f} s (model card and samples included), "
-          f"CPU time {cpu_s:.0f} s, {load}", flush=True)  # fmt: skip
+    print(
+        f"  {name} seed {seed}: process wall time {total:.0f} s (model card and samples included), "
+        f"CPU time {cpu_s:.0f} s, {load}",
+        flush=True,
+    )
     return dict(seed=seed, points=points, cpu_s=cpu_s, load_before=load_before[0], load_after=os.getloadavg()[0])
 
 
@@ -107,8 +149,10 @@ def reference_loop(steps=2000, batch=12, block=64, lr=1e-3, min_lr=1e-4, warmup=
     config = MiniGPTConfig(vocab_size=len(vocab) + 2, block_size=block, n_layer=4, n_head=4, n_embd=128)  # + eos, pad
     model = MiniGPTForCausalLM(config)
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]  # fmt: skip
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
     optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.99), fused=True)
     model.train()
     for step in range(steps):
@@ -148,8 +192,16 @@ def mean_curve(runs: list[dict]) -> list[dict]:
         losses = [p["eval_loss"] for p in column]
         elapsed = statistics.mean(p.get("elapsed_s", math.nan) for p in column)
         spread = statistics.stdev(losses) if len(losses) > 1 else 0.0
-        curve.append(dict(step=column[0]["step"], elapsed_s=elapsed, eval_loss=statistics.mean(losses), sd=spread,
-                          low=min(losses), high=max(losses)))  # fmt: skip
+        curve.append(
+            dict(
+                step=column[0]["step"],
+                elapsed_s=elapsed,
+                eval_loss=statistics.mean(losses),
+                sd=spread,
+                low=min(losses),
+                high=max(losses),
+            )
+        )
     return curve
 
 
@@ -160,33 +212,51 @@ def report(name: str, spec: dict, runs: list[dict]) -> dict:
     print(f"\n{name}: reference {spec['reference']}; target <= {target} (mean over the splits) within {budget} s")
     print("  step " + "".join(f" | seed {r['seed']:>4}: wall s  val loss" for r in runs))
     for column in zip(*(r["points"] for r in runs)):
-        print(f"  {column[0]['step']:>4} " + "".join(
-            f" | {p.get('elapsed_s', math.nan):>18.1f} {p['eval_loss']:>9.4f}" for p in column))  # fmt: skip
+        print(
+            f"  {column[0]['step']:>4} "
+            + "".join(f" | {p.get('elapsed_s', math.nan):>18.1f} {p['eval_loss']:>9.4f}" for p in column)
+        )
     for r in runs:
         hit = crossing(r["points"], target)
         where = f"step {hit['step']} at {hit['elapsed_s']:.0f} s" if hit else "never"
-        print(f"  seed {r['seed']}: crossed {target} at {where}; final {r['points'][-1]['eval_loss']:.4f}, "
-              f"best {min(p['eval_loss'] for p in r['points']):.4f}; CPU time {r['cpu_s']:.0f} s; "
-              f"load {r['load_before']:.1f} -> {r['load_after']:.1f}")  # fmt: skip
+        print(
+            f"  seed {r['seed']}: crossed {target} at {where}; final {r['points'][-1]['eval_loss']:.4f}, "
+            f"best {min(p['eval_loss'] for p in r['points']):.4f}; CPU time {r['cpu_s']:.0f} s; "
+            f"load {r['load_before']:.1f} -> {r['load_after']:.1f}"
+        )
     curve = mean_curve(runs)
     if len(runs) > 1:
         print(f"  mean over {len(runs)} splits:  step  wall s  mean loss   sd     min-max")
         for c in curve:
-            print(f"  {'':>26}{c['step']:>5} {c['elapsed_s']:>7.1f} {c['eval_loss']:>9.4f} {c['sd']:>7.4f}  "
-                  f"{c['low']:.4f}-{c['high']:.4f}")  # fmt: skip
+            print(
+                f"  {'':>26}{c['step']:>5} {c['elapsed_s']:>7.1f} {c['eval_loss']:>9.4f} {c['sd']:>7.4f}  "
+                f"{c['low']:.4f}-{c['high']:.4f}"
+            )
     within = [c for c in curve if c["elapsed_s"] <= budget]
     best = min((c["eval_loss"] for c in within), default=math.nan)
     reached = crossing(curve, target)
     time_to_target = reached["elapsed_s"] if reached else math.nan
     ok = bool(reached) and time_to_target <= budget
     step = reached["step"] if reached else "-"
-    print(f"  mean: best within budget {best:.4f} (target ratio {best / target:.3f}); target reached at step {step}, "
-          f"{time_to_target:.0f} s (budget ratio {time_to_target / budget:.2f}): "
-          f"{'PASS' if ok else 'MISS'}")  # fmt: skip
+    print(
+        f"  mean: best within budget {best:.4f} (target ratio {best / target:.3f}); target reached at step {step}, "
+        f"{time_to_target:.0f} s (budget ratio {time_to_target / budget:.2f}): "
+        f"{'PASS' if ok else 'MISS'}"
+    )
     final = curve[-1]
-    return dict(name=name, best=best, time_to_target=time_to_target, step=step, final=final["eval_loss"],
-                sd=final["sd"], low=final["low"], high=final["high"], cpu_s=statistics.mean(r["cpu_s"] for r in runs),
-                load=max(r["load_before"] for r in runs), ok=ok)  # fmt: skip
+    return dict(
+        name=name,
+        best=best,
+        time_to_target=time_to_target,
+        step=step,
+        final=final["eval_loss"],
+        sd=final["sd"],
+        low=final["low"],
+        high=final["high"],
+        cpu_s=statistics.mean(r["cpu_s"] for r in runs),
+        load=max(r["load_before"] for r in runs),
+        ok=ok,
+    )
 
 
 def compare_with_reference(points: list[dict]) -> dict:
@@ -199,8 +269,10 @@ def compare_with_reference(points: list[dict]) -> dict:
         f"\nshakespeare reference in this run (plain PyTorch nanoGPT loop, load {load:.2f}): "
         f"{reference['wall_s']:.0f} s training, val loss {reference['eval_loss']:.4f}"
     )
-    print(f"  train.py's whole run (imports, data, evaluations included) / the reference's {2000} training steps: "
-          f"{ratio:.2f}; scaled to the 86 s nanoGPT took on a quieter day: {86 * ratio:.0f} s")  # fmt: skip
+    print(
+        f"  train.py's whole run (imports, data, evaluations included) / the reference's {2000} training steps: "
+        f"{ratio:.2f}; scaled to the 86 s nanoGPT took on a quieter day: {86 * ratio:.0f} s"
+    )
     return dict(ratio=ratio, reference_loss=reference["eval_loss"])
 
 
@@ -215,8 +287,9 @@ def main(argv: list[str]) -> None:
         spec = BENCHMARKS[name]
         threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
         with tempfile.TemporaryDirectory() as root, ThreadPoolExecutor(jobs) as pool:
-            futures = [pool.submit(run, name, spec, Path(root) / f"seed{seed}", seed, extra, threads)
-                       for seed in spec["seeds"]]  # fmt: skip
+            futures = [
+                pool.submit(run, name, spec, Path(root) / f"seed{seed}", seed, extra, threads) for seed in spec["seeds"]
+            ]
             runs = [future.result() for future in futures]
         rows.append(report(name, spec, runs))
         if name == "shakespeare":
@@ -230,10 +303,12 @@ def main(argv: list[str]) -> None:
         spec = BENCHMARKS[r["name"]]
         ratio = f"{r['ratio']:.2f}" if "ratio" in r else "-"
         reference = f"{r['reference_loss']:.4f}" if "reference_loss" in r else "-"
-        print(f"| {r['name']} | {len(spec['seeds'])} | <= {spec['target_loss']} in {spec['budget_s']} s | "
-              f"{r['best']:.4f} | {r['step']}, {r['time_to_target']:.0f} s | {r['final']:.4f} +- {r['sd']:.4f}, "
-              f"{r['low']:.4f}-{r['high']:.4f} | {r['cpu_s']:.0f} s | {r['load']:.1f} | {ratio} | "
-              f"{reference} |")  # fmt: skip
+        print(
+            f"| {r['name']} | {len(spec['seeds'])} | <= {spec['target_loss']} in {spec['budget_s']} s | "
+            f"{r['best']:.4f} | {r['step']}, {r['time_to_target']:.0f} s | {r['final']:.4f} +- {r['sd']:.4f}, "
+            f"{r['low']:.4f}-{r['high']:.4f} | {r['cpu_s']:.0f} s | {r['load']:.1f} | {ratio} | "
+            f"{reference} |"
+        )
     if extra:
         print(f"train.py flags added: {' '.join(extra)}")
 

@@ -39,8 +39,9 @@ BEFORE = "aa178fd"  # the last commit before continuous batching: one loop per r
 
 def checkout(commit: str, folder: Path) -> Path:
     """The repository's files at `commit` (without the models, which are passed by path) in `folder`."""
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "--", ".", ":!models"], capture_output=True,
-                             check=True).stdout  # fmt: skip
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", commit, "--", ".", ":!models"], capture_output=True, check=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     return folder
 
@@ -106,10 +107,18 @@ def main() -> None:
     parser.add_argument("--names-model", default=str(REPO / "models" / "names"))
     parser.add_argument("--text-model", default=str(REPO / "models" / "shakespeare"))
     parser.add_argument("--reference", default=BEFORE, help="git commit of the code to compare with")
-    parser.add_argument("--min-decode-rows", default="4", choices=["1", "4"],
-                        help="the new server's smallest decoding batch (app.py --min-decode-rows)")  # fmt: skip
-    parser.add_argument("--crowd-runs", type=int, default=3,
-                        help="crowds run per server, alternating; the figures are those of the median run")  # fmt: skip
+    parser.add_argument(
+        "--min-decode-rows",
+        default="4",
+        choices=["1", "4"],
+        help="the new server's smallest decoding batch (app.py --min-decode-rows)",
+    )
+    parser.add_argument(
+        "--crowd-runs",
+        type=int,
+        default=3,
+        help="crowds run per server, alternating; the figures are those of the median run",
+    )
     parser.add_argument("--stream-every", help="the new server's app.py --stream-every (default: app.py's)")
     parser.add_argument("--stream-rate", help="the new server's app.py --stream-rate (default: app.py's)")
     args = parser.parse_args()
@@ -164,18 +173,22 @@ def main() -> None:
         (f"{c} clients at once: requests / s", *both(crowd_rate.get)),
         (f"{c} clients / one client, requests / s", *both(lambda k: crowd_rate[k] / alone_rate[k])),
     ]
-    print(f"\n{n} seeded requests of {args.max_new_tokens} tokens ({model}, prompt {args.prompt!r}), {args.clients} "
-          f"clients x {args.rounds} requests, new server with --min-decode-rows {args.min_decode_rows} "
-          f"{' '.join(pacing)}\n")  # fmt: skip
+    print(
+        f"\n{n} seeded requests of {args.max_new_tokens} tokens ({model}, prompt {args.prompt!r}), {args.clients} "
+        f"clients x {args.rounds} requests, new server with --min-decode-rows {args.min_decode_rows} "
+        f"{' '.join(pacing)}\n"
+    )
     rows = [[label, old_value, new_value, f"{new_value / old_value:.2f}"] for label, old_value, new_value in measures]
     identical = f"seeded texts identical to alone in every crowd run ({args.crowd_runs})"
     rows.append([identical, f"{same['old']}/{n}", f"{same['new']}/{n}", ""])
     print_table(["measure", f"before ({args.reference})", "continuous batching", "new / before"], rows)
     speedup = crowd_rate["new"] / alone_rate["new"]
     latency = p50(alone["new"]) / p50(alone["old"])
-    print(f"\ngoals: {args.clients} clients >= 4x alone: {speedup:.2f}x {'met' if speedup >= 4 else 'MISSED'}; "
-          f"identical: {same['new']}/{n} {'met' if same['new'] == n else 'MISSED'}; alone latency <= before: "
-          f"{latency:.2f}x {'met' if latency <= 1 else 'MISSED'}")  # fmt: skip
+    print(
+        f"\ngoals: {args.clients} clients >= 4x alone: {speedup:.2f}x {'met' if speedup >= 4 else 'MISSED'}; "
+        f"identical: {same['new']}/{n} {'met' if same['new'] == n else 'MISSED'}; alone latency <= before: "
+        f"{latency:.2f}x {'met' if latency <= 1 else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

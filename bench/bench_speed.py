@@ -50,10 +50,19 @@ def twin_models(preset: str, overrides: dict) -> tuple[MiniGPTForCausalLM, GPT2L
     c = MiniGPTConfig.from_preset(preset, **overrides)
     torch.manual_seed(0)
     gpt2 = GPT2LMHeadModel(
-        GPT2Config(vocab_size=c.vocab_size, n_positions=c.block_size, n_embd=c.n_embd, n_layer=c.n_layer,
-                   n_head=c.n_head, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=None,
-                   eos_token_id=None)
-    )  # fmt: skip
+        GPT2Config(
+            vocab_size=c.vocab_size,
+            n_positions=c.block_size,
+            n_embd=c.n_embd,
+            n_layer=c.n_layer,
+            n_head=c.n_head,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            bos_token_id=None,
+            eos_token_id=None,
+        )
+    )
     return MiniGPTForCausalLM.from_gpt2(gpt2), gpt2
 
 
@@ -96,8 +105,9 @@ def bench_training(rounds: int, compile: bool) -> list[list]:
             runs, compile_seconds = compiled_with_time(models, step)
         else:
             runs, compile_seconds = {name: step(name, model) for name, model in models.items()}, {}
-        rows.append(stats_row(f"train {label}", "tokens/s", alternate(runs, rounds, warmup=2), batch * length,
-                              compile_seconds))  # fmt: skip
+        rows.append(
+            stats_row(f"train {label}", "tokens/s", alternate(runs, rounds, warmup=2), batch * length, compile_seconds)
+        )
         torch._dynamo.reset()  # the next shape compiles afresh, as a new process would
     return rows
 
@@ -115,8 +125,9 @@ def bench_generation(rounds: int, compile: bool) -> list[list]:
             runs, compile_seconds = compiled_with_time(models, run)
         else:
             runs, compile_seconds = {name: run(name, model) for name, model in models.items()}, {}
-        rows.append(stats_row(f"generate {label}", "tokens/s", alternate(runs, rounds), batch * new_tokens,
-                              compile_seconds))  # fmt: skip
+        rows.append(
+            stats_row(f"generate {label}", "tokens/s", alternate(runs, rounds), batch * new_tokens, compile_seconds)
+        )
         torch._dynamo.reset()
     models = dict(zip(MODELS, twin_models("shakespeare", LONG)))
     per_token = {}
@@ -145,8 +156,7 @@ def generation_run(model, prompt: torch.Tensor, new_tokens: int, compiled: bool 
     """generate() as users call it; `compiled`: with a static cache, whose decoding step generate() compiles (on a
     CPU too, where it only does so when asked: `_compile_all_devices`)."""
     model.eval()
-    kwargs = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, use_cache=True,
-                  pad_token_id=0)  # fmt: skip
+    kwargs = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=0)
     if compiled:
         compile_config = CompileConfig(fullgraph=True)
         compile_config._compile_all_devices = True
@@ -177,8 +187,15 @@ def stats_row(what: str, unit: str, seconds: dict[str, list[float]], work: float
 
 
 COLUMNS = ("MiniGPT", "GPT-2", "MiniGPT compiled", "GPT-2 compiled")
-HEADER = ["measure", "unit", *COLUMNS, "MiniGPT / GPT-2", "compiled / compiled", "MiniGPT compiled / GPT-2",
-          "compile s (MiniGPT/GPT-2)"]  # fmt: skip
+HEADER = [
+    "measure",
+    "unit",
+    *COLUMNS,
+    "MiniGPT / GPT-2",
+    "compiled / compiled",
+    "MiniGPT compiled / GPT-2",
+    "compile s (MiniGPT/GPT-2)",
+]
 
 
 def main():

@@ -60,8 +60,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as runs, httpx.Client(timeout=120) as http:
         os.environ["MINIGPT_RUNS_DIR"] = runs
         with running_app() as (url, _):
-            names_and_maps = lambda i: (call(http, url, "names", "", 10, 1.0, 0, 1.0, i, "names"),
-                                        call(http, url, "attention", "emma", "names"))  # fmt: skip
+            names_and_maps = lambda i: (
+                call(http, url, "names", "", 10, 1.0, 0, 1.0, i, "names"),
+                call(http, url, "attention", "emma", "names"),
+            )
             names_and_maps(0)  # warm-up
             idle_ms = median_ms(names_and_maps, args.runs)
 

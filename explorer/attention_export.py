@@ -100,8 +100,9 @@ def grid_png(attentions: torch.Tensor) -> bytes:
 def grid_svg(attentions: torch.Tensor, tokens: list[str]) -> str:
     """Every head and each layer's average as one SVG document, token labels on every tile (short texts only)."""
     if len(tokens) > GRID_SVG_UP_TO:
-        raise ValueError(f"The grid as SVG is for texts of at most {GRID_SVG_UP_TO} tokens, not {len(tokens)}: "
-                         "export it as PNG.")  # fmt: skip
+        raise ValueError(
+            f"The grid as SVG is for texts of at most {GRID_SVG_UP_TO} tokens, not {len(tokens)}: export it as PNG."
+        )
     images = grid_images(attentions)  # (L, H + 1, t, t): t = T here, no pooling
     tile = 210  # px: a 150-pixel map and its labels
     width, height, titles, tiles = _grid_layout(images.shape[0], images.shape[1] - 1, tile)

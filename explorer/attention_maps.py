@@ -31,6 +31,7 @@ class TraceStep:
     shape: tuple  # the same shape in numbers, as the tensor printed it
     meaning: str
 
+
 def token_labels(tokenizer, ids: list[int]) -> list[str]:
     """One short readable label per token id: spaces as '␣', newlines as '↵', special tokens as written."""
     labels = []
@@ -38,6 +39,7 @@ def token_labels(tokenizer, ids: list[int]) -> list[str]:
         text = tokenizer.decode([token_id], skip_special_tokens=False, clean_up_tokenization_spaces=False)
         labels.append(text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅")
     return labels
+
 
 def trace_steps(attn, recorded, layer: int) -> list[TraceStep]:
     """The steps of MiniGPTAttention.forward with the shapes one recorded pass (forward_pass.ForwardPass) produced,
@@ -50,35 +52,81 @@ def trace_steps(attn, recorded, layer: int) -> list[TraceStep]:
     per_head_out = (*weights.shape[:-1], heads.shape[-1])  # weights (B, H, T, S) @ V (B, H, S, D)
     batch, n_head, length, head_dim = per_head_out
     return [
-        TraceStep("input x (after attn_norm)", "hidden_states", "(B, T, C)", tuple(x.shape),
-                  "one C-wide vector per token"),
-        TraceStep("fused Q/K/V projection", "qkv_proj(x)", "(B, T, 3C)", qkv_shape,
-                  "query, key and value of every token, side by side"),
-        TraceStep("Q, K, V before the split", ".split(C, dim=-1)", "(B, T, C) each", tuple(x.shape),
-                  "three tensors, all heads still together"),
-        TraceStep("after the split into heads", "split_heads(q / k / v)", "(B, H, T, D) each", tuple(heads.shape),
-                  "H heads, each looking at its own D = C / H numbers"),
-        TraceStep("scores", "q @ k.transpose(-2, -1) * D**-0.5", "(B, H, T, S)", tuple(weights.shape),
-                  "how well each query matches each key; future keys masked to -inf"),
-        TraceStep("weights", "softmax(scores, dim=-1)", "(B, H, T, S)", tuple(weights.shape),
-                  "each row sums to 1: the heatmaps above"),
-        TraceStep("weighted sum of values", "weights @ v", "(B, H, T, D)", per_head_out,
-                  "each head's output: a mix of the values it attends to"),
-        TraceStep("heads side by side again", "output.transpose(1, 2)", "(B, T, H, D)",
-                  (batch, length, n_head, head_dim), "per token, the H head outputs"),
-        TraceStep("after merging the heads", "output.flatten(2)", "(B, T, C)",
-                  tuple(recorded.merged_heads[layer][None].shape),
-                  "the H outputs of D numbers, concatenated back to C"),
-        TraceStep("after the output projection", "out_proj(output)", "(B, T, C)",
-                  tuple(recorded.attn_outputs[layer][None].shape),
-                  "mixed across heads, ready to add to the residual stream"),
-    ]  # fmt: skip
+        TraceStep(
+            "input x (after attn_norm)", "hidden_states", "(B, T, C)", tuple(x.shape), "one C-wide vector per token"
+        ),
+        TraceStep(
+            "fused Q/K/V projection",
+            "qkv_proj(x)",
+            "(B, T, 3C)",
+            qkv_shape,
+            "query, key and value of every token, side by side",
+        ),
+        TraceStep(
+            "Q, K, V before the split",
+            ".split(C, dim=-1)",
+            "(B, T, C) each",
+            tuple(x.shape),
+            "three tensors, all heads still together",
+        ),
+        TraceStep(
+            "after the split into heads",
+            "split_heads(q / k / v)",
+            "(B, H, T, D) each",
+            tuple(heads.shape),
+            "H heads, each looking at its own D = C / H numbers",
+        ),
+        TraceStep(
+            "scores",
+            "q @ k.transpose(-2, -1) * D**-0.5",
+            "(B, H, T, S)",
+            tuple(weights.shape),
+            "how well each query matches each key; future keys masked to -inf",
+        ),
+        TraceStep(
+            "weights",
+            "softmax(scores, dim=-1)",
+            "(B, H, T, S)",
+            tuple(weights.shape),
+            "each row sums to 1: the heatmaps above",
+        ),
+        TraceStep(
+            "weighted sum of values",
+            "weights @ v",
+            "(B, H, T, D)",
+            per_head_out,
+            "each head's output: a mix of the values it attends to",
+        ),
+        TraceStep(
+            "heads side by side again",
+            "output.transpose(1, 2)",
+            "(B, T, H, D)",
+            (batch, length, n_head, head_dim),
+            "per token, the H head outputs",
+        ),
+        TraceStep(
+            "after merging the heads",
+            "output.flatten(2)",
+            "(B, T, C)",
+            tuple(recorded.merged_heads[layer][None].shape),
+            "the H outputs of D numbers, concatenated back to C",
+        ),
+        TraceStep(
+            "after the output projection",
+            "out_proj(output)",
+            "(B, T, C)",
+            tuple(recorded.attn_outputs[layer][None].shape),
+            "mixed across heads, ready to add to the residual stream",
+        ),
+    ]
+
 
 def trace_table(trace: list[TraceStep], sizes: dict[str, int]) -> tuple[list[str], list[list[str]]]:
     """Headers and rows for a table of the trace; `sizes` gives the letters' numbers (B, T, C, H, D) for the legend."""
     rows = [[s.step, s.code, s.symbols, str(s.shape), s.meaning] for s in trace]
     legend = ", ".join(f"{k}={v}" for k, v in sizes.items())
     return ["step", "code", "shape", f"shape here ({legend})", "meaning"], rows
+
 
 # ---- what the drawings show: pooled maps, windows, exact rows -------------------------------------------------------
 
@@ -90,9 +138,11 @@ SMALLEST_WINDOW = 16  # tokens a side of the enlarged head's deepest zoom
 
 TILE_LABELS_UP_TO = 64  # tokens: the grid's tiles of longer texts carry no labels (the enlarged head has them)
 
+
 def pool_factor(length: int, pixels: int) -> int:
     """How many tokens a side one pixel covers when `length` tokens are drawn in at most `pixels` pixels."""
     return max(1, math.ceil(length / pixels))
+
 
 def max_pooled(weights: torch.Tensor, factor: int) -> torch.Tensor:
     """(..., T, S) -> (..., ceil(T / f), ceil(S / f)): the largest weight of each f x f block, so that a weight of 1 on
@@ -109,6 +159,7 @@ def max_pooled(weights: torch.Tensor, factor: int) -> torch.Tensor:
     rows = torch.nn.functional.pad(rows, (0, -S % factor))  # weights are >= 0: a zero never wins a max
     return rows.reshape(*rows.shape[:-1], -1, factor).amax(-1)  # (..., ceil(T / f), ceil(S / f))
 
+
 def future_blocks(rows: range, cols: range, factor: int) -> np.ndarray:
     """(ceil(len(rows) / f), ceil(len(cols) / f)) bool: the f x f blocks of queries `rows` and keys `cols` whose every
     key comes after every query, i.e. that the causal mask hides wholly (drawn grey)."""
@@ -116,15 +167,18 @@ def future_blocks(rows: range, cols: range, factor: int) -> np.ndarray:
     last_query = np.minimum(rows.start + np.arange(factor - 1, len(rows) + factor - 1, factor), rows.stop - 1)
     return first_key[None, :] > last_query[:, None]
 
+
 def head_matrix(attentions: torch.Tensor, layer: int, head: str) -> torch.Tensor:
     """(T, T): one head's weights from (L, H, T, T), or with head "mean" the average over the heads of the layer."""
     return attentions[layer].mean(0) if head == "mean" else attentions[layer, int(head)]
+
 
 def query_weights(attentions: torch.Tensor, layer: int, head: str, query: int) -> list[float]:
     """The exact weights (float32, as Python floats) of one query over the keys it sees, 0 .. query (for "mean", the
     average over the layer's heads of that row alone: a hover reads it in well under a millisecond)."""
     heads = attentions[layer, :, query, : query + 1]  # (H, query + 1)
     return (heads.mean(0) if head == "mean" else heads[int(head)]).tolist()
+
 
 @dataclass(frozen=True)
 class Window:
@@ -149,9 +203,11 @@ class Window:
     def cols(self) -> range:
         return range(self.col, self.col + self.size)
 
+
 # ---- heatmaps as images ------------------------------------------------------------------------------------------
 
 MASKED_RGB = (224, 224, 224)  # future tokens (above the diagonal): grey, so the causal triangle is visible
+
 
 def viridis_table() -> np.ndarray:
     """(256, 3) uint8 colour table: weight 0 dark purple, 1 yellow."""
@@ -159,12 +215,14 @@ def viridis_table() -> np.ndarray:
 
     return (colormaps["viridis"](np.linspace(0.0, 1.0, 256))[:, :3] * 255).round().astype(np.uint8)
 
+
 COLOURS = viridis_table()
 
 LEVELS = 254  # colour indices 0 .. 254 for the weights, 255 for the mask: a one-byte palette PNG
 
 PALETTE = np.vstack([COLOURS[np.rint(np.arange(LEVELS + 1) * 255 / LEVELS).astype(np.intp)], [MASKED_RGB]])
 PALETTE = PALETTE.astype(np.uint8)  # (256, 3)
+
 
 def colour_indices(weights, masked: np.ndarray | None = None) -> np.ndarray:
     """(..., T, S) weights (a tensor or an array) -> (..., T, S) uint8 indices into PALETTE. The colour follows the
@@ -175,6 +233,7 @@ def colour_indices(weights, masked: np.ndarray | None = None) -> np.ndarray:
         masked = np.triu(np.ones(weights.shape[-2:], dtype=bool), k=1)
     indices = (weights.clamp(0, 1).sqrt() * LEVELS).round().to(torch.uint8)  # round half to even, as numpy's rint
     return indices.masked_fill_(torch.as_tensor(masked), LEVELS + 1).numpy()
+
 
 def png_bytes(indices: np.ndarray) -> bytes:
     """A PNG, one pixel per index (the browser scales it up, pixelated): a palette PNG (one byte a pixel), or RGB for
@@ -188,9 +247,11 @@ def png_bytes(indices: np.ndarray) -> bytes:
     image.save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()
 
+
 def heatmap_png(weights: np.ndarray, masked: np.ndarray | None = None) -> str:
     """A (T, S) weight matrix as a T x S-pixel PNG data URI (see colour_indices)."""
     return data_uri(png_bytes(colour_indices(weights, masked)))
+
 
 def grid_images(attentions: torch.Tensor, rows_at_once: int = 128) -> np.ndarray:
     """(L, H, T, T) -> (L, H + 1, t, t) uint8 palette indices: each head, then the average over the layer's heads,
@@ -211,6 +272,7 @@ def grid_images(attentions: torch.Tensor, rows_at_once: int = 128) -> np.ndarray
             blocks = max_pooled(both, factor)  # (H + 1, band / f, stop / f), rounded up
             pooled[layer, :, start // factor : start // factor + blocks.shape[1], : blocks.shape[2]] = blocks
     return colour_indices(pooled, future_blocks(range(T), range(T), factor))
+
 
 def data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")

@@ -36,78 +36,135 @@ from explorer.errors import VisitorError
 class StepChoiceError(VisitorError):
     """A layer, head or query position the model or the text does not have; the message says what to choose."""
 
+
 # Each step: its title, one sentence of explanation, and the shape-trace rows (attention_maps.trace_steps, by name)
 # of the tensors it works on inside the model.
 STEPS = {
-    "inputs": ("The inputs", "The attention sublayer reads the residual stream after its layer norm (attn_norm): one "
-               "C-wide vector per token. Token i may look at itself and at every token before it.",
-               ["input x (after attn_norm)"]),
-    "no_weights": ("Attention without trainable weights", "For contrast, the simplest attention: score each x_j by its "
-                   "dot product with x_i, softmax the scores, and mix the x_j with those weights. Nothing here can "
-                   "learn, and a token mostly matches itself.", []),
-    "qkv": ("Queries, keys and values", "Learned projections turn each x into a query (what token i looks for), a key "
-            "(what token j offers) and a value (what token j passes on). One fused qkv_proj makes them for every "
-            "head; this head's q, k and v are D-wide slices of it, made by the rows of its weight named here.",
-            ["fused Q/K/V projection", "Q, K, V before the split", "after the split into heads"]),
-    "scores": ("Scores", "q_i . k_j says how well key j matches query i. The scores are multiplied by 1/sqrt(D): "
-               "the dot product of two D-wide vectors grows like sqrt(D), and unscaled scores would make the softmax "
-               "nearly one-hot.", ["scores"]),
-    "softmax": ("Causal mask and softmax", "Keys after i are future tokens: their scores are set to -inf, so that "
-                "their weight is exactly 0. The softmax turns the row into weights that are positive and sum to 1: "
-                "the row of the heatmap.", ["weights"]),
-    "dropout": ("Dropout", "In training, dropout zeroes each weight with probability p and multiplies the others by "
-                "1/(1-p), so that the expected sum stays 1. In evaluation (how the demo runs the model) it does "
-                "nothing.", ["weights"]),
-    "output": ("Weighted sum, heads, output projection, residual", "z_i = sum_j w_ij v_j mixes the values with the "
-               "weights. The H heads' z_i side by side make C numbers again; the output projection mixes them across "
-               "heads, and the residual add puts the result onto the stream: what the MLP sublayer receives (after "
-               "its own layer norm).", ["weighted sum of values", "heads side by side again",
-                                        "after merging the heads", "after the output projection"]),
-    "multi_head": ("Multi-head two ways", "The same layer computed as H separate single-head modules, each with its "
-                   "own W_q, W_k, W_v of width D cut from the fused weight, their outputs stacked; against the fused "
-                   "projection split into heads (what the model does, one matrix product instead of 3H). The same "
-                   "numbers, up to float rounding. Both without dropout.", []),
-}  # fmt: skip
+    "inputs": (
+        "The inputs",
+        "The attention sublayer reads the residual stream after its layer norm (attn_norm): one "
+        "C-wide vector per token. Token i may look at itself and at every token before it.",
+        ["input x (after attn_norm)"],
+    ),
+    "no_weights": (
+        "Attention without trainable weights",
+        "For contrast, the simplest attention: score each x_j by its "
+        "dot product with x_i, softmax the scores, and mix the x_j with those weights. Nothing here can "
+        "learn, and a token mostly matches itself.",
+        [],
+    ),
+    "qkv": (
+        "Queries, keys and values",
+        "Learned projections turn each x into a query (what token i looks for), a key "
+        "(what token j offers) and a value (what token j passes on). One fused qkv_proj makes them for every "
+        "head; this head's q, k and v are D-wide slices of it, made by the rows of its weight named here.",
+        ["fused Q/K/V projection", "Q, K, V before the split", "after the split into heads"],
+    ),
+    "scores": (
+        "Scores",
+        "q_i . k_j says how well key j matches query i. The scores are multiplied by 1/sqrt(D): "
+        "the dot product of two D-wide vectors grows like sqrt(D), and unscaled scores would make the softmax "
+        "nearly one-hot.",
+        ["scores"],
+    ),
+    "softmax": (
+        "Causal mask and softmax",
+        "Keys after i are future tokens: their scores are set to -inf, so that "
+        "their weight is exactly 0. The softmax turns the row into weights that are positive and sum to 1: "
+        "the row of the heatmap.",
+        ["weights"],
+    ),
+    "dropout": (
+        "Dropout",
+        "In training, dropout zeroes each weight with probability p and multiplies the others by "
+        "1/(1-p), so that the expected sum stays 1. In evaluation (how the demo runs the model) it does "
+        "nothing.",
+        ["weights"],
+    ),
+    "output": (
+        "Weighted sum, heads, output projection, residual",
+        "z_i = sum_j w_ij v_j mixes the values with the "
+        "weights. The H heads' z_i side by side make C numbers again; the output projection mixes them across "
+        "heads, and the residual add puts the result onto the stream: what the MLP sublayer receives (after "
+        "its own layer norm).",
+        [
+            "weighted sum of values",
+            "heads side by side again",
+            "after merging the heads",
+            "after the output projection",
+        ],
+    ),
+    "multi_head": (
+        "Multi-head two ways",
+        "The same layer computed as H separate single-head modules, each with its "
+        "own W_q, W_k, W_v of width D cut from the fused weight, their outputs stacked; against the fused "
+        "projection split into heads (what the model does, one matrix product instead of 3H). The same "
+        "numbers, up to float rounding. Both without dropout.",
+        [],
+    ),
+}
 
 # The numbers of each step: name -> (shape in letters, what it is). Their order is the order they are drawn in.
 NUMBERS = {
-    "inputs": {"x_i": ("(C,)", "x_i, the query token's input"),
-               "x_j": ("(i+1, C)", "x_j, the inputs it may look at (j <= i)"),
-               "residual_i": ("(C,)", "the residual stream at i, before attn_norm")},
-    "no_weights": {"scores": ("(i+1,)", "x_i . x_j"), "weights": ("(i+1,)", "softmax"),
-                   "output": ("(C,)", "sum_j softmax_j x_j")},
+    "inputs": {
+        "x_i": ("(C,)", "x_i, the query token's input"),
+        "x_j": ("(i+1, C)", "x_j, the inputs it may look at (j <= i)"),
+        "residual_i": ("(C,)", "the residual stream at i, before attn_norm"),
+    },
+    "no_weights": {
+        "scores": ("(i+1,)", "x_i . x_j"),
+        "weights": ("(i+1,)", "softmax"),
+        "output": ("(C,)", "sum_j softmax_j x_j"),
+    },
     "qkv": {"q_i": ("(D,)", "q_i"), "k_j": ("(i+1, D)", "k_j"), "v_j": ("(i+1, D)", "v_j")},
     "scores": {"scores": ("(i+1,)", "q_i . k_j"), "scaled": ("(i+1,)", "q_i . k_j / sqrt(D)")},
     "softmax": {"masked": ("(T,)", "masked scores"), "weights": ("(T,)", "w_ij = softmax")},
     "dropout": {"keep": ("(i+1,)", "kept (1) or dropped (0)"), "weights": ("(T,)", "weights after dropout")},
-    "output": {"z_i": ("(D,)", "z_i = sum_j w_ij v_j"), "heads_z_i": ("(C,)", "all heads' z_i side by side"),
-               "out_i": ("(C,)", "out_proj(heads' z_i): the sublayer's output"),
-               "next_i": ("(C,)", "residual + output: the stream the MLP sublayer reads")},
-    "multi_head": {"separate_i": ("(C,)", "H single-head modules, stacked"),
-                   "fused_i": ("(C,)", "fused projection split into heads")},
-}  # fmt: skip
+    "output": {
+        "z_i": ("(D,)", "z_i = sum_j w_ij v_j"),
+        "heads_z_i": ("(C,)", "all heads' z_i side by side"),
+        "out_i": ("(C,)", "out_proj(heads' z_i): the sublayer's output"),
+        "next_i": ("(C,)", "residual + output: the stream the MLP sublayer reads"),
+    },
+    "multi_head": {
+        "separate_i": ("(C,)", "H single-head modules, stacked"),
+        "fused_i": ("(C,)", "fused projection split into heads"),
+    },
+}
+
 
 def model_eager_attention(attn):
     """The eager attention function of the model's own code (the one `output_attentions=True` runs): from the module
     that defines its attention class, the repo's modeling_minigpt or the copy a saved folder ships."""
     return sys.modules[type(attn).__module__].eager_attention_forward
 
+
 def head_rows(n_embd: int, head_dim: int, head: int) -> dict[str, tuple[int, int]]:
     """[start, stop) rows of qkv_proj.weight (3C, C) that make the head's q, k and v: the fused output is q | k | v,
     each C wide and split into H heads of D."""
-    return {name: (part * n_embd + head * head_dim, part * n_embd + (head + 1) * head_dim)
-            for part, name in enumerate("qkv")}  # fmt: skip
+    return {
+        name: (part * n_embd + head * head_dim, part * n_embd + (head + 1) * head_dim)
+        for part, name in enumerate("qkv")
+    }
+
 
 def rows_of(linear: nn.Linear, start: int, stop: int) -> nn.Linear:
     """A Linear of its own holding rows [start, stop) of `linear` (skip_init: no random init to overwrite, and the
     global random generator that seeded requests rely on is left alone)."""
-    part = torch.nn.utils.skip_init(nn.Linear, linear.in_features, stop - start, bias=linear.bias is not None,
-                                    device=linear.weight.device, dtype=linear.weight.dtype)  # fmt: skip
+    part = torch.nn.utils.skip_init(
+        nn.Linear,
+        linear.in_features,
+        stop - start,
+        bias=linear.bias is not None,
+        device=linear.weight.device,
+        dtype=linear.weight.dtype,
+    )
     with torch.no_grad():
         part.weight.copy_(linear.weight[start:stop])
         if linear.bias is not None:
             part.bias.copy_(linear.bias[start:stop])
     return part
+
 
 class SingleHeadAttention(nn.Module):
     """One head as its own module, as textbooks first build multi-head attention: W_q, W_k, W_v of width D (here cut
@@ -125,14 +182,17 @@ class SingleHeadAttention(nn.Module):
         output, _ = self.attention(self, q, k, v, None, scaling=self.scaling)  # (1, T, 1, D)
         return output[0, :, 0]
 
+
 def heads_separately(attn, x: torch.Tensor) -> torch.Tensor:
     """(T, C) -> (T, C): the layer's H heads as H single-head modules, outputs stacked side by side."""
     return torch.cat([SingleHeadAttention(attn, h)(x) for h in range(attn.n_head)], dim=-1)
+
 
 def queries_keys_values(attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(T, C) -> 3 x (H, T, D), by the layer's own fused projection and split, as its forward does."""
     q, k, v = attn.qkv_proj(x[None]).split(attn.config.n_embd, dim=-1)  # 3 x (1, T, C)
     return attn.split_heads(q)[0], attn.split_heads(k)[0], attn.split_heads(v)[0]
+
 
 def attention_in_training(attn, q, k, v, seed: int, rng_lock: AbstractContextManager):
     """The model's eager attention on (H, T, D) q, k, v as it runs in training: dropout p = config.attention_dropout,
@@ -150,12 +210,22 @@ def attention_in_training(attn, q, k, v, seed: int, rng_lock: AbstractContextMan
         output, weights = attention(training_view, q[None], k[None], v[None], None, dropout=p, scaling=attn.scaling)
     return output[0], weights[0]
 
+
 def check_choice(what: str, value: int, count: int, context: str) -> None:
     if not 0 <= value < count:
         raise StepChoiceError(f"{what} must be 0 to {count - 1} ({context}), got {value}.")
 
-def attention_steps(model, recorded, layer: int, head: int, query: int | None = None, training: bool = False,
-                    seed: int = 0, rng_lock: AbstractContextManager | None = None) -> dict:  # fmt: skip
+
+def attention_steps(
+    model,
+    recorded,
+    layer: int,
+    head: int,
+    query: int | None = None,
+    training: bool = False,
+    seed: int = 0,
+    rng_lock: AbstractContextManager | None = None,
+) -> dict:
     """Every step of head `head` of layer `layer` for the token at position `query` (default: the last), as tensors
     keyed like NUMBERS, with `meta` (sizes, the qkv_proj rows, the scale, dropout) and `trace` (shapes in the model).
 
@@ -193,10 +263,24 @@ def attention_steps(model, recorded, layer: int, head: int, query: int | None = 
     keep = (dropped[seen] != 0).int() if training else None  # dropout zeroes a weight, or scales it by 1/(1-p)
     trace = {s.step: s for s in trace_steps(attn, recorded, layer)}
     return {
-        "meta": dict(L=config.n_layer, T=T, C=C, H=config.n_head, D=D, layer=layer, head=h, query=i,
-                     training=training, seed=seed, dropout_p=p, keep_scale=1 / (1 - p),
-                     rows=head_rows(C, D, h), scale=attn.scaling, bias=attn.qkv_proj.bias is not None,
-                     max_abs_difference=float((separate - recorded.merged_heads[layer]).abs().max())),
+        "meta": dict(
+            L=config.n_layer,
+            T=T,
+            C=C,
+            H=config.n_head,
+            D=D,
+            layer=layer,
+            head=h,
+            query=i,
+            training=training,
+            seed=seed,
+            dropout_p=p,
+            keep_scale=1 / (1 - p),
+            rows=head_rows(C, D, h),
+            scale=attn.scaling,
+            bias=attn.qkv_proj.bias is not None,
+            max_abs_difference=float((separate - recorded.merged_heads[layer]).abs().max()),
+        ),
         "trace": {name: [trace[row] for row in rows] for name, (_, _, rows) in STEPS.items()},
         "inputs": {"x_i": x[i], "x_j": x[seen], "residual_i": stream[i]},
         "no_weights": {"scores": plain_scores, "weights": plain_weights, "output": plain_weights @ x[seen]},
@@ -204,12 +288,18 @@ def attention_steps(model, recorded, layer: int, head: int, query: int | None = 
         "scores": {"scores": scores, "scaled": masked[seen]},
         "softmax": {"masked": masked, "weights": weights},
         "dropout": {"keep": keep, "weights": dropped},
-        "output": {"z_i": merged[i, h * D : (h + 1) * D], "heads_z_i": merged[i], "out_i": out[i],
-                   "next_i": stream[i] + out[i]},
+        "output": {
+            "z_i": merged[i, h * D : (h + 1) * D],
+            "heads_z_i": merged[i],
+            "out_i": out[i],
+            "next_i": stream[i] + out[i],
+        },
         "multi_head": {"separate_i": separate[i], "fused_i": recorded.merged_heads[layer, i]},
-    }  # fmt: skip
+    }
+
 
 NEG_INF = "-inf"  # JSON has no infinity: a masked score is written as this string (float("-inf") reads it back)
+
 
 def as_lists(tensor: torch.Tensor | None):
     if tensor is None:
@@ -219,24 +309,38 @@ def as_lists(tensor: torch.Tensor | None):
         return [NEG_INF if v == float("-inf") else v for v in values]
     return values
 
+
 def steps_json(steps: dict, tokens: list[str], model: str = "", notes: list[str] = ()) -> dict:
     """`attention_steps`' result as plain JSON: numbers as (nested) lists of floats, exact (float32 values), masked
     scores as "-inf"; each step with its title, explanation and shapes (in the model and of each number shown)."""
     meta = steps["meta"]
     chosen = {k: meta[k] for k in ("layer", "head", "query", "training", "seed")}
-    out = {"model": model, "tokens": list(tokens), **chosen, "sizes": {k: meta[k] for k in "LTCHD"},
-           "notes": list(notes), "steps": {}}  # fmt: skip
+    out = {
+        "model": model,
+        "tokens": list(tokens),
+        **chosen,
+        "sizes": {k: meta[k] for k in "LTCHD"},
+        "notes": list(notes),
+        "steps": {},
+    }
     for name, (title, explanation, _) in STEPS.items():
         numbers = steps[name]
         shapes = [dict(what=t.step, code=t.code, symbols=t.symbols, shape=list(t.shape)) for t in steps["trace"][name]]
-        shapes += [dict(what=label, code="", symbols=symbols, shape=list(numbers[key].shape))
-                   for key, (symbols, label) in NUMBERS[name].items() if numbers[key] is not None]  # fmt: skip
+        shapes += [
+            dict(what=label, code="", symbols=symbols, shape=list(numbers[key].shape))
+            for key, (symbols, label) in NUMBERS[name].items()
+            if numbers[key] is not None
+        ]
         step = {"title": title, "explanation": explanation, "shapes": shapes}
         step.update({key: as_lists(numbers[key]) for key in NUMBERS[name]})
         out["steps"][name] = step
     s = out["steps"]
-    s["qkv"].update(weight="qkv_proj.weight", weight_shape=[3 * meta["C"], meta["C"]], bias=meta["bias"],
-                    rows={k: list(r) for k, r in meta["rows"].items()})  # fmt: skip
+    s["qkv"].update(
+        weight="qkv_proj.weight",
+        weight_shape=[3 * meta["C"], meta["C"]],
+        bias=meta["bias"],
+        rows={k: list(r) for k, r in meta["rows"].items()},
+    )
     s["scores"].update(D=meta["D"], scale=meta["scale"])
     s["softmax"]["sum"] = float(steps["softmax"]["weights"].sum())
     s["dropout"].update(applied=meta["training"], p=meta["dropout_p"], seed=meta["seed"], scale=meta["keep_scale"])

@@ -46,8 +46,9 @@ def parse_heads(spec: str, n_layer: int, n_head: int) -> list[tuple[int, int]]:
             raise VisitorError(f"Cannot read the head {item!r}: write each head as layer.head, e.g. '1.2, 0.3'.")
         layer, head = int(match[1]), int(match[2])
         if layer >= n_layer or head >= n_head:
-            raise VisitorError(f"There is no head {item}: this model has layers 0-{n_layer - 1} and heads "
-                             f"0-{n_head - 1} in each.")  # fmt: skip
+            raise VisitorError(
+                f"There is no head {item}: this model has layers 0-{n_layer - 1} and heads 0-{n_head - 1} in each."
+            )
         if (layer, head) not in heads:
             heads.append((layer, head))
     return heads
@@ -71,8 +72,10 @@ def check_position(position: int | None, length: int) -> int:
     """A token position counted from 0 over the tokens shown; None or -1 means the last."""
     position = length - 1 if position is None or position == -1 else int(position)
     if not 0 <= position < length:
-        raise VisitorError(f"The position must be between 0 and {length - 1} (the text has {length} tokens, counted "
-                         f"from 0, the start token included), got {position}.")  # fmt: skip
+        raise VisitorError(
+            f"The position must be between 0 and {length - 1} (the text has {length} tokens, counted "
+            f"from 0, the start token included), got {position}."
+        )
     return position
 
 
@@ -323,9 +326,29 @@ def one_token_changed(model, recorded: ForwardPass, never_ids: set[int]) -> list
 
 
 __all__ = [
-    "ABLATION_MODES", "parse_heads", "head_mask", "check_mode", "check_position", "head_means", "heads_ablated",
-    "top_tokens", "next_token_probabilities", "sampled_probabilities", "ablated_pass", "losses_per_row",
-    "head_importance", "previous_token_pattern", "first_token_pattern", "self_pattern", "induction_pattern",
-    "role_score", "induction_probe", "induction_scores", "head_roles", "top_heads", "logit_lens", "compare_attention",
+    "ABLATION_MODES",
+    "parse_heads",
+    "head_mask",
+    "check_mode",
+    "check_position",
+    "head_means",
+    "heads_ablated",
+    "top_tokens",
+    "next_token_probabilities",
+    "sampled_probabilities",
+    "ablated_pass",
+    "losses_per_row",
+    "head_importance",
+    "previous_token_pattern",
+    "first_token_pattern",
+    "self_pattern",
+    "induction_pattern",
+    "role_score",
+    "induction_probe",
+    "induction_scores",
+    "head_roles",
+    "top_heads",
+    "logit_lens",
+    "compare_attention",
     "one_token_changed",
-]  # fmt: skip
+]

@@ -174,8 +174,16 @@ class ContinuousBatcher:
     wait for room; beyond that `submit` raises ServerBusy. With `background=False` nothing runs until `step()` is called
     (tests drive the batch step by step)."""
 
-    def __init__(self, model, eos_id: int | None, never_ids: list[int], max_rows: int = 128, max_waiting: int = 64,
-                 background: bool = True, min_decode_rows: int = MIN_DECODE_ROWS):  # fmt: skip
+    def __init__(
+        self,
+        model,
+        eos_id: int | None,
+        never_ids: list[int],
+        max_rows: int = 128,
+        max_waiting: int = 64,
+        background: bool = True,
+        min_decode_rows: int = MIN_DECODE_ROWS,
+    ):
         self.model, self.eos_id, self.never_ids, self.background = model, eos_id, list(never_ids), background
         # 1: a lone row decodes alone, faster, no longer bit for bit a crowd's; else the floor this machine needs
         self.min_decode_rows = 1 if min_decode_rows == 1 else max(min_decode_rows, rows_for_same_bits(model, max_rows))
@@ -200,8 +208,10 @@ class ContinuousBatcher:
         with self.changed:
             rows_asked = len(self.rows) + sum(r.rows for r in self.waiting) + rows
             if rows_asked > self.max_rows and len(self.waiting) >= self.max_waiting:  # no room now, nor in the line
-                raise ServerBusy(f"The server is busy (requests in progress: {self.active_requests()}, waiting: "
-                                 f"{len(self.waiting)}). Try again in a few seconds.")  # fmt: skip
+                raise ServerBusy(
+                    f"The server is busy (requests in progress: {self.active_requests()}, waiting: "
+                    f"{len(self.waiting)}). Try again in a few seconds."
+                )
             self.waiting.append(request)
             if self.thread is None and self.background:
                 self.thread = threading.Thread(target=self._serve_forever, name="continuous-batching", daemon=True)
@@ -220,9 +230,14 @@ class ContinuousBatcher:
             request.cancel()
 
     async def astream(
-        self, prompt: list[int], max_new: int, sampling: Sampling, rows: int = 1, every: float = 0.0,
+        self,
+        prompt: list[int],
+        max_new: int,
+        sampling: Sampling,
+        rows: int = 1,
+        every: float = 0.0,
         per_second: float = 0.0,
-    ) -> AsyncIterator[list[dict[int, int]]]:  # fmt: skip
+    ) -> AsyncIterator[list[dict[int, int]]]:
         """`stream` for an event loop, yielding the steps decoded since the caller last took some: one when it keeps
         up, several when the server lags behind the batch (fewer, larger updates). Waiting holds no thread; closing
         the iterator (or cancelling its task) cancels the request.
@@ -342,8 +357,14 @@ class ContinuousBatcher:
         ids, positions = torch.tensor([row.window]), torch.arange(T)[None]  # (1, T)
         mask = torch.arange(self.block_size)[None] <= positions[0, :, None]  # (T, S): causal over the row's slots
         self.cache.use(slice(row.slot, row.slot + 1), None)
-        out = self.model(input_ids=ids, position_ids=positions, attention_mask=mask[None, None],
-                         past_key_values=self.cache, use_cache=True, logits_to_keep=1)  # fmt: skip
+        out = self.model(
+            input_ids=ids,
+            position_ids=positions,
+            attention_mask=mask[None, None],
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         return out.logits[:, -1].float()  # (1, V)
 
     def _decode(self) -> torch.Tensor:
@@ -355,8 +376,14 @@ class ContinuousBatcher:
         positions[:n, 0] = torch.tensor([len(row.window) - 1 for row in self.rows])  # (B, 1)
         mask = torch.arange(self.block_size)[None] <= positions  # (B, S): the slots each row has written
         self.cache.use(slice(0, batch), positions[:, 0])
-        out = self.model(input_ids=tokens, position_ids=positions, attention_mask=mask[:, None, None],
-                         past_key_values=self.cache, use_cache=True, logits_to_keep=1)  # fmt: skip
+        out = self.model(
+            input_ids=tokens,
+            position_ids=positions,
+            attention_mask=mask[:, None, None],
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         self.steps += 1
         return out.logits[:n, -1].float()  # (n, V)
 
@@ -421,8 +448,9 @@ class ContinuousBatcher:
                 request.deliver(DONE)
 
 
-def generate_in_this_thread(model, eos_id: int | None, never_ids: list[int], prompt: list[int], max_new: int,
-                            sampling: Sampling, rows: int = 1) -> list[list[int]]:  # fmt: skip
+def generate_in_this_thread(
+    model, eos_id: int | None, never_ids: list[int], prompt: list[int], max_new: int, sampling: Sampling, rows: int = 1
+) -> list[list[int]]:
     """`ContinuousBatcher.generate` for one request, decoded in the calling thread by a batcher of its own: the same
     tokens as in the shared batch (a row's numbers do not depend on the others), for callers whose forward hooks act
     on their own thread only (head_insights.heads_ablated)."""

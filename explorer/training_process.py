@@ -21,6 +21,7 @@ class Cancelled(BaseException):
     """Raised by the SIGTERM handler before training has begun (nothing to keep); a BaseException so that no library
     `except Exception` swallows it."""
 
+
 class ReportAndStop(TrainerCallback):
     """Writes the progress events, and stops the Trainer (which then saves a checkpoint) when asked to: SIGTERM from
     the server's Cancel, the server gone, or the time limit."""
@@ -38,8 +39,9 @@ class ReportAndStop(TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self.training, self.started = True, time.monotonic()
-        write_event(self.folder, "start", step=state.global_step, max_steps=state.max_steps,
-                    parameters=model.num_parameters())  # fmt: skip
+        write_event(
+            self.folder, "start", step=state.global_step, max_steps=state.max_steps, parameters=model.num_parameters()
+        )
 
     def on_step_end(self, args, state, control, **kwargs):
         if time.monotonic() - self.started > MAX_RUN_SECONDS:
@@ -67,6 +69,7 @@ class ReportAndStop(TrainerCallback):
             samples = train.generate_samples(model, processing_class, SAMPLES, names=self.names)
         write_event(self.folder, "samples", step=state.global_step, samples=samples)
 
+
 def train_arguments(spec: RunSpec, folder: Path, resume: bool) -> list[str]:
     """train.py's command line for the run: its sizes, an evaluation (and checkpoint) every tenth of the run, a loss
     point every fiftieth."""
@@ -76,15 +79,47 @@ def train_arguments(spec: RunSpec, folder: Path, resume: bool) -> list[str]:
     # a CPU; its last 2% (96K characters, hundreds of windows) measures the loss as well.
     held_out = 50 if spec.data == "shakespeare" else HELD_OUT
     argv = [
-        "--preset", spec.preset, "--tokenizer", spec.tokenizer, "--vocab_size", str(spec.vocab_size),
-        "--dataset", str(dataset() if dataset else folder / "data.txt"), "--val_fraction", str(1 / held_out),
-        "--n_layer", str(spec.n_layer), "--n_head", str(spec.n_head), "--n_embd", str(spec.n_embd),
-        "--block_size", str(spec.block_size), "--max_steps", str(spec.max_steps),
-        "--learning_rate", str(spec.learning_rate), "--seed", str(spec.seed), "--output_dir", str(folder),
-        "--eval_steps", str(every), "--save_steps", str(every), "--save_total_limit", "1",
-        "--logging_steps", str(max(1, spec.max_steps // 50)), "--disable_tqdm", "true", "--samples", str(SAMPLES),
-    ]  # fmt: skip
+        "--preset",
+        spec.preset,
+        "--tokenizer",
+        spec.tokenizer,
+        "--vocab_size",
+        str(spec.vocab_size),
+        "--dataset",
+        str(dataset() if dataset else folder / "data.txt"),
+        "--val_fraction",
+        str(1 / held_out),
+        "--n_layer",
+        str(spec.n_layer),
+        "--n_head",
+        str(spec.n_head),
+        "--n_embd",
+        str(spec.n_embd),
+        "--block_size",
+        str(spec.block_size),
+        "--max_steps",
+        str(spec.max_steps),
+        "--learning_rate",
+        str(spec.learning_rate),
+        "--seed",
+        str(spec.seed),
+        "--output_dir",
+        str(folder),
+        "--eval_steps",
+        str(every),
+        "--save_steps",
+        str(every),
+        "--save_total_limit",
+        "1",
+        "--logging_steps",
+        str(max(1, spec.max_steps // 50)),
+        "--disable_tqdm",
+        "true",
+        "--samples",
+        str(SAMPLES),
+    ]
     return argv + (["--resume_from_checkpoint", "last"] if resume else [])
+
 
 def run_in_this_process(folder: Path, resume: bool) -> int:
     """The subprocess's work: train.main with the reporting callback; every outcome ends with one terminal event."""
@@ -104,14 +139,19 @@ def run_in_this_process(folder: Path, resume: bool) -> int:
         write_event(folder, "error", message=f"Training failed: {type(error).__name__}: {error}")
         raise
     if metrics.get("stopped"):
-        write_event(folder, "stopped", step=metrics["steps"],
-                    message=f"Stopped at step {metrics['steps']} ({reporter.stop_reason}): the checkpoint is kept, "
-                            "Resume continues from it.")  # fmt: skip
+        write_event(
+            folder,
+            "stopped",
+            step=metrics["steps"],
+            message=f"Stopped at step {metrics['steps']} ({reporter.stop_reason}): the checkpoint is kept, "
+            "Resume continues from it.",
+        )
     else:
         loss, steps = metrics["eval_loss"], metrics["steps"]
         message = f"Finished: validation loss {loss:.4f} after {steps} steps."
         write_event(folder, "finished", step=steps, eval_loss=loss, message=message)
     return 0
+
 
 def main(argv: list[str]) -> None:
     """python -m explorer.training_process FOLDER [--resume]: one run, as the RunQueue starts it."""
@@ -119,6 +159,7 @@ def main(argv: list[str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # the outcome is written: skip the libraries' slow teardown (seconds), the queue waits on it
+
 
 if __name__ == "__main__":
     main(sys.argv[1:])

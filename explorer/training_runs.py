@@ -72,12 +72,15 @@ TOKENIZERS = ("names", "char", "bpe")
 
 DEFAULT_TOKENIZER = {"names": "names", "shakespeare": "bpe", "text": "char"}
 
+
 def runs_dir() -> Path:
     """Where runs live: $MINIGPT_RUNS_DIR (a Space's persistent /data, say), else runs/web beside this file."""
     return Path(os.environ.get("MINIGPT_RUNS_DIR") or REPO / "runs" / "web")
 
+
 class RunError(VisitorError):
     """A visitor's mistake (bad input, a taken name, a run that is not theirs): the message says what to change."""
+
 
 @dataclass
 class RunSpec:
@@ -109,6 +112,7 @@ class RunSpec:
     def load(cls, folder: Path) -> "RunSpec":
         return cls(**json.loads((folder / "spec.json").read_text()))
 
+
 def defaults(data_kind: str) -> dict:
     """The sizes and schedule the tab starts from: the names preset for names; for text, the shipped Shakespeare
     model's sizes (the shakespeare preset's 3.5M parameters x 3,000 steps is over MAX_WORK)."""
@@ -116,8 +120,18 @@ def defaults(data_kind: str) -> dict:
         sizes = {k: PRESETS["names"][k] for k in ("n_layer", "n_head", "n_embd", "block_size")}
         schedule = {k: TRAINING_PRESETS["names"][k] for k in ("max_steps", "learning_rate")}
         return dict(tokenizer="names", **sizes, **schedule, seed=42, vocab_size=2048)
-    return dict(tokenizer=DEFAULT_TOKENIZER[data_kind], n_layer=4, n_head=4, n_embd=128, block_size=128,
-                max_steps=2000, learning_rate=2e-3, seed=42, vocab_size=2048)  # fmt: skip
+    return dict(
+        tokenizer=DEFAULT_TOKENIZER[data_kind],
+        n_layer=4,
+        n_head=4,
+        n_embd=128,
+        block_size=128,
+        max_steps=2000,
+        learning_rate=2e-3,
+        seed=42,
+        vocab_size=2048,
+    )
+
 
 def check_name(name: str, taken: Collection[str]) -> str:
     """A new run's name: a-z, digits and '-', free; empty picks one."""
@@ -125,11 +139,14 @@ def check_name(name: str, taken: Collection[str]) -> str:
     if not name:
         return f"model-{secrets.token_hex(3)}"
     if not NAME.fullmatch(name):
-        raise RunError(f"The model name {name!r} is not allowed: use 1-32 lower-case letters a-z, digits and '-', "
-                       "starting with a letter (e.g. my-names).")  # fmt: skip
+        raise RunError(
+            f"The model name {name!r} is not allowed: use 1-32 lower-case letters a-z, digits and '-', "
+            "starting with a letter (e.g. my-names)."
+        )
     if name in taken:
         raise RunError(f"The name {name!r} is taken: choose another (or Resume it, if it is your stopped run).")
     return name
+
 
 def read_upload(path: str) -> str:
     """The text of an uploaded file, its size checked on the disk before a byte is read."""
@@ -141,6 +158,7 @@ def read_upload(path: str) -> str:
     except UnicodeDecodeError:
         raise RunError("The file is not UTF-8 text: upload a plain .txt file.") from None
 
+
 def check_text(text: str, tokenizer: str, block_size: int) -> str:
     """The visitor's training text, checked: not empty, small enough, a-z names, long enough for one window."""
     if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
@@ -151,27 +169,35 @@ def check_text(text: str, tokenizer: str, block_size: int) -> str:
         names = [line.strip() for line in text.splitlines() if line.strip()]
         unknown = tokenization.unknown_characters(tokenization.names_tokenizer(), "".join(set("".join(names))))
         if unknown:
-            raise RunError(f"Names may hold only the letters a-z, one name a line; these characters are not: "
-                           f"{', '.join(map(repr, unknown))}. Remove them, or choose the char tokenizer.")  # fmt: skip
+            raise RunError(
+                f"Names may hold only the letters a-z, one name a line; these characters are not: "
+                f"{', '.join(map(repr, unknown))}. Remove them, or choose the char tokenizer."
+            )
         if len(names) < MIN_NAMES:
-            raise RunError(f"{len(names)} names are too few: give at least {MIN_NAMES} (a tenth is held out to "
-                           "validate).")  # fmt: skip
+            raise RunError(
+                f"{len(names)} names are too few: give at least {MIN_NAMES} (a tenth is held out to validate)."
+            )
         return "\n".join(names) + "\n"
     need = block_size * HELD_OUT  # the held-out last tenth must hold a whole window (BPE: tokens <= characters)
     if len(text) < need:
-        raise RunError(f"The text is {len(text):,} characters, shorter than needed for one window of {block_size} "
-                       f"tokens in its last tenth (held out to validate): give at least {need:,} characters or lower "
-                       "the context (block size).")  # fmt: skip
+        raise RunError(
+            f"The text is {len(text):,} characters, shorter than needed for one window of {block_size} "
+            f"tokens in its last tenth (held out to validate): give at least {need:,} characters or lower "
+            "the context (block size)."
+        )
     return text
+
 
 def in_range(label: str, value: float, low: float, high: float) -> None:
     if not low <= value <= high:
         raise RunError(f"{label} must be between {low:g} and {high:g}, got {value:g}.")
 
+
 def count_parameters(config: MiniGPTConfig) -> int:
     """Parameters of the model `config` makes, built on the meta device (no memory, no initialisation cost)."""
     with torch.device("meta"):
         return MiniGPTForCausalLM(config).num_parameters()
+
 
 def vocabulary_estimate(tokenizer: str, text: str, vocab_size: int) -> int:
     if tokenizer == "names":
@@ -180,9 +206,22 @@ def vocabulary_estimate(tokenizer: str, text: str, vocab_size: int) -> int:
         return len(set(text)) + 2 if text else 256  # the built-in Shakespeare has fewer characters than that
     return vocab_size
 
-def check_request(data: str, text: str, tokenizer: str | None, n_layer: int, n_head: int, n_embd: int,
-                  block_size: int, max_steps: int, learning_rate: float, seed: int, vocab_size: int, name: str,
-                  taken: Collection[str]) -> tuple[RunSpec, str]:  # fmt: skip
+
+def check_request(
+    data: str,
+    text: str,
+    tokenizer: str | None,
+    n_layer: int,
+    n_head: int,
+    n_embd: int,
+    block_size: int,
+    max_steps: int,
+    learning_rate: float,
+    seed: int,
+    vocab_size: int,
+    name: str,
+    taken: Collection[str],
+) -> tuple[RunSpec, str]:
     """The run a visitor asks for, every limit checked, and its training text ("" for built-in data); raises
     RunError with what to change."""
     if data not in DATA:
@@ -201,30 +240,51 @@ def check_request(data: str, text: str, tokenizer: str | None, n_layer: int, n_h
     in_range("learning_rate", learning_rate, 1e-6, 0.1)
     in_range("seed", seed, 0, 2**31 - 1)
     text = check_text(text or "", tokenizer, block_size) if data == "text" else ""
-    spec = RunSpec(check_name(name, taken), data, tokenizer, n_layer, n_head, n_embd, block_size, max_steps,
-                   learning_rate, seed, vocab_size)  # fmt: skip
+    spec = RunSpec(
+        check_name(name, taken),
+        data,
+        tokenizer,
+        n_layer,
+        n_head,
+        n_embd,
+        block_size,
+        max_steps,
+        learning_rate,
+        seed,
+        vocab_size,
+    )
     try:
-        config = MiniGPTConfig.from_preset(spec.preset, n_layer=n_layer, n_head=n_head, n_embd=n_embd,
-                                           block_size=block_size,
-                                           vocab_size=vocabulary_estimate(tokenizer, text, vocab_size))  # fmt: skip
+        config = MiniGPTConfig.from_preset(
+            spec.preset,
+            n_layer=n_layer,
+            n_head=n_head,
+            n_embd=n_embd,
+            block_size=block_size,
+            vocab_size=vocabulary_estimate(tokenizer, text, vocab_size),
+        )
     except ValueError as error:  # sizes that do not fit together: the config names the field and the fix
         raise RunError(str(error)) from None
     spec.parameters = count_parameters(config)
     if spec.parameters > MAX_PARAMETERS:
-        raise RunError(f"{spec.parameters:,} parameters is over the limit of {MAX_PARAMETERS:,}: fewer layers or a "
-                       "smaller width.")  # fmt: skip
+        raise RunError(
+            f"{spec.parameters:,} parameters is over the limit of {MAX_PARAMETERS:,}: fewer layers or a smaller width."
+        )
     work = spec.parameters * max_steps * spec.batch_size * block_size
     if work > MAX_WORK:
         fitting = int(MAX_WORK / (spec.parameters * spec.batch_size * block_size))
-        raise RunError(f"This run is too big for this server: {spec.parameters:,} parameters x {max_steps:,} steps x "
-                       f"{spec.batch_size * block_size:,} tokens a step = {work:.1e}, over the limit of "
-                       f"{MAX_WORK:.0e}: use at most {fitting:,} steps at these sizes or a smaller model.")  # fmt: skip
+        raise RunError(
+            f"This run is too big for this server: {spec.parameters:,} parameters x {max_steps:,} steps x "
+            f"{spec.batch_size * block_size:,} tokens a step = {work:.1e}, over the limit of "
+            f"{MAX_WORK:.0e}: use at most {fitting:,} steps at these sizes or a smaller model."
+        )
     return spec, text
+
 
 def write_event(folder: Path, event: str, **fields) -> None:
     """One JSON line in progress.jsonl; a line is written whole, so a reader sees complete events."""
     with open(folder / "progress.jsonl", "a") as log:
         log.write(json.dumps({"event": event, "time": time.time(), **fields}) + "\n")
+
 
 def read_events(folder: Path) -> list[dict]:
     try:
@@ -238,6 +298,7 @@ def read_events(folder: Path) -> list[dict]:
         except json.JSONDecodeError:  # a line being written as we read
             pass
     return events
+
 
 @dataclass
 class Progress:
@@ -256,7 +317,9 @@ class Progress:
     def done(self) -> bool:
         return self.state in ("finished", "stopped", "failed")
 
+
 TERMINAL = {"finished": "finished", "stopped": "stopped", "error": "failed"}
+
 
 def progress_of(events: list[dict]) -> Progress:
     """What the events say. A resumed run writes a new start event at its checkpoint's step: points logged after it
@@ -291,6 +354,7 @@ def progress_of(events: list[dict]) -> Progress:
         progress.seconds_left = (t1 - t0) / (s1 - s0) * (progress.max_steps - s1)
     return progress
 
+
 @dataclass
 class Run:
     name: str
@@ -300,9 +364,11 @@ class Run:
     state: str = "queued"  # queued | running | done
     process: subprocess.Popen | None = None
 
+
 def is_finished(folder: Path) -> bool:
     """train.py writes training_args.json last: a folder with it holds a whole model."""
     return (folder / "spec.json").is_file() and (folder / "training_args.json").is_file()
+
 
 class RunQueue:
     """Runs one training at a time, in the order asked, in a worker thread that starts each run's subprocess."""
@@ -417,6 +483,7 @@ class RunQueue:
         elif last.state == "finished":
             self.on_finished(run.name, run.folder)
         run.state = "done"
+
 
 def zip_model(folder: Path) -> Path:
     """The model folder as NAME.zip in a fresh temporary folder, without checkpoints or the run's own files: what

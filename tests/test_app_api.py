@@ -54,8 +54,16 @@ def build_fixture_models(root: Path) -> tuple[Path, Path]:
     printable ASCII with a 32-token context (short, so that generation slides past it)."""
     names = save_fixture_model(root / "tiny-names", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
     printable = "".join(chr(c) for c in range(32, 127)) + "\n"
-    text = save_fixture_model(root / "tiny-text", char_tokenizer(printable, "<|endoftext|>"), seed=1,
-                              name="shakespeare", block_size=32, n_layer=2, n_head=2, n_embd=32)  # fmt: skip
+    text = save_fixture_model(
+        root / "tiny-text",
+        char_tokenizer(printable, "<|endoftext|>"),
+        seed=1,
+        name="shakespeare",
+        block_size=32,
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+    )
     return names, text
 
 
@@ -92,8 +100,13 @@ def running_app(*args: str, timeout: float = 120.0, cwd: Path = REPO):
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("GRADIO_SERVER_NAME", None)
     log = tempfile.TemporaryFile("w+")  # the server's output, read back by tests and on failure; gone when closed
-    process = subprocess.Popen([sys.executable, "-c", NETWORK_GUARD, "--port", str(port), *args], cwd=cwd, env=env,
-                               stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-c", NETWORK_GUARD, "--port", str(port), *args],
+        cwd=cwd,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.monotonic() + timeout
@@ -370,11 +383,12 @@ def test_maps_are_the_eager_weights_of_the_sdpa_loaded_model(fixture_models):
     """The app loads once, with sdpa, and its maps equal those of the same weights loaded for eager attention."""
     from transformers import AutoModelForCausalLM
 
-    import app
     from explorer.attention_maps import trace_steps
     from explorer.forward_pass import run_forward_pass
+    from explorer.models import load_language_model
+    from explorer.state import BATCHING
 
-    lm = app.load_language_model("names", str(fixture_models[0]))
+    lm = load_language_model("names", str(fixture_models[0]), BATCHING)
     assert lm.model.config._attn_implementation == "sdpa"
     ids = [0, 5, 13, 13, 1, 0]  # . e m m a .
     recorded = run_forward_pass(lm.model, ids)
@@ -392,15 +406,17 @@ def test_maps_are_the_eager_weights_of_the_sdpa_loaded_model(fixture_models):
 
 def test_the_pad_token_is_never_generated(fixture_models):
     """A random model would write its pad token about once in 28 tokens: none in 100 names and 200 tokens of text."""
-    import app
+    from explorer.models import load_language_model
+    from explorer.serving import Sampling
+    from explorer.state import BATCHING
 
-    names_lm = app.load_language_model("names", str(fixture_models[0]))
+    names_lm = load_language_model("names", str(fixture_models[0]), BATCHING)
     pad = names_lm.tokenizer.pad_token_id
     assert names_lm.never_ids == [pad]
-    samples = names_lm.batcher.generate([0], 15, app.Sampling(1.0, 0, 1.0, seed=0), rows=100)
+    samples = names_lm.batcher.generate([0], 15, Sampling(1.0, 0, 1.0, seed=0), rows=100)
     assert sum(map(len, samples)) > 300 and not any(pad in s for s in samples)
-    text_lm = app.load_language_model("text", str(fixture_models[1]))
-    tokens = text_lm.batcher.generate([0], 200, app.Sampling(1.0, 0, 1.0, seed=0))[0]
+    text_lm = load_language_model("text", str(fixture_models[1]), BATCHING)
+    tokens = text_lm.batcher.generate([0], 200, Sampling(1.0, 0, 1.0, seed=0))[0]
     assert text_lm.tokenizer.pad_token_id not in tokens
 
 
@@ -445,8 +461,10 @@ def test_heatmap_pixels_are_the_weights_and_the_mask_is_grey():
 SHIPPED = [REPO / "models" / "names", REPO / "models" / "shakespeare"]
 
 
-@pytest.mark.skipif(not all((m / "config.json").exists() for m in SHIPPED), reason="models/names or models/shakespeare "
-                    "is not there yet: train them with the README's commands")  # fmt: skip
+@pytest.mark.skipif(
+    not all((m / "config.json").exists() for m in SHIPPED),
+    reason="models/names or models/shakespeare is not there yet: train them with the README's commands",
+)
 def test_plain_python_app_py_serves_the_shipped_models_offline():
     """`python app.py` as a Space runs it: the shipped models, no download, no network call."""
     from gradio_client import Client

@@ -12,9 +12,19 @@ MINE = dict(prompt="to be", max_new_tokens=40, temperature=0.9, top_k=20, top_p=
 # Long texts with their own settings, still running when mine ends (seeds whose texts run the 150 tokens)
 OTHERS = [
     dict(prompt="ab" * (i + 1), max_new_tokens=150, temperature=t, top_k=k, top_p=p, seed=seed)
-    for i, (t, k, p, seed) in enumerate([(0, 0, 1, 0), (0.5, 2, 1, 100), (1.0, 3, 1, 100), (1.5, 3, 0.9, 100),
-                                         (0.8, 2, 1, 101), (1.2, 4, 0.7, 101), (0, 0, 1, 0), (1.0, 2, 1, 100)])
-]  # fmt: skip
+    for i, (t, k, p, seed) in enumerate(
+        [
+            (0, 0, 1, 0),
+            (0.5, 2, 1, 100),
+            (1.0, 3, 1, 100),
+            (1.5, 3, 0.9, 100),
+            (0.8, 2, 1, 101),
+            (1.2, 4, 0.7, 101),
+            (0, 0, 1, 0),
+            (1.0, 2, 1, 100),
+        ]
+    )
+]
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,15 @@ import pytest
 from test_app_api import build_fixture_models, running_app
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 pytestmark = pytest.mark.skipif(
     not Path(CHROMIUM).exists(),
@@ -41,8 +48,10 @@ def test_generate_names_and_text_and_see_the_maps(page_url, tmp_path):
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.set_default_timeout(90_000)  # actions and navigation too, not only the expectations
             outside = []  # requests that leave this machine: the page must work offline
-            page.on("request", lambda r: outside.append(r.url) if "127.0.0.1" not in r.url and not
-                    r.url.startswith("data:") else None)  # fmt: skip
+            page.on(
+                "request",
+                lambda r: outside.append(r.url) if "127.0.0.1" not in r.url and not r.url.startswith("data:") else None,
+            )
             page.goto(page_url)
 
             # On load, the maps of the example text: 4 layers x (4 heads + average) for the names fixture.
@@ -52,8 +61,9 @@ def test_generate_names_and_text_and_see_the_maps(page_url, tmp_path):
             page.get_by_label("Starts with (optional)").fill("em")
             page.get_by_role("button", name="Generate names").click()
             names = page.locator("#names-output textarea")
-            page.wait_for_function("() => document.querySelector('#names-output textarea').value.startsWith('em')",
-                                   timeout=90_000)  # fmt: skip
+            page.wait_for_function(
+                "() => document.querySelector('#names-output textarea').value.startsWith('em')", timeout=90_000
+            )
             first = names.input_value().split("\n")[0]
             attention_text = page.get_by_label("Text to look at (filled in by each generation)")
             expect(attention_text).to_have_value(re.compile(rf"^\.{first}\.?$"))
@@ -128,15 +138,18 @@ def test_zoom_select_a_query_and_download_a_png_and_the_weights(page_url, tmp_pa
             large = page.locator("#attention-head figure image.heat").first
             box = large.bounding_box()
             large.hover(position={"x": box["width"] * 0.03, "y": box["height"] * 0.97})  # key 8, query 23
-            expect(page.locator("#attention-head .attn-tip")).to_contain_text(re.compile(
-                r'query 23 ".+" -> key 8 ".+": \d\.\d{3}'))  # fmt: skip
+            expect(page.locator("#attention-head .attn-tip")).to_contain_text(
+                re.compile(r'query 23 ".+" -> key 8 ".+": \d\.\d{3}')
+            )
             large.click(position={"x": box["width"] * 0.5, "y": box["height"] * 0.97})
             expect(page.locator("#attention-head .attn-large")).to_have_attribute("data-query", "23")
 
             # Export: the grid as one PNG, then every weight as .safetensors.
             downloads = {}
-            for label, suffix in (("every map (.png)", ".png"), ("all weights (.safetensors, bertviz layout)",
-                                                                 ".safetensors")):  # fmt: skip
+            for label, suffix in (
+                ("every map (.png)", ".png"),
+                ("all weights (.safetensors, bertviz layout)", ".safetensors"),
+            ):
                 page.get_by_label("Export the attention of this text").click()
                 page.get_by_role("option", name=label).click()
                 page.get_by_role("button", name="Export", exact=True).click()
@@ -179,8 +192,10 @@ def test_every_view_shows_the_current_texts_numbers_or_says_whose_they_are(page_
             def hover(row: int, col: int) -> str:
                 heat = page.locator("#attention-head figure image.heat").first
                 heat.scroll_into_view_if_needed()
-                box, size = heat.bounding_box(), int(page.locator("#attention-head figure svg").first.get_attribute(
-                    "data-size"))  # fmt: skip
+                box, size = (
+                    heat.bounding_box(),
+                    int(page.locator("#attention-head figure svg").first.get_attribute("data-size")),
+                )
                 heat.hover(position={"x": box["width"] * (col + 0.5) / size, "y": box["height"] * (row + 0.5) / size})
                 tip = page.locator("#attention-head .attn-tip")
                 expect(tip).to_contain_text(re.compile(r": \d\.\d+$"))
@@ -196,8 +211,13 @@ def test_every_view_shows_the_current_texts_numbers_or_says_whose_they_are(page_
                 return note.text_content() if note.count() else None
 
             assert hover(3, 1) == expected_tip("emma", "tiny-names", 3, 1)
-            for button in ("Next-token probabilities and logit lens", "Ablate", "Head importance map", "Head roles",
-                           "Compare"):  # fmt: skip
+            for button in (
+                "Next-token probabilities and logit lens",
+                "Ablate",
+                "Head importance map",
+                "Head roles",
+                "Compare",
+            ):
                 page.get_by_role("button", name=button, exact=True).click()
             for selector in views:
                 expect(page.locator(f"{selector} .view-of")).to_have_attribute("data-label", "“emma” on tiny-names")

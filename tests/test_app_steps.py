@@ -25,8 +25,9 @@ from explorer.attention_steps import NUMBERS
 def fixture_models(tmp_path_factory):
     """The API tests' two models, and a names model with attention dropout p = 0.5 (the others have none)."""
     root = tmp_path_factory.mktemp("models")
-    dropout = save_fixture_model(root / "tiny-dropout", char_tokenizer(LOWERCASE, "."), seed=2, name="names",
-                                 attention_dropout=0.5)  # fmt: skip
+    dropout = save_fixture_model(
+        root / "tiny-dropout", char_tokenizer(LOWERCASE, "."), seed=2, name="names", attention_dropout=0.5
+    )
     return *build_fixture_models(root), dropout
 
 

@@ -64,8 +64,17 @@ def test_a_names_run_streams_progress_and_its_model_generates_downloads_and_outl
     # The zip holds the model folder as train.py wrote it, without checkpoints or the run's own files.
     with zipfile.ZipFile(call(client, "/download", name="tiny-run")) as archive:
         files = set(archive.namelist())
-    assert {f"tiny-run/{f}" for f in ("model.safetensors", "config.json", "tokenizer.json", "README.md",
-                                      "loss_curve.png", "modeling_minigpt.py")} <= files  # fmt: skip
+    assert {
+        f"tiny-run/{f}"
+        for f in (
+            "model.safetensors",
+            "config.json",
+            "tokenizer.json",
+            "README.md",
+            "loss_curve.png",
+            "modeling_minigpt.py",
+        )
+    } <= files
     assert not any("checkpoint" in f or f.endswith(("progress.jsonl", "spec.json")) for f in files)
 
     # A server started afresh on the same runs folder offers the model again.

@@ -108,8 +108,10 @@ def test_future_blocks_are_those_the_mask_hides_wholly():
     mask = torch.triu(torch.ones(50, 50, dtype=torch.bool), 1)
     for rows, cols, factor in [(range(50), range(50), 1), (range(50), range(50), 7), (range(10, 40), range(5, 35), 4)]:
         part = mask[rows.start : rows.stop, cols.start : cols.stop]
-        expected = [[bool(part[i : i + factor, j : j + factor].all()) for j in range(0, len(cols), factor)]
-                    for i in range(0, len(rows), factor)]  # fmt: skip
+        expected = [
+            [bool(part[i : i + factor, j : j + factor].all()) for j in range(0, len(cols), factor)]
+            for i in range(0, len(rows), factor)
+        ]
         assert future_blocks(rows, cols, factor).tolist() == expected
 
 
@@ -150,8 +152,9 @@ def test_exported_weights_are_output_attentions_exactly_in_bertviz_layout(tmp_pa
     model = tiny_model(implementation="sdpa")
     recorded = run_forward_pass(model, IDS)
     tokens = [f"<{i}>" for i in IDS]
-    layers, loaded_tokens, input_ids = load_weights(save_weights(tmp_path / f"w{suffix}", recorded.attentions, tokens,
-                                                                 list(IDS)))  # fmt: skip
+    layers, loaded_tokens, input_ids = load_weights(
+        save_weights(tmp_path / f"w{suffix}", recorded.attentions, tokens, list(IDS))
+    )
     with torch.no_grad():
         expected = model(torch.tensor([IDS]), output_attentions=True).attentions  # L x (1, H, T, T)
     assert len(layers) == len(expected) == 3 and loaded_tokens == tokens and input_ids == list(IDS)
@@ -162,8 +165,9 @@ def test_exported_weights_are_output_attentions_exactly_in_bertviz_layout(tmp_pa
 
 def test_exported_images(tmp_path):
     T = 12
-    attentions = torch.softmax(torch.randn(2, 3, T, T).masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1),
-                                                                   -1e9), -1)  # fmt: skip
+    attentions = torch.softmax(
+        torch.randn(2, 3, T, T).masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), -1e9), -1
+    )
     one = decode_png(map_png(attentions[1, 2]))
     scale = one.shape[0] // T
     assert one.shape == (scale * T, scale * T) and scale * T >= 512
@@ -183,24 +187,27 @@ def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_tex
     from one pass per (model, text)."""
     from test_app_api import save_fixture_model
 
-    import app
+    from explorer.attention_maps import token_labels
     from explorer.forward_pass import run_forward_pass
+    from explorer.state import DemoState
+    from explorer.texts import from_boundary
+    from explorer.ui.attention import AttentionMaps
     from explorer.views.maps import grid_html
 
     first = save_fixture_model(tmp_path / "a", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
     second = save_fixture_model(tmp_path / "b", char_tokenizer(LOWERCASE, "."), seed=1, name="names")
-    app.configure([str(first), str(second)])
-    app.PASSES.clear()
-    computed = app.PASSES.computed
-    maps = {name: app.attention("emma", name) for name in ("a", "b")}
+    state = DemoState.configure([str(first), str(second)], training=False)
+    section = AttentionMaps(state)
+    computed = state.passes.computed
+    maps = {name: section.attention("emma", name) for name in ("a", "b")}
     assert maps["a"][1] != maps["b"][1]  # the grids differ
-    assert app.attention("emma", "a")[1:3] == maps["a"][1:3] and app.PASSES.computed == computed + 2
+    assert section.attention("emma", "a")[1:3] == maps["a"][1:3] and state.passes.computed == computed + 2
     for name in ("a", "b"):
-        lm = app.PICKER.get(name)
-        ids = app.from_boundary(lm, "emma", "text")
-        tokens = app.token_labels(lm.tokenizer, ids)
+        lm = state.picker.get(name)
+        ids = from_boundary(lm, "emma", "text")
+        tokens = token_labels(lm.tokenizer, ids)
         assert grid_html(run_forward_pass(lm.model, ids).attentions, tokens) in maps[name][1]  # marked with its text
-        row = app.attention_values("emma", name, layer=1, head="2", query=3)
+        row = section.attention_values("emma", name, layer=1, head="2", query=3)
         assert row["weights"] == own_attentions(tmp_path / name, ids)[1][0, 2, 3, :4].tolist()
 
 
@@ -262,7 +269,7 @@ def test_bad_hover_and_export_requests_say_what_to_change(long_server):
     client = Client(url, verbose=False)
     assert "layer must be 0 to 3" in app_error(client, "/attention_values", text="emma", layer=4)
     assert "head must be 0 to 3 or 'mean'" in app_error(client, "/attention_values", text="emma", head="x")
-    assert "query must be a token position, 0 to 4" in app_error(client, "/attention_values", text="emma", query=5)
+    assert "query must be between 0 and 4" in app_error(client, "/attention_values", text="emma", query=5)
     assert "what must be one of" in app_error(client, "/attention_export", text="emma", what="pdf")
     message = app_error(client, "/attention_export", text="x" * 80, model="tiny-gpt2", what="grid.svg")
     assert "export it as PNG" in message

@@ -65,16 +65,23 @@ def assert_every_number_is_the_models(numbers: dict, model, ids: list[int]) -> N
     q, k, v = (qkv[:, part * C + h * D : part * C + (h + 1) * D] for part in range(3))  # (T, D) each: the head's rows
     expected = {
         "inputs": {"x_i": x[i], "x_j": x[: i + 1], "residual_i": t["block_in"][i]},
-        "no_weights": {"scores": x[: i + 1] @ x[i], "weights": (x[: i + 1] @ x[i]).softmax(-1),
-                       "output": (x[: i + 1] @ x[i]).softmax(-1) @ x[: i + 1]},
+        "no_weights": {
+            "scores": x[: i + 1] @ x[i],
+            "weights": (x[: i + 1] @ x[i]).softmax(-1),
+            "output": (x[: i + 1] @ x[i]).softmax(-1) @ x[: i + 1],
+        },
         "qkv": {"q_i": q[i], "k_j": k[: i + 1], "v_j": v[: i + 1]},
         "scores": {"scores": k[: i + 1] @ q[i], "scaled": k[: i + 1] @ q[i] / D**0.5},
         "softmax": {"weights": t["weights"][h, i]},
         "dropout": {"weights": t["weights"][h, i]},
-        "output": {"z_i": t["heads"][i, h * D : (h + 1) * D], "heads_z_i": t["heads"][i],
-                   "out_i": t["sublayer_out"][i], "next_i": t["block_in"][i] + t["sublayer_out"][i]},
+        "output": {
+            "z_i": t["heads"][i, h * D : (h + 1) * D],
+            "heads_z_i": t["heads"][i],
+            "out_i": t["sublayer_out"][i],
+            "next_i": t["block_in"][i] + t["sublayer_out"][i],
+        },
         "multi_head": {"separate_i": t["heads"][i], "fused_i": t["heads"][i]},
-    }  # fmt: skip
+    }
     for step, values in expected.items():
         for key, tensor in values.items():
             close(s[step][key], tensor, f"{step}.{key}")
@@ -103,14 +110,15 @@ def test_every_number_is_the_shipped_models_own(name):
     """The `step` endpoint's function, in process, on a shipped model, in a middle layer and head."""
     if not (SHIPPED[name] / "config.json").exists():
         pytest.skip(f"models/{name} is not there: train it with the README's command")
-    import app
+    from explorer.state import DemoState
+    from explorer.ui.steps import StepByStep
 
-    app.configure()
-    lm = app.PICKER.get(name)
+    state = DemoState.configure(training=False)
+    lm = state.picker.get(name)
     text = "emma" if name == "names" else "ROMEO:\nBut soft, what light through yonder window breaks?"
-    view = app.text_view(name, text)
+    view = state.text_view(name, text)
     layer, head = middle(lm.model)
-    numbers = app.step(text, name, layer, head, query=len(view.ids) // 2)
+    numbers = StepByStep(state).step(text, name, layer, head, query=len(view.ids) // 2)
     assert numbers["tokens"] == view.tokens and numbers["query"] == len(view.ids) // 2
     assert_every_number_is_the_models(numbers, lm.model, view.ids)
 

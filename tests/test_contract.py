@@ -216,9 +216,17 @@ def reference_flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal
 
 
 def reference_flash_attn_varlen_func(
-    q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None, dropout_p=0.0, softmax_scale=None,
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q=None,
+    max_seqlen_k=None,
+    dropout_p=0.0,
+    softmax_scale=None,
     causal=False,
-):  # fmt: skip
+):
     """flash_attn_varlen_func's contract: sequences concatenated, (total, H, D), cut at the cumulative lengths."""
     pieces = []
     for i in range(len(cu_seqlens_q) - 1):
@@ -241,11 +249,15 @@ def reference_flash(monkeypatch):
     monkeypatch.setitem(AttentionInterface._global_mapping, name, recording_flash)
     monkeypatch.setitem(AttentionMaskInterface._global_mapping, name, flash_attention_mask)
     kernels = dict(
-        _loaded_implementation=name, _flash_fn=reference_flash_attn_func,
-        _flash_varlen_fn=reference_flash_attn_varlen_func, _flash_with_kvcache_fn=None, _pad_fn=flash_utils._pad_input,
-        _unpad_fn=flash_utils._unpad_input, _process_with_kvcache_kwargs_fn=dict,
+        _loaded_implementation=name,
+        _flash_fn=reference_flash_attn_func,
+        _flash_varlen_fn=reference_flash_attn_varlen_func,
+        _flash_with_kvcache_fn=None,
+        _pad_fn=flash_utils._pad_input,
+        _unpad_fn=flash_utils._unpad_input,
+        _process_with_kvcache_kwargs_fn=dict,
         _process_flash_kwargs_fn=flash_utils._lazy_define_process_function(reference_flash_attn_varlen_func),
-    )  # fmt: skip
+    )
     for attribute, value in kernels.items():
         monkeypatch.setattr(flash_utils, attribute, value)
     return name, calls
@@ -370,9 +382,13 @@ def test_attention_backend_contract(monkeypatch):
     last_tokens = torch.tensor([8, 24, 28])  # the last token of each packed sequence
     with torch.no_grad():
         logits = model(
-            batch["input_ids"], position_ids=batch["position_ids"], seq_idx=batch["seq_idx"],
-            backend_metadata="passed through", logits_to_keep=last_tokens, use_cache=False,
-        ).logits[0]  # fmt: skip
+            batch["input_ids"],
+            position_ids=batch["position_ids"],
+            seq_idx=batch["seq_idx"],
+            backend_metadata="passed through",
+            logits_to_keep=last_tokens,
+            use_cache=False,
+        ).logits[0]
     assert [(layer, mask, metadata) for layer, mask, metadata in calls] == [
         (0, None, "passed through"),
         (1, None, "passed through"),

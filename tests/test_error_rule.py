@@ -83,13 +83,26 @@ SERVER_PATH = re.compile(r"(?:/[\w.+-]+){2,}")  # /tmp/pytest-.../models/broken-
 
 # ---- 1: a host's broken model: a message naming it, a traceback in the log, on every endpoint that loads a model ----
 
-LOADING_ENDPOINTS = ["/names", "/text", "/attention", "/attention_values", "/attention_export", "/step",
-                     "/next_tokens", "/logit_lens", "/ablate", "/importance", "/head_roles", "/compare"]  # fmt: skip
+LOADING_ENDPOINTS = [
+    "/names",
+    "/text",
+    "/attention",
+    "/attention_values",
+    "/attention_export",
+    "/step",
+    "/next_tokens",
+    "/logit_lens",
+    "/ablate",
+    "/importance",
+    "/head_roles",
+    "/compare",
+]
 
 
 def test_the_endpoints_that_load_a_model_are_those_with_a_model_parameter(client):
-    taking_a_model = [name for name, info in api(client).items()
-                      if any(p["parameter_name"] == "model" for p in info["parameters"])]  # fmt: skip
+    taking_a_model = [
+        name for name, info in api(client).items() if any(p["parameter_name"] == "model" for p in info["parameters"])
+    ]
     assert sorted(taking_a_model) == sorted(LOADING_ENDPOINTS)  # a new one is added to LOADING_ENDPOINTS too
 
 
@@ -141,7 +154,7 @@ MISTAKES = {
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
         (dict(layer=4), "layer must be 0 to 3, got 4"),
         (dict(head="4"), "head must be 0 to 3 or 'mean' (their average), got '4'"),
-        (dict(query=5), "query must be a token position, 0 to 4, got 5"),
+        (dict(query=5), "query must be between 0 and 4 (the text has 5 tokens"),
         (dict(key="first"), "key must be a number, got 'first'"),
         (dict(text="Emma"), "'E' (LATIN CAPITAL LETTER E)"),
     ],
@@ -161,7 +174,7 @@ MISTAKES = {
     ],
     "/next_tokens": [
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
-        (dict(position=99), "The position must be between 0 and 4"),
+        (dict(position=99), "Position must be between 0 and 4"),
         (dict(text="em ma"), "' ' (SPACE)"),
     ],
     "/logit_lens": [
@@ -252,8 +265,11 @@ def test_other_scripts_digits_are_refused_with_a_message(server, client, endpoin
 
 
 def test_a_good_call_works_after_the_other_digits(client):
-    refused = {"/attention_values": dict(layer="٣", head="０", query="²"), "/step": dict(layer="٣", head="０"),
-               "/attention_export": dict(what="map.png", layer="²", head="٣")}  # fmt: skip
+    refused = {
+        "/attention_values": dict(layer="٣", head="０", query="²"),
+        "/step": dict(layer="٣", head="０"),
+        "/attention_export": dict(what="map.png", layer="²", head="٣"),
+    }
     for endpoint, params in refused.items():
         assert "must be" in app_error(client, endpoint, text="emma", **params)
     values = call(client, "/attention_values", text="emma", layer=3, head="3", query=4)

@@ -142,8 +142,12 @@ def test_importance_is_the_loss_increase_of_each_head_alone(mode):
             assert float(importance[layer, head]) == pytest.approx(float(alone) - plain, abs=1e-5)
     # chunked batches (one row each) give the same losses
     rows = torch.eye(6, dtype=torch.bool).view(6, 3, 2)
-    torch.testing.assert_close(hi.losses_per_row(model, IDS, rows, None, budget_bytes=1),
-                               hi.losses_per_row(model, IDS, rows, None), rtol=1e-5, atol=1e-6)  # fmt: skip
+    torch.testing.assert_close(
+        hi.losses_per_row(model, IDS, rows, None, budget_bytes=1),
+        hi.losses_per_row(model, IDS, rows, None),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_role_scores_on_hand_built_patterns():
@@ -241,9 +245,13 @@ def test_compare_gives_the_difference_of_the_maps_over_the_common_positions():
 
 @pytest.mark.parametrize(
     "spec, message",
-    [("1.5", "There is no head 1.5: this model has layers 0-2 and heads 0-1"), ("3.0", "There is no head 3.0"),
-     ("1,2", "Cannot read the head '1'"), ("a.b", "Cannot read the head 'a.b'")],
-)  # fmt: skip
+    [
+        ("1.5", "There is no head 1.5: this model has layers 0-2 and heads 0-1"),
+        ("3.0", "There is no head 3.0"),
+        ("1,2", "Cannot read the head '1'"),
+        ("a.b", "Cannot read the head 'a.b'"),
+    ],
+)
 def test_heads_are_read_as_people_type_them(spec, message):
     assert hi.parse_heads(" 1.1, 0.0 ,2.1;1.1", 3, 2) == [(1, 1), (0, 0), (2, 1)]
     assert hi.parse_heads("", 3, 2) == []

@@ -13,12 +13,23 @@ fixture_models, server, client = test_app_api.fixture_models, test_app_api.serve
 ENDPOINTS = {
     "/next_tokens": ["text", "model", "position"],
     "/logit_lens": ["text", "model", "position"],
-    "/ablate": ["text", "model", "heads", "mode", "position", "prompt", "new_tokens", "temperature", "top_k", "top_p",
-                "seed"],
+    "/ablate": [
+        "text",
+        "model",
+        "heads",
+        "mode",
+        "position",
+        "prompt",
+        "new_tokens",
+        "temperature",
+        "top_k",
+        "top_p",
+        "seed",
+    ],
     "/importance": ["text", "model", "mode"],
     "/head_roles": ["text", "model"],
     "/compare": ["text", "other_text", "model"],
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +79,16 @@ def test_ablated_generation_redoes_the_text_with_the_same_seed(client):
     text = stream(client, prompt="to be", max_new_tokens=20, seed=4, model="tiny-text")[-1][0]
     same = call(client, "/ablate", text="to be", model="tiny-text", heads="", prompt="to be", new_tokens=20, seed=4)
     assert same["generation"]["plain"] == same["generation"]["ablated"] == text
-    off = call(client, "/ablate", text="to be", model="tiny-text", heads="0.0, 0.1, 1.0, 1.1", prompt="to be",
-               new_tokens=20, seed=4)["generation"]  # fmt: skip
+    off = call(
+        client,
+        "/ablate",
+        text="to be",
+        model="tiny-text",
+        heads="0.0, 0.1, 1.0, 1.1",
+        prompt="to be",
+        new_tokens=20,
+        seed=4,
+    )["generation"]
     assert off["plain"] == text and off["ablated"].startswith("to be") and len(off["ablated"]) <= len("to be") + 20
     # (random weights: the heads barely move the sampled tokens; that generation runs ablated is tested in process)
 
@@ -96,7 +115,7 @@ def test_importance_roles_lens_and_compare_answer_layer_by_head(client):
 
 
 def test_compare_texts_of_different_lengths_over_their_common_positions(client, names_model):
-    """"emma" against "emmanuel": the difference covers their first 5 tokens, equals the two models' own maps there
+    """ "emma" against "emmanuel": the difference covers their first 5 tokens, equals the two models' own maps there
     (the longer text's first rows are its prefix's whole maps: attention is causal), and a note says so."""
     answer = call(client, "/compare", text="emmanuel", other_text="emma")
     assert answer["compared_tokens"] == 5 and len(answer["other_loss"]) == 4 and len(answer["loss"]) == 8
@@ -137,7 +156,7 @@ def test_text_past_the_context_keeps_its_end_and_says_so(client):
         ("/ablate", dict(text=""), "The text is empty"),
         ("/importance", dict(text=""), "The text is empty"),
         ("/head_roles", dict(text=""), "The text is empty"),
-        ("/next_tokens", dict(position=5), "The position must be between 0 and 4"),
+        ("/next_tokens", dict(position=5), "Position must be between 0 and 4"),
         ("/logit_lens", dict(position="first"), "Position must be a number, got 'first'"),
         ("/next_tokens", dict(position="٣"), "Position must be written with the digits 0-9"),
         ("/head_roles", dict(text="Émile"), "LATIN CAPITAL LETTER E WITH ACUTE"),
@@ -160,15 +179,19 @@ def test_generated_tokens_are_coloured_by_the_probability_they_were_sampled_with
     import asyncio
     import re
 
-    import app
+    from explorer.state import DemoState
+    from explorer.ui.generation import Generation
+    from explorer.ui.insights import Insights
 
     async def last_update(updates):
         return [update async for update in updates][-1]
 
-    app.configure([], *map(str, fixture_models))
-    generated, _ = asyncio.run(last_update(app.text("to be", max_new_tokens=12, top_k=1, seed=3, model="tiny-text")))
-    drawn = app.sampled_colours(generated, "tiny-text", "to be", 1.0, 1, 1.0, 3)
+    state = DemoState.configure([], *map(str, fixture_models), training=False)
+    text = Generation(state).text("to be", max_new_tokens=12, top_k=1, seed=3, model="tiny-text")
+    generated, _ = asyncio.run(last_update(text))
+    insights = Insights(state)
+    drawn = insights.sampled_colours(generated, "tiny-text", "to be", 1.0, 1, 1.0, 3)
     probabilities = [float(p) for p in re.findall(r'data-probability="([0-9.]+)"', drawn)]
     assert probabilities == [1.0] * (len(generated) - len("to be"))
-    plain = app.sampled_colours(generated, "tiny-text", "to be", 1.0, 0, 1.0, 3)  # no top-k: the model's softmax
+    plain = insights.sampled_colours(generated, "tiny-text", "to be", 1.0, 0, 1.0, 3)  # no top-k: the model's softmax
     assert all(0 < float(p) < 1 for p in re.findall(r'data-probability="([0-9.]+)"', plain))

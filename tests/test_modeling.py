@@ -118,8 +118,16 @@ def test_sampling_is_reproducible_with_a_seed():
 
     def sample(seed):
         torch.manual_seed(seed)
-        return model.generate(prompt, do_sample=True, temperature=0.8, top_k=20, top_p=0.9, max_new_tokens=30,
-                              min_new_tokens=30, pad_token_id=0)  # fmt: skip
+        return model.generate(
+            prompt,
+            do_sample=True,
+            temperature=0.8,
+            top_k=20,
+            top_p=0.9,
+            max_new_tokens=30,
+            min_new_tokens=30,
+            pad_token_id=0,
+        )
 
     assert torch.equal(sample(1), sample(1))
     assert not torch.equal(sample(1), sample(2))

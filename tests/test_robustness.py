@@ -55,8 +55,11 @@ def test_huge_texts_are_refused_before_tokenizing_in_bounded_memory(server, clie
     stream(client, prompt="to be", max_new_tokens=3, seed=0)
     before = peak_rss_bytes(process.pid)
     huge = "e" * HUGE
-    for endpoint, params in [("/attention", dict(text=huge)), ("/names", dict(prefix=huge)),
-                             ("/text", dict(prompt=huge))]:  # fmt: skip
+    for endpoint, params in [
+        ("/attention", dict(text=huge)),
+        ("/names", dict(prefix=huge)),
+        ("/text", dict(prompt=huge)),
+    ]:
         error = app_error(client, endpoint, **params)
         assert f"is {HUGE:,} characters long: at most 20,000 are accepted" in error, endpoint
     grown = peak_rss_bytes(process.pid) - before
@@ -102,8 +105,11 @@ def test_odd_values_get_a_clear_message(client, endpoint, params, message):
     assert message in error
 
 
-RAW_DEFAULTS = {"/names": ["", 10, 1.0, 0, 1.0, -1, None], "/text": ["", 5, 1.0, 0, 1.0, -1, None],
-                "/attention": ["emma", None]}  # fmt: skip
+RAW_DEFAULTS = {
+    "/names": ["", 10, 1.0, 0, 1.0, -1, None],
+    "/text": ["", 5, 1.0, 0, 1.0, -1, None],
+    "/attention": ["emma", None],
+}
 
 
 def raw_error(url: str, endpoint: str, *data) -> str:
@@ -112,8 +118,9 @@ def raw_error(url: str, endpoint: str, *data) -> str:
     first parameters, the others left at their defaults."""
     # ensure_ascii (the default): a lone surrogate becomes the escape \ud800, valid JSON
     body = json.dumps({"data": [*data, *RAW_DEFAULTS[endpoint][len(data) :]]})
-    posted = httpx.post(f"{url}gradio_api/call{endpoint}", content=body, timeout=60,
-                        headers={"Content-Type": "application/json"})  # fmt: skip
+    posted = httpx.post(
+        f"{url}gradio_api/call{endpoint}", content=body, timeout=60, headers={"Content-Type": "application/json"}
+    )
     result = httpx.get(f"{url}gradio_api/call{endpoint}/{posted.json()['event_id']}", timeout=120).text
     assert "event: error" in result, result
     return result
@@ -152,10 +159,17 @@ def test_a_broken_model_is_reported_without_server_paths(client, models):
 
 def test_visitor_mistakes_leave_no_traceback_in_the_server_log(server, client):
     logged_before = len(server_log(server[1]))
-    mistakes = [("/names", dict(prefix="Zoë")), ("/names", dict(count="many")), ("/names", dict(top_p=0)),
-                ("/names", dict(model="no-such-model")), ("/attention", dict(text="x", model="no-such-model")),
-                ("/text", dict(prompt="x" * 30_000)), ("/names", dict(seed=1.5)), ("/names", dict(temperature=-1)),
-                ("/text", dict(temperature=1e-38))]  # fmt: skip
+    mistakes = [
+        ("/names", dict(prefix="Zoë")),
+        ("/names", dict(count="many")),
+        ("/names", dict(top_p=0)),
+        ("/names", dict(model="no-such-model")),
+        ("/attention", dict(text="x", model="no-such-model")),
+        ("/text", dict(prompt="x" * 30_000)),
+        ("/names", dict(seed=1.5)),
+        ("/names", dict(temperature=-1)),
+        ("/text", dict(temperature=1e-38)),
+    ]
     for endpoint, params in mistakes:
         app_error(client, endpoint, **params)
     raw_error(server[0], "/names", "\ud800")
@@ -202,24 +216,24 @@ def test_a_bad_stream_pace_stops_the_app_in_one_line(flag, value):
 
 
 def test_numbers_are_parsed_exactly():
-    import app
+    from explorer.choices import number
     from explorer.errors import VisitorError
 
-    assert app.number("Seed", 2**63 - 1, -1, int) == 2**63 - 1
-    assert app.number("Seed", str(2**63 - 1), -1, int) == 2**63 - 1
-    assert app.number("Count", "1e3", 10, int) == 1000 and app.number("Count", 4.0, 10, int) == 4
-    assert app.number("Temperature", "0.5", 1.0) == 0.5 and app.number("Count", None, 10, int) == 10
+    assert number("Seed", 2**63 - 1, -1, int) == 2**63 - 1
+    assert number("Seed", str(2**63 - 1), -1, int) == 2**63 - 1
+    assert number("Count", "1e3", 10, int) == 1000 and number("Count", 4.0, 10, int) == 4
+    assert number("Temperature", "0.5", 1.0) == 0.5 and number("Count", None, 10, int) == 10
     for bad in (1.5, "1.5", True, "many", float("nan"), 10**400, [1], "٣", "０", "1.٥", "²"):
         with pytest.raises(VisitorError, match="^Count must be"):  # a visitor's mistake: a message, no traceback
-            app.number("Count", bad, 10, int if bad != 10**400 else float)
+            number("Count", bad, 10, int if bad != 10**400 else float)
 
 
 def test_load_errors_lose_the_server_paths():
-    import app
+    from explorer.models import without_paths
 
     message = "Error no file named model.safetensors found in directory /srv/spaces/app/models/mine.\nmore"
-    assert app.without_paths(message, "/srv/spaces/app/models/mine", "mine") == (
+    assert without_paths(message, "/srv/spaces/app/models/mine", "mine") == (
         "Error no file named model.safetensors found in directory mine."
     )
-    assert app.without_paths("bad file '/home/u/x/config.json'", "/elsewhere", "x") == "bad file 'config.json'"
+    assert without_paths("bad file '/home/u/x/config.json'", "/elsewhere", "x") == "bad file 'config.json'"
     assert json.loads('"\\ud800"') == "\ud800"  # how a lone surrogate reaches the server: valid JSON

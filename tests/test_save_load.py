@@ -19,9 +19,10 @@ def byte_level_tokenizer(vocab_size=300) -> PreTrainedTokenizerFast:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|pad|>"],
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>", "<|pad|>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )  # fmt: skip
+    )
     tokenizer.train_from_iterator(["To be, or not to be, that is the question."] * 20, trainer=trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|pad|>"
@@ -32,9 +33,15 @@ def save_tiny_model(folder):
     tokenizer = byte_level_tokenizer()
     torch.manual_seed(0)
     config = MiniGPTConfig(
-        vocab_size=len(tokenizer), block_size=64, n_layer=2, n_head=2, n_embd=32,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-    )  # fmt: skip
+        vocab_size=len(tokenizer),
+        block_size=64,
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     model = MiniGPTForCausalLM(config).eval()
     tokenizer.model_max_length = config.block_size  # as train.py saves it
     model.save_pretrained(folder)
@@ -75,17 +82,21 @@ def test_reload_in_a_fresh_process_without_the_repo_gives_identical_logits(tmp_p
         assert type(model).__name__ == "MiniGPTForCausalLM", type(model)
         assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
         with torch.no_grad():
-            logits = model(torch.load({str(tmp_path / 'ids.pt')!r})).logits
-        expected = torch.load({str(tmp_path / 'expected.pt')!r})
+            logits = model(torch.load({str(tmp_path / "ids.pt")!r})).logits
+        expected = torch.load({str(tmp_path / "expected.pt")!r})
         assert torch.equal(logits, expected), (logits - expected).abs().max()
         base = AutoModel.from_pretrained({str(folder)!r}, trust_remote_code=True)
         assert type(base).__name__ == "MiniGPTModel"
         print("OK")
     """)
     result = subprocess.run(
-        [sys.executable, "-c", script], cwd=elsewhere, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", script],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path), "PYTHONPATH": ""},
-    )  # fmt: skip
+    )
     assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
 
 
@@ -135,10 +146,14 @@ print("OK")
 def load_tokenizer_in_a_fresh_process(folder, home, bare=False) -> subprocess.CompletedProcess:
     """Stdin closed (a question would get no answer), outside the repo, offline, a fresh module cache in `home`."""
     return subprocess.run(
-        [sys.executable, "-c", LOAD_TOKENIZER, str(folder), "bare" if bare else "flag"], cwd=home,
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", LOAD_TOKENIZER, str(folder), "bare" if bare else "flag"],
+        cwd=home,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(home), "PYTHONPATH": ""},
-    )  # fmt: skip
+    )
 
 
 def assert_tokenizer_loads_silently(folder, home):

@@ -18,8 +18,17 @@ VOCAB, PAD, BLOCK = 40, 39, 32
 def model():
     torch.set_num_threads(1)  # as the server runs: one thread decodes, and the machine is shared
     torch.manual_seed(0)
-    config = MiniGPTConfig.from_preset("shakespeare", vocab_size=VOCAB, block_size=BLOCK, n_layer=2, n_head=2,
-                                       n_embd=32, bos_token_id=0, eos_token_id=0, pad_token_id=PAD)  # fmt: skip
+    config = MiniGPTConfig.from_preset(
+        "shakespeare",
+        vocab_size=VOCAB,
+        block_size=BLOCK,
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=PAD,
+    )
     model = MiniGPTForCausalLM(config).eval()
     model.set_attn_implementation("sdpa")  # as the demo loads it
     return model

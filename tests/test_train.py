@@ -65,16 +65,28 @@ def load_and_generate(folder, prompt: str, new_tokens: int) -> list[str]:
     """Loads the folder with the Auto classes in a fresh process (not importing the repo) and samples from it."""
     done = subprocess.run(
         [sys.executable, "-c", LOAD_AND_GENERATE, str(folder), prompt, str(new_tokens)],
-        cwd=folder.parent, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=folder.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return [eval(line) for line in done.stdout.splitlines()]
 
 
 def assert_publishable(folder):
-    for name in ("model.safetensors", "config.json", "modeling_minigpt.py", "configuration_minigpt.py",
-                 "tokenizer.json", "loss_curve.png", "loss_log.csv", "log_history.json", "README.md",
-                 "training_args.json"):  # fmt: skip
+    for name in (
+        "model.safetensors",
+        "config.json",
+        "modeling_minigpt.py",
+        "configuration_minigpt.py",
+        "tokenizer.json",
+        "loss_curve.png",
+        "loss_log.csv",
+        "log_history.json",
+        "README.md",
+        "training_args.json",
+    ):
         assert (folder / name).is_file(), name
     assert not (folder / "training_args.bin").exists()  # the Trainer's pickle is not published
     assert json.loads((folder / "config.json").read_text())["auto_map"]["AutoModelForCausalLM"]
@@ -105,9 +117,27 @@ def test_names_run_learns_and_writes_a_loadable_folder(names_run, tmp_path):
 
 def test_bpe_text_run_writes_a_loadable_folder(tmp_path, text_file):
     out = tmp_path / "text_model"
-    run_train("--preset", "shakespeare", "--dataset", text_file, "--tokenizer", "bpe", "--vocab_size", "400",
-              "--block_size", "32", "--output_dir", str(out), "--max_steps", "60", "--eval_steps", "30",
-              "--save_steps", "60", *TINY)  # fmt: skip
+    run_train(
+        "--preset",
+        "shakespeare",
+        "--dataset",
+        text_file,
+        "--tokenizer",
+        "bpe",
+        "--vocab_size",
+        "400",
+        "--block_size",
+        "32",
+        "--output_dir",
+        str(out),
+        "--max_steps",
+        "60",
+        "--eval_steps",
+        "30",
+        "--save_steps",
+        "60",
+        *TINY,
+    )
     losses = eval_losses(out)
     assert losses[-1] < losses[0]
     assert_publishable(out)
@@ -118,13 +148,30 @@ def test_bpe_text_run_writes_a_loadable_folder(tmp_path, text_file):
 
 
 def test_killed_run_resumes_to_the_same_validation_loss(tmp_path, names_file):
-    args = ["--preset", "names", "--dataset", names_file, "--max_steps", "90", "--eval_steps", "30",
-            "--save_steps", "30", "--dropout", "0.1", *TINY]  # fmt: skip
+    args = [
+        "--preset",
+        "names",
+        "--dataset",
+        names_file,
+        "--max_steps",
+        "90",
+        "--eval_steps",
+        "30",
+        "--save_steps",
+        "30",
+        "--dropout",
+        "0.1",
+        *TINY,
+    ]
     run_train(*args, "--output_dir", str(tmp_path / "whole"))
 
     killed = tmp_path / "killed"
-    process = subprocess.Popen(train_command(*args, "--output_dir", str(killed)), cwd=REPO,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(
+        train_command(*args, "--output_dir", str(killed)),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 120
     while not (killed / "checkpoint-60" / "trainer_state.json").exists() and process.poll() is None:
         assert time.time() < deadline
@@ -140,16 +187,26 @@ def test_killed_run_resumes_to_the_same_validation_loss(tmp_path, names_file):
 
 def test_resuming_a_finished_run_changes_nothing(names_run, names_file):
     before = {p.name: p.read_bytes() for p in names_run.iterdir() if p.is_file()}
-    done = run_train(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(names_run), "--resume_from_checkpoint",
-                     "last")  # fmt: skip
+    done = run_train(
+        *NAMES_RUN, "--dataset", names_file, "--output_dir", str(names_run), "--resume_from_checkpoint", "last"
+    )
     assert "This run is finished" in done.stdout and "checkpoint-80 is at step 80" in done.stdout
     assert {p.name: p.read_bytes() for p in names_run.iterdir() if p.is_file()} == before  # nothing trained or written
 
 
 def test_resuming_with_a_higher_max_steps_trains_on(names_run, names_file, tmp_path):
     out = shutil.copytree(names_run, tmp_path / "longer")
-    run_train(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last",
-              "--max_steps", "90")  # fmt: skip
+    run_train(
+        *NAMES_RUN,
+        "--dataset",
+        names_file,
+        "--output_dir",
+        str(out),
+        "--resume_from_checkpoint",
+        "last",
+        "--max_steps",
+        "90",
+    )
     steps = [h["step"] for h in json.loads((out / "log_history.json").read_text()) if "eval_loss" in h]
     assert steps == [20, 40, 60, 80, 90]  # the old evaluations kept, then on from step 80 to 90
     assert (out / "checkpoint-90").is_dir()
@@ -175,9 +232,16 @@ def test_push_leaves_out_checkpoints_and_the_pickle(names_run, monkeypatch):
 
     uploaded = []
     monkeypatch.setattr(huggingface_hub, "create_repo", lambda repo_id, **_: type("Repo", (), {"repo_id": repo_id}))
-    monkeypatch.setattr(huggingface_hub, "upload_folder", lambda folder_path, ignore_patterns, **_: uploaded.extend(
-        filter_repo_objects([str(p.relative_to(folder_path)) for p in Path(folder_path).rglob("*") if p.is_file()],
-                            ignore_patterns=ignore_patterns)))  # fmt: skip
+    monkeypatch.setattr(
+        huggingface_hub,
+        "upload_folder",
+        lambda folder_path, ignore_patterns, **_: uploaded.extend(
+            filter_repo_objects(
+                [str(p.relative_to(folder_path)) for p in Path(folder_path).rglob("*") if p.is_file()],
+                ignore_patterns=ignore_patterns,
+            )
+        ),
+    )
     (names_run / "training_args.bin").write_bytes(b"pickle")  # as an older train.py left it
     try:
         train.push(train.parse_args(["--output_dir", str(names_run), "--hub_model_id", "me/names"])[1])
@@ -189,9 +253,22 @@ def test_push_leaves_out_checkpoints_and_the_pickle(names_run, monkeypatch):
 
 def test_torchrun_two_processes_data_parallel_on_cpu(tmp_path, names_file):
     out = tmp_path / "ddp"
-    run_train("--preset", "names", "--dataset", names_file, "--output_dir", str(out), "--max_steps", "30",
-              "--eval_steps", "30", "--save_steps", "30", *TINY,
-              launcher=("-m", "torch.distributed.run", "--nproc_per_node=2"))  # fmt: skip
+    run_train(
+        "--preset",
+        "names",
+        "--dataset",
+        names_file,
+        "--output_dir",
+        str(out),
+        "--max_steps",
+        "30",
+        "--eval_steps",
+        "30",
+        "--save_steps",
+        "30",
+        *TINY,
+        launcher=("-m", "torch.distributed.run", "--nproc_per_node=2"),
+    )
     assert_publishable(out)
     assert "x 2 process(es)" in (out / "README.md").read_text()
     assert all(n.isalpha() for n in load_and_generate(out, "an", 10))
@@ -200,8 +277,19 @@ def test_torchrun_two_processes_data_parallel_on_cpu(tmp_path, names_file):
 def test_torch_compile_trains_through_train_py_like_eager(tmp_path, names_file):
     """`--torch_compile` (inductor, on this CPU) runs train.py's own path, packed names included, and learns what the
     eager run learns: the compiled kernels round differently, so the losses agree closely, not bit for bit."""
-    common = ["--preset", "names", "--dataset", names_file, "--max_steps", "30", "--eval_steps", "30", "--save_steps",
-              "30", *TINY]  # fmt: skip
+    common = [
+        "--preset",
+        "names",
+        "--dataset",
+        names_file,
+        "--max_steps",
+        "30",
+        "--eval_steps",
+        "30",
+        "--save_steps",
+        "30",
+        *TINY,
+    ]
     run_train(*common, "--output_dir", str(tmp_path / "eager"))
     run_train(*common, "--torch_compile", "true", "--output_dir", str(tmp_path / "compiled"))
     eager, compiled = eval_losses(tmp_path / "eager"), eval_losses(tmp_path / "compiled")
@@ -316,8 +404,9 @@ def test_one_huge_line_streams_in_bounded_memory(tmp_path):
     for size in (1_000_000, 5_000_000):
         path = tmp_path / f"line_{size}.txt"
         path.write_text((line * (size // len(line) + 1))[:size] + "\n")
-        done = subprocess.run([sys.executable, "-c", PEAK_MEMORY, str(path)], cwd=REPO, capture_output=True,
-                              text=True, timeout=300)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", PEAK_MEMORY, str(path)], cwd=REPO, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         peaks[size] = int(done.stdout.split()[-1])
     extra_per_byte = (peaks[5_000_000] - peaks[1_000_000]) / 4_000_000

@@ -12,8 +12,9 @@ SIZES = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, max_steps=100, learn
 
 
 def request(**changes):
-    return training_runs.check_request(**{"data": "names", "text": "", "tokenizer": None, "name": "", **SIZES,
-                                          "taken": set(), **changes})  # fmt: skip
+    return training_runs.check_request(
+        **{"data": "names", "text": "", "tokenizer": None, "name": "", **SIZES, "taken": set(), **changes}
+    )
 
 
 def test_parameters_are_those_of_the_model_that_will_train():

@@ -15,29 +15,39 @@ INSIGHT_CSS = asset("insights.css")
 PICK_TOKEN_JS = asset("pick_token.js")  # a click on a token of a strip picks its position (the `pick` event)
 CURRENT_JS = asset("current.js")  # on the current-text line: greys every view of another (model, text)
 
+
 def belongs_to(key: str, label: str, body: str) -> str:
     """A view's HTML marked with the (model, token ids) it was computed for: `key` identifies them, `label` names
     them for a learner. CURRENT_JS greys it when the page shows another text."""
     return f'<div class="view-of" data-view="{html.escape(key)}" data-label="{html.escape(label)}">{body}</div>'
 
+
 def current_html(key: str, label: str, length: int) -> str:
     """The line saying which text and model every view below belongs to."""
-    return (f'<div class="current-view" data-view="{html.escape(key)}">Showing {html.escape(label)}, {length} tokens '
-            "(the start token included): every view below is of this text.</div>")
+    return (
+        f'<div class="current-view" data-view="{html.escape(key)}">Showing {html.escape(label)}, {length} tokens '
+        "(the start token included): every view below is of this text.</div>"
+    )
+
 
 def lost_html(label: str) -> str:
     """The line after a text that could not be shown: no view below belongs to it."""
-    return (f'<div class="current-view lost" data-view="">Could not show {html.escape(label)} (the message says why). '
-            "The views below belong to the text named on each; fix the text and press Show attention.</div>")
+    return (
+        f'<div class="current-view lost" data-view="">Could not show {html.escape(label)} (the message says why). '
+        "The views below belong to the text named on each; fix the text and press Show attention.</div>"
+    )
+
 
 def error_html(message: str) -> str:
     """A visitor's mistake drawn where the view would be (so that no earlier result stays up under it)."""
     return f'<p class="view-error">{html.escape(message)}</p>'
 
+
 def viridis_css(value: float) -> str:
     """CSS colour of a value in [0, 1] on the maps' scale, and a text colour that reads on it."""
     r, g, b = COLOURS[round(min(max(value, 0.0), 1.0) * 255)]
     return f"background: rgb({r},{g},{b}); color: {'#000' if value > 0.6 else '#fff'}"
+
 
 def _diverging(value: float, scale: float) -> str:
     """Red for a rise, blue for a fall, white for none; `scale` is the value drawn at full strength."""
@@ -46,8 +56,10 @@ def _diverging(value: float, scale: float) -> str:
     colour = f"255,{fade},{fade}" if value > 0 else f"{fade},{fade},255"
     return f"background: rgb({colour}); color: #000"
 
+
 def _label(token: str) -> str:
     return html.escape(token)
+
 
 def head_table(scores: list[list[float]], title: str, diverging: bool = False, digits: int = 2) -> str:
     """A layer x head grid of numbers, each cell coloured by its value (0..1 on viridis, or red / blue for +/-)."""
@@ -64,6 +76,7 @@ def head_table(scores: list[list[float]], title: str, diverging: bool = False, d
         rows.append(f"<tr><th>layer {layer}</th>{cells}</tr>")
     return f"<figure><figcaption><b>{html.escape(title)}</b></figcaption><table>{''.join(rows)}</table></figure>"
 
+
 def token_strip(tokens: list[str], chosen: int | None = None) -> str:
     """The tokens in a row, each clickable (it picks the position), the chosen one outlined."""
     cells = "".join(
@@ -71,6 +84,7 @@ def token_strip(tokens: list[str], chosen: int | None = None) -> str:
         for i, t in enumerate(tokens)
     )
     return f'<div class="strip"><table><tr><th>token</th>{cells}</tr></table></div>'
+
 
 def probability_bars(top: list[dict], width: int = 220) -> str:
     rows = "".join(
@@ -80,13 +94,17 @@ def probability_bars(top: list[dict], width: int = 220) -> str:
     )
     return f"<table><tr><th>next token</th><th>probability</th></tr>{rows}</table>"
 
+
 def next_tokens_html(answer: dict, lens: dict) -> str:
     """The clickable tokens, the top-10 next tokens at the chosen position as bars, the probability of the token that
     follows, and the logit lens at the same position."""
     position, tokens = answer["position"], answer["tokens"]
     follows = answer.get("next")
-    actual = (f"The token that follows, {_label(follows['token'])!s}, got probability {follows['probability']:.4f}."
-              if follows else "This is the last token: nothing follows it in the text.")  # fmt: skip
+    actual = (
+        f"The token that follows, {_label(follows['token'])!s}, got probability {follows['probability']:.4f}."
+        if follows
+        else "This is the last token: nothing follows it in the text."
+    )
     layers = "".join(
         f"<tr><th>{html.escape(step['after'])}</th>"
         + "".join(f"<td>{_label(t['token'])} <small>{t['probability']:.2f}</small></td>" for t in step["top"])
@@ -100,6 +118,7 @@ def next_tokens_html(answer: dict, lens: dict) -> str:
         f"<div><b>Logit lens</b>: the top-3 tokens the residual stream would predict after each layer (final norm and "
         f"LM head applied to it); the last row is the model's prediction.<table>{layers}</table></div></div></div>"
     )
+
 
 def loss_strip(tokens: list[str], before: list[float], after: list[float] | None = None, element_id: str = "") -> str:
     """Per-token loss under the tokens (entry t: the loss of token t + 1); with `after`, a second row coloured by the
@@ -117,6 +136,7 @@ def loss_strip(tokens: list[str], before: list[float], after: list[float] | None
         rows += f"<tr><th>loss after</th>{after_cells}</tr>"
     return f'<div class="strip" id="{element_id}"><table>{rows}</table></div>'
 
+
 def ablation_html(answer: dict) -> str:
     heads = ", ".join(f"{layer}.{head}" for layer, head in answer["heads"]) or "no head"
     change = answer["total_after"] - answer["total_before"]
@@ -132,12 +152,14 @@ def ablation_html(answer: dict) -> str:
         f'<div class="maps">{tops}</div></div>'
     )
 
+
 def generation_html(generation: dict) -> str:
     return (
         f'<div class="insight maps"><div><b>Generated, plain</b> (seed {generation["seed"]})<pre>'
         f"{html.escape(generation['plain'])}</pre></div><div><b>Same seed, heads ablated</b><pre>"
         f"{html.escape(generation['ablated'])}</pre></div></div>"
     )
+
 
 def importance_html(answer: dict) -> str:
     table = head_table(answer["importance"], "Loss increase when each head alone is ablated", diverging=True, digits=3)
@@ -147,12 +169,14 @@ def importance_html(answer: dict) -> str:
         "model needs the head here; blue: it does better without it.</p></div>"
     )
 
+
 ROLE_TITLES = {
     "previous_token": "Previous token (weight on i - 1)",
     "first_token": "First token / boundary sink (weight on position 0)",
     "self": "Self (weight on i itself)",
     "induction": "Induction (repeated random probe)",
 }
+
 
 def roles_html(answer: dict) -> str:
     maps = []
@@ -167,6 +191,7 @@ def roles_html(answer: dict) -> str:
         "drop is what the model learns in context.</p></div>"
     )
 
+
 def compare_html(answer: dict) -> str:
     texts = "".join(
         f"<p><b>{which} text</b>, mean loss {sum(losses) / max(1, len(losses)):.4f}</p>{loss_strip(tokens, losses)}"
@@ -175,10 +200,13 @@ def compare_html(answer: dict) -> str:
             ("Second", answer["other_tokens"], answer["other_loss"]),
         )
     )
-    title = (f"Mean |difference| of each head's map over the first {answer['compared_tokens']} tokens (first text "
-             "minus second)")
+    title = (
+        f"Mean |difference| of each head's map over the first {answer['compared_tokens']} tokens (first text "
+        "minus second)"
+    )
     notes = "".join(f"<p>{html.escape(note)}</p>" for note in answer["notes"])
     return f'<div class="insight">{notes}{head_table(answer["difference_per_head"], title, digits=3)}{texts}</div>'
+
 
 def sampled_html(tokens: list[str], probabilities: list[float | None], note: str) -> str:
     """Generated tokens coloured by the probability they were sampled with (viridis; the prompt uncoloured)."""

@@ -32,6 +32,7 @@ MAPS_CSS = asset("maps.css")
 PICK_TILE_JS = asset("pick_tile.js")  # a click on a tile of the grid: that head, large (the grid's `pick` event)
 HEAD_JS = asset("head.js")  # the enlarged maps: hover, zoom, pan, a click on a row (the `query` event)
 
+
 def _axis_labels(queries: list[str], keys: list[str], origin: float, cell: float, font: float, stride: int) -> str:
     """SVG text: keys along the top (rotated), queries down the left side; every `stride`-th so that none overlap."""
     parts = []
@@ -44,8 +45,10 @@ def _axis_labels(queries: list[str], keys: list[str], origin: float, cell: float
         parts.append(f'<text transform="translate({x:.1f} {origin - 2:.1f}) rotate(-90)">{label}</text>')
     return f'<g font-size="{font:.1f}" dominant-baseline="central" fill="currentColor">{"".join(parts)}</g>'
 
-def heatmap_svg(image: str, queries: list[str], keys: list[str], size: int, title: str, attrs: str = "",
-                min_font: float = 6.0) -> str:  # fmt: skip
+
+def heatmap_svg(
+    image: str, queries: list[str], keys: list[str], size: int, title: str, attrs: str = "", min_font: float = 6.0
+) -> str:
     """A heatmap image (data URI) `size` pixels wide, with the query and key tokens it covers on its axes (none: no
     labels)."""
     cell = size / max(len(queries), 1)
@@ -61,8 +64,10 @@ def heatmap_svg(image: str, queries: list[str], keys: list[str], size: int, titl
         f'height="{size}" preserveAspectRatio="none" style="image-rendering: pixelated"/></svg>'
     )
 
+
 def head_caption(layer: int, head: str) -> str:
     return f"layer {layer}, average over heads" if head == "mean" else f"layer {layer}, head {head}"
+
 
 def grid_html(attentions, tokens: list[str], selected: tuple[int, str] = (0, "0")) -> str:
     """All heads as small heatmaps: one row per layer, one column per head, and a last column with their average.
@@ -81,13 +86,16 @@ def grid_html(attentions, tokens: list[str], selected: tuple[int, str] = (0, "0"
             chosen = ' class="selected"' if (layer, head) == selected else ""
             attrs = f'data-layer="{layer}" data-head="{head}"{chosen}'
             image = data_uri(png_bytes(images[layer, column]))
-            cells.append(heatmap_svg(image, labels, labels, size, head_caption(layer, head) + " (click to enlarge)",
-                                     attrs))  # fmt: skip
+            cells.append(
+                heatmap_svg(image, labels, labels, size, head_caption(layer, head) + " (click to enlarge)", attrs)
+            )
     return "".join(cells) + "</div>" + legend_html()
+
 
 def large_size(length: int) -> int:
     """Pixels a side of an enlarged map of `length` tokens: 24 a token for short texts, 240 to 512."""
     return max(240, min(512, 24 * length))
+
 
 def figure_body(matrix: torch.Tensor, tokens: list[str], caption: str, window: Window) -> str:
     """Caption and heatmap of one enlarged (T, T) map, showing `window`: one pixel per weight up to FULL_RESOLUTION
@@ -96,9 +104,14 @@ def figure_body(matrix: torch.Tensor, tokens: list[str], caption: str, window: W
     part = max_pooled(matrix[window.row : window.row + window.size, window.col : window.col + window.size], factor)
     image = heatmap_png(part.numpy(), future_blocks(window.rows, window.cols, factor))
     pixel = "one pixel per weight" if factor == 1 else f"a pixel is the largest of {factor} x {factor} weights"
-    where = "" if window.size == len(tokens) and factor == 1 else (
-        f" <small>(queries {window.row}-{window.row + window.size - 1}, keys {window.col}-"
-        f"{window.col + window.size - 1} of {len(tokens)}; {pixel})</small>")  # fmt: skip
+    where = (
+        ""
+        if window.size == len(tokens) and factor == 1
+        else (
+            f" <small>(queries {window.row}-{window.row + window.size - 1}, keys {window.col}-"
+            f"{window.col + window.size - 1} of {len(tokens)}; {pixel})</small>"
+        )
+    )
     attrs = f'data-row="{window.row}" data-col="{window.col}" data-size="{window.size}"'
     queries, keys = tokens[window.row : window.row + window.size], tokens[window.col : window.col + window.size]
     return (
@@ -106,10 +119,12 @@ def figure_body(matrix: torch.Tensor, tokens: list[str], caption: str, window: W
         f"{heatmap_svg(image, queries, keys, large_size(len(tokens)), caption, attrs, min_font=9.0)}"
     )
 
+
 ZOOM_BAR = (
     '<div class="attn-zoom"><button data-zoom="in">zoom in</button><button data-zoom="out">zoom out</button>'
     '<button data-zoom="all">whole map</button><span>or the wheel over a map; drag to pan</span></div>'
 )
+
 
 def head_html(attentions, tokens: list[str], layer: int, head: str, shown: dict, window: Window | None = None) -> str:
     """The chosen head and the average over the heads of its layer, side by side, showing `window` (default: all).
@@ -122,15 +137,22 @@ def head_html(attentions, tokens: list[str], layer: int, head: str, shown: dict,
         f"{figure_body(head_matrix(attentions, layer, h), tokens, head_caption(layer, h), window)}</figure>"
         for h in heads
     )
-    data = " ".join(f'data-{k}="{html.escape(v, quote=True)}"' for k, v in
-                    [("model", shown["model"]), ("text", shown["text"]), ("view", shown["key"]),
-                     ("tokens", json.dumps(tokens))])  # fmt: skip
+    data = " ".join(
+        f'data-{k}="{html.escape(v, quote=True)}"'
+        for k, v in [
+            ("model", shown["model"]),
+            ("text", shown["text"]),
+            ("view", shown["key"]),
+            ("tokens", json.dumps(tokens)),
+        ]
+    )
     zoom = ZOOM_BAR if len(tokens) > SMALLEST_WINDOW else ""
     return (
         f'<div class="attn-large" {data}>{zoom}{figures}<div class="attn-tip" hidden></div></div>{legend_html()}'
         "<p style='font-size:12px;opacity:.8'>Rows: the token that looks (query). Columns: the tokens it looks at "
         "(keys). Hover for the exact weight; click a row to choose that query token.</p>"
     )
+
 
 def legend_html() -> str:
     stops = ", ".join(f"rgb{tuple(int(v) for v in COLOURS[i])}" for i in range(0, 256, 51))

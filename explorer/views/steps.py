@@ -13,6 +13,7 @@ MAX_MATRIX_ROWS = 32  # rows of x_j, k_j, v_j drawn: beyond, the query's own and
 
 MAX_MATRIX_COLUMNS = 64  # numbers per row of a matrix drawn: beyond, the first 48 and the last 16
 
+
 def number_html(value, extra: str = "") -> str:
     """A number rounded to 3 decimals, exact on hover (its title is the float as JSON has it)."""
     if value is None:
@@ -22,13 +23,16 @@ def number_html(value, extra: str = "") -> str:
     shown = str(value) if isinstance(value, int) else f"{value:.3f}" if abs(value) < 1e4 else f"{value:.3g}"
     return f'<span class="n{extra}" title="{value!r}">{shown}</span>'
 
+
 def vector_html(key: str, label: str, symbols: str, values: list, highlight: range = range(0)) -> str:
     """Every number of a vector (the query's own rows are never summarised), wrapped, scrolling when long."""
     cells = "".join(number_html(v, " this-head" if n in highlight else "") for n, v in enumerate(values))
     return f'<div class="label">{html.escape(label)} {symbols}</div><div class="cells" data-key="{key}">{cells}</div>'
 
+
 def token_cell(j: int, tokens: list[str]) -> str:
     return f'<td class="tok">{j} {html.escape(tokens[j][:12])}</td>'
+
 
 def keys_table(tokens: list[str], query: int, columns: list[tuple[str | None, str, list]]) -> str:
     """One row per key position j (all of them: a long text scrolls), one column per (data key, header, values); the
@@ -46,11 +50,14 @@ def keys_table(tokens: list[str], query: int, columns: list[tuple[str | None, st
         rows.append(f"<tr{self_row}>{token_cell(j, tokens)}{''.join(cells)}</tr>")
     return f'<div class="scroll"><table>{head}{"".join(rows)}</table></div>'
 
+
 def scalar_html(key: str, value) -> str:
     return f'<span data-key="{key}">{number_html(value)}</span>'
 
-def matrix_html(key: str, label: str, symbols: str, rows: list[list[float]], tokens: list[str], query: int,
-                weights: list) -> str:  # fmt: skip
+
+def matrix_html(
+    key: str, label: str, symbols: str, rows: list[list[float]], tokens: list[str], query: int, weights: list
+) -> str:
     """A (i+1, width) matrix, one row per key j. A long text draws MAX_MATRIX_ROWS rows (the query's and those of
     the keys with the largest weights), a wide one the first and last numbers of each row; the API has them all."""
     shown = list(range(len(rows)))
@@ -75,6 +82,7 @@ def matrix_html(key: str, label: str, symbols: str, rows: list[list[float]], tok
         f'<div class="scroll" data-key="{key}"><table>{"".join(body)}</table></div>'
     )
 
+
 def shapes_html(shapes: list[dict], sizes: dict) -> str:
     parts = []
     for s in shapes:
@@ -83,6 +91,7 @@ def shapes_html(shapes: list[dict], sizes: dict) -> str:
     legend = ", ".join(f"{k}={v}" for k, v in sizes.items())
     return f'<p class="shapes">Shapes ({legend}): {"; ".join(parts)}.</p>'
 
+
 def steps_html(numbers: dict) -> str:
     """The step view, drawn from `steps_json`'s result: the page shows exactly the numbers the API returns."""
     s, tokens, i = numbers["steps"], numbers["tokens"], numbers["query"]
@@ -90,8 +99,11 @@ def steps_html(numbers: dict) -> str:
     D, C = sizes["D"], sizes["C"]
     this_head = range(h * D, (h + 1) * D)
     weights = s["softmax"]["weights"]
-    mode = (f"training mode: dropout p={s['dropout']['p']}, seed {numbers['seed']}" if numbers["training"]
-            else "evaluation mode (no dropout)")  # fmt: skip
+    mode = (
+        f"training mode: dropout p={s['dropout']['p']}, seed {numbers['seed']}"
+        if numbers["training"]
+        else "evaluation mode (no dropout)"
+    )
     parts = [
         f'<div class="head" data-query="{i}" data-layer="{numbers["layer"]}" data-head="{h}">'
         f'<span class="big">Layer {numbers["layer"]}, head {h}, query token {i} '
@@ -138,8 +150,10 @@ def steps_html(numbers: dict) -> str:
     drop = s["dropout"]
     after = column("dropout", "weights", "after dropout")
     if drop["applied"]:
-        told = (f"<p>Training mode: p = {drop['p']}, seed {drop['seed']}: kept weights are multiplied by "
-                f"1/(1-p) = {number_html(drop['scale'])}.</p>")  # fmt: skip
+        told = (
+            f"<p>Training mode: p = {drop['p']}, seed {drop['seed']}: kept weights are multiplied by "
+            f"1/(1-p) = {number_html(drop['scale'])}.</p>"
+        )
         if drop["p"] == 0:
             told += "<p>This model was trained without attention dropout (p = 0): training mode changes nothing.</p>"
         columns = [(None, "w_ij", weights), column("dropout", "keep", "kept"), after]
@@ -147,11 +161,16 @@ def steps_html(numbers: dict) -> str:
         told = "<p>Evaluation mode: dropout is the identity. Switch on training mode to see it.</p>"
         columns = [after]
     section(6, "dropout", told + keys_table(tokens, i, columns))
-    outputs = [vector("output", "z_i"), vector("output", "heads_z_i", this_head), vector("output", "out_i"),
-               vector("output", "next_i")]  # fmt: skip
+    outputs = [
+        vector("output", "z_i"),
+        vector("output", "heads_z_i", this_head),
+        vector("output", "out_i"),
+        vector("output", "next_i"),
+    ]
     section(7, "output", "".join(outputs), wide=True)
     difference = scalar_html("multi_head.max_abs_difference", s["multi_head"]["max_abs_difference"])
     both = vector("multi_head", "separate_i", this_head) + vector("multi_head", "fused_i", this_head)
-    section(8, "multi_head", f"{both}<p>Largest absolute difference, over every token and head: {difference}</p>",
-            wide=True)  # fmt: skip
+    section(
+        8, "multi_head", f"{both}<p>Largest absolute difference, over every token and head: {difference}</p>", wide=True
+    )
     return f'<div class="steps">{"".join(parts)}</div>'

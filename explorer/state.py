@@ -1,0 +1,70 @@
+"""The demo's one state: what the server holds for every visitor (the models on offer, the recorded passes, the
+training queue, the limits of batching and streaming, the export folder), made once from the command line and handed
+to each section of the page. No Gradio here."""
+
+import os
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from explorer.forward_pass import ForwardPassCache
+from explorer.models import ModelPicker, model_sources
+from explorer.serving import MIN_DECODE_ROWS
+from explorer.texts import TextView, read_text
+from explorer.training_runs import RunQueue, runs_dir
+
+# Per model: rows decoding at once (a name is a row), requests waiting, the smallest decoding batch (see serving.py).
+BATCHING = dict(max_rows=128, max_waiting=64, min_decode_rows=MIN_DECODE_ROWS)
+# A streamed text is updated at most every `every` seconds, and all texts together at most `per_second` times a second
+# (the first token and the end go out at once): 25 updates a second read as smooth, and each update costs the server
+# more than a decoding step of the shipped model (see serving.ContinuousBatcher.astream).
+STREAM = dict(every=0.04, per_second=250.0)
+# One forward pass per (model, text) serves every view of it; 1 GiB holds one GPT-2-sized pass of 1,024 tokens.
+PASS_CACHE_BYTES = int(os.environ.get("MINIGPT_PASS_CACHE_BYTES", 1 << 30))
+
+
+@dataclass
+class DemoState:
+    picker: ModelPicker  # the models on offer, by name; each loads on first use
+    names_default: str  # the model of the Names tab, and of a request that names none
+    text_default: str  # the model of the Text tab
+    stream: dict = field(default_factory=lambda: dict(STREAM))
+    passes: ForwardPassCache = field(default_factory=lambda: ForwardPassCache(max_bytes=PASS_CACHE_BYTES))
+    runs: RunQueue | None = None  # the Train tab's queue: one training at a time per server
+    # Server functions (the enlarged maps' hover and zoom) bypass the queue and its concurrency limit: a pass they
+    # find missing from the cache is computed at most two at a time.
+    unqueued_passes: threading.BoundedSemaphore = field(default_factory=lambda: threading.BoundedSemaphore(2))
+    # Generation samples from per-request generators; the step view's seeded dropout draws from torch's global
+    # generator (F.dropout takes none): seeded and drawn under this lock, so concurrent step views do not mix draws.
+    rng_lock: threading.Lock = field(default_factory=threading.Lock)
+    exports: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="minigpt-exports-")))
+
+    @classmethod
+    def configure(
+        cls,
+        extra: list[str] = (),
+        names_model: str | None = None,
+        text_model: str | None = None,
+        batching: dict | None = None,
+        stream: dict | None = None,
+        training: bool = True,
+    ) -> "DemoState":
+        """The state for the models named on the command line (beside the shipped ones), with the training queue
+        (whose finished runs, of this server's earlier lives too, join the picker) unless `training` is False."""
+        sources, names_default, text_default = model_sources(list(extra), names_model, text_model)
+        state = cls(
+            ModelPicker(sources, {**BATCHING, **(batching or {})}),
+            names_default,
+            text_default,
+            stream={**STREAM, **(stream or {})},
+        )
+        if training:
+            state.runs = RunQueue(runs_dir(), on_finished=state.picker.register)
+            for name, folder in state.runs.finished():
+                state.picker.register(name, str(folder))
+        return state
+
+    def text_view(self, model: str | None, text: str | None) -> TextView:
+        """`text` as the model named `model` (left out: the names default) reads it, with its recorded pass."""
+        return read_text(self.picker.get(model or self.names_default), text or "", self.passes)

@@ -1,0 +1,274 @@
+"""The attention maps section: every head of every layer of the text shown, one head large (hover, zoom, pan), the
+export, the shape trace, and the line naming the text every view below belongs to. Endpoints: /attention,
+/attention_values, /attention_export; the enlarged maps' server functions."""
+
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
+import pandas
+from gradio.data_classes import FileData  # a file returned by an API-only endpoint, gr.api
+
+from explorer.attention_export import GRID_SVG_UP_TO, grid_png, grid_svg, map_png, save_weights
+from explorer.attention_maps import Window, head_matrix, query_weights, trace_steps, trace_table
+from explorer.choices import head_index, layer_index, number, shortened, token_position
+from explorer.errors import VisitorError
+from explorer.state import DemoState
+from explorer.texts import TextView
+from explorer.ui.components import notes_markdown, unchecked
+from explorer.ui.errors import answers_visitors
+from explorer.views.insights import CURRENT_JS, belongs_to, current_html, lost_html
+from explorer.views.maps import HEAD_JS, PICK_TILE_JS, figure_body, grid_html, head_caption, head_html
+
+EXPORTS = {  # what the export offers: {value (the API's `what`): label}
+    "safetensors": "all weights (.safetensors, bertviz layout)",
+    "npz": "all weights (.npz, bertviz layout)",
+    "map.png": "the chosen map (.png, full resolution)",
+    "grid.png": "every map (.png)",
+    "grid.svg": f"every map (.svg, texts up to {GRID_SVG_UP_TO} tokens)",
+}
+
+
+EXPORT_KEPT_S = 600  # an export's file is copied into Gradio's cache as the request ends: ours can go soon after
+
+
+def checked_head(view: TextView, layer, head) -> tuple[int, int | str]:
+    """`layer` and `head` as a request names them (head: a number, or "mean" for the layer's average), checked
+    against the model."""
+    config = view.lm.model.config
+    return layer_index(layer, config.n_layer), head_index(head, config.n_head)
+
+
+def layer_and_head_choices(n_layer: int, n_head: int):
+    layers = gr.Dropdown(choices=[(f"layer {i}", i) for i in range(n_layer)], value=0)
+    heads = gr.Dropdown(choices=[(f"head {h}", str(h)) for h in range(n_head)] + [("average", "mean")], value="0")
+    return layers, heads
+
+
+class AttentionMaps:
+    """The section's endpoints, on the demo's state; `layout` builds it on the page."""
+
+    def __init__(self, state: DemoState):
+        self.state = state
+
+    def attention(self, text: str = "emma", model: str | None = None):
+        """Attention maps of `text` for every layer and head, the chosen head large, and the shape trace."""
+        model = model or self.state.names_default
+        view = self.state.text_view(model, text or "")
+        weights = view.recorded.attentions  # (L, H, T, T)
+        config = view.lm.model.config
+        sizes = dict(B=1, T=len(view.tokens), C=config.n_embd, H=config.n_head, D=config.n_embd // config.n_head)
+        headers, rows = trace_table(trace_steps(view.lm.model.model.layers[0].attn, view.recorded, 0), sizes)
+        notes = view.notes + [f"{len(view.tokens)} tokens: {' '.join(view.tokens)}"]
+        shown = view.shown
+        return (
+            notes_markdown(notes),
+            belongs_to(view.key, view.label, grid_html(weights, view.tokens)),
+            belongs_to(view.key, view.label, head_html(weights, view.tokens, 0, "0", shown)),
+            pandas.DataFrame(rows, columns=headers),
+            *layer_and_head_choices(config.n_layer, config.n_head),
+            shown,
+        )
+
+    def show_head(self, shown: dict | None, layer: int, head: str):
+        if not shown:
+            return gr.skip()
+        view = self.state.text_view(shown["model"], shown["text"])
+        return belongs_to(
+            view.key, view.label, head_html(view.recorded.attentions, view.tokens, int(layer), str(head), view.shown)
+        )
+
+    def pick_head(self, shown: dict | None, event: gr.EventData):
+        """A click on a tile of the grid: that head, large."""
+        layer, head = int(event._data["layer"]), str(event._data["head"])
+        return layer, head, self.show_head(shown, layer, head)
+
+    def asked_view(self, asked) -> tuple[TextView, int, int | str]:
+        """The text view, layer and head of a request from the enlarged maps' JavaScript (head.js): a dict."""
+        if not isinstance(asked, dict):
+            raise VisitorError("Expected {model, text, layer, head, ...}.")
+        view = self.state.text_view(str(asked.get("model") or self.state.names_default), str(asked.get("text") or ""))
+        layer, head = checked_head(view, asked.get("layer"), asked.get("head"))
+        if self.state.passes.cached(view.lm.model, view.ids) is None:
+            with self.state.unqueued_passes:
+                view.recorded  # noqa: B018  (computed now, then served from the cache)
+        return view, layer, head
+
+    def attention_window(self, asked: dict) -> str:
+        """For head.js (zoom and pan): one enlarged map showing the window {row, col, size} asked for, fitted to the
+        map."""
+        view, layer, head = self.asked_view(asked)
+        size = number("size", asked.get("size"), len(view.ids), int)
+        row, col = number("row", asked.get("row"), 0, int), number("col", asked.get("col"), 0, int)
+        window = Window.fit(len(view.ids), row, col, size)
+        matrix = head_matrix(view.recorded.attentions, layer, head)
+        return figure_body(matrix, view.tokens, head_caption(layer, head), window)
+
+    def attention_row(self, asked: dict) -> dict:
+        """For head.js (hover): the exact weights of one query over the keys it sees."""
+        view, layer, head = self.asked_view(asked)
+        query = token_position(asked.get("query"), len(view.ids), "query", default=0)
+        weights = query_weights(view.recorded.attentions, layer, head, query)
+        return {"query": query, "weights": weights, "view": view.key}  # the page uses it only while that view is shown
+
+    def attention_values(
+        self,
+        text: str = "emma",
+        model: str | None = None,
+        layer: int = 0,
+        head: str = "0",
+        query: int = 0,
+        key: int | None = None,
+    ) -> dict:
+        """The exact attention weights (float32) of one query token over the keys it sees (0 .. query), or of one
+        (query, key) cell. head: a number, or "mean" for the average over the layer's heads."""
+        view = self.state.text_view(model or self.state.names_default, text or "")
+        layer, head = checked_head(view, layer, head)
+        query = token_position(query, len(view.ids), "query", default=0)
+        weights = query_weights(view.recorded.attentions, layer, head, query)
+        if key is None or key == "":
+            return {"query": query, "key": None, "tokens": view.tokens[: query + 1], "weights": weights}
+        key = token_position(key, len(view.ids), "key", default=0)
+        weight = weights[key] if key <= query else 0.0  # a future key: masked, weight 0
+        return {"query": query, "key": key, "tokens": [view.tokens[query], view.tokens[key]], "weights": [weight]}
+
+    def attention_export(
+        self, text: str = "emma", model: str | None = None, what: str = "safetensors", layer: int = 0, head: str = "0"
+    ) -> FileData:
+        """A file of the text's attention. what: "safetensors" or "npz" (every layer's (1, heads, T, T) weights, the
+        tokens and ids, as bertviz takes them), "map.png" (one head, or "mean", at full resolution), "grid.png" or
+        "grid.svg" (every map)."""
+        return FileData(path=str(self.export_file(model or self.state.names_default, text or "", what, layer, head)))
+
+    def export_folder(self) -> Path:
+        """A fresh folder for one export; the folders of exports older than EXPORT_KEPT_S go."""
+        for old in self.state.exports.iterdir():
+            if time.time() - old.stat().st_mtime > EXPORT_KEPT_S:
+                shutil.rmtree(old, ignore_errors=True)
+        return Path(tempfile.mkdtemp(dir=self.state.exports))
+
+    def export_file(self, model: str, text: str, what: str, layer, head) -> Path:
+        if what not in EXPORTS:
+            raise VisitorError(f"what must be one of {', '.join(EXPORTS)}, got {what!r}.")
+        view = self.state.text_view(model, text)
+        layer, head = checked_head(view, layer, head)
+        attentions = view.recorded.attentions  # (L, H, T, T)
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", model)
+        path = self.export_folder() / f"attention-{name}-{len(view.ids)}-tokens"
+        if what in ("safetensors", "npz"):
+            return save_weights(path.with_suffix("." + what), attentions, view.tokens, view.ids)
+        if what == "grid.svg" and len(view.ids) > GRID_SVG_UP_TO:
+            raise VisitorError(
+                f"The text is {len(view.ids)} tokens: the grid as SVG is for texts of at most "
+                f"{GRID_SVG_UP_TO}; export it as PNG."
+            )
+        if what == "map.png":
+            path = path.with_name(f"{path.name}-layer-{layer}-{'average' if head == 'mean' else f'head-{head}'}.png")
+            path.write_bytes(map_png(head_matrix(attentions, layer, head)))
+        elif what == "grid.png":
+            path = path.with_suffix(".png")
+            path.write_bytes(grid_png(attentions))
+        else:
+            path = path.with_suffix(".svg")
+            path.write_text(grid_svg(attentions, view.tokens))
+        return path
+
+    def export_shown(self, shown: dict | None, what: str, layer: int, head: str):
+        """The page's export: of the text whose maps are shown."""
+        if not shown:
+            raise VisitorError("Show the attention of a text first.")
+        return str(self.export_file(shown["model"], shown["text"], what, layer, head))
+
+    def current_line(self, shown: dict | None):
+        """The line above the maps naming the text and model every view below belongs to."""
+        if not shown:
+            return gr.skip()  # a text that could not be shown: `not_shown` wrote the line
+        view = self.state.text_view(shown["model"], shown["text"])
+        return current_html(view.key, view.label, len(view.ids))
+
+    def not_shown(self, text: str, model: str):
+        """After a text that could not be shown (the message says why): nothing is current, so every view on the page
+        is marked as belonging to an earlier text."""
+        label = f"“{shortened(text or '', 40)[1:-1]}” on {shortened(model or self.state.names_default, 40)[1:-1]}"
+        # No shape trace or notes of the earlier text; the maps stay, greyed. Every output of the failed event is
+        # written (the maps with gr.skip()), which also takes Gradio's error badge off each.
+        return None, lost_html(label), None, "", gr.skip(), gr.skip()
+
+    def attention_of_sample(self, sample: str, model: str):
+        """After generating: the maps of what was generated (the first name, or the text)."""
+        return sample, model, *self.attention(sample, model)
+
+    def layout(self, demo: gr.Blocks, generation) -> SimpleNamespace:
+        """The section on the page, wired: each generation's output (`generation`: the generation section's parts) is
+        shown here as it ends. Returns the parts the later sections follow: the text shown (`shown`) and the
+        enlarged map (`large`)."""
+        state = self.state
+        gr.Markdown("## Attention maps")
+        with gr.Row():
+            text = gr.Textbox(label="Text to look at (filled in by each generation)", value="emma", scale=3)
+            model = unchecked(
+                gr.Dropdown(
+                    state.picker.names, value=state.names_default, label="Model", scale=1, elem_id="attention-model"
+                )
+            )
+        button = gr.Button("Show attention")
+        current = gr.HTML(js_on_load=CURRENT_JS, elem_id="current-text")
+        notes = gr.Markdown(label="Notes")
+        grid = gr.HTML(label="Every head", js_on_load=PICK_TILE_JS, elem_id="attention-grid")
+        with gr.Row():
+            layer = gr.Dropdown([0], value=0, label="Layer", interactive=True)
+            head = gr.Dropdown(["0"], value="0", label="Head", interactive=True)
+        large = gr.HTML(
+            label="Chosen head",
+            js_on_load=HEAD_JS,
+            elem_id="attention-head",
+            server_functions=[answers_visitors(self.attention_window), answers_visitors(self.attention_row)],
+        )
+        with gr.Row(equal_height=True):
+            export_what = gr.Dropdown(
+                [(label, value) for value, label in EXPORTS.items()],
+                value="safetensors",
+                label="Export the attention of this text",
+                scale=2,
+            )
+            export_button = gr.Button("Export", scale=1)
+            export_file = gr.File(label="Download", elem_id="attention-export", interactive=False, scale=2)
+        gr.Markdown("### Shape trace of the attention sublayer (layer 0)")
+        trace = gr.Dataframe(label="Shape trace", interactive=False, wrap=True, elem_id="shape-trace")
+        shown = gr.State(None)
+        outputs = [notes, grid, large, trace, layer, head, shown]
+
+        private = dict(api_visibility="private")
+        g = generation
+        names_shown = g.names_event.success(
+            self.attention_of_sample, [g.first_name, g.names_model], [text, model, *outputs], **private
+        )
+        text_shown = g.text_event.success(
+            self.attention_of_sample, [g.text_out, g.text_model], [text, model, *outputs], **private
+        )
+        # The text shown is the page's current text: a new one (a button, Enter, another model, a generation) redraws
+        # the maps and the step view and greys every other view of the previous one (current.js); a text that cannot
+        # be shown leaves no view claiming to be current.
+        asked = [text, model]
+        shows = [
+            (button.click(self.attention, asked, outputs, api_name="attention"), asked),
+            (text.submit(self.attention, asked, outputs, **private), asked),
+            (model.input(self.attention, asked, outputs, **private), asked),
+            (demo.load(self.attention, asked, outputs, **private), asked),
+            (names_shown, [g.first_name, g.names_model]),
+            (text_shown, [g.text_out, g.text_model]),
+        ]
+        for event, inputs in shows:
+            event.failure(self.not_shown, inputs, [shown, current, trace, notes, grid, large], **private)
+        shown.change(self.current_line, shown, current, **private)
+        grid.pick(self.pick_head, [shown], [layer, head, large], **private)
+        for selector in (layer, head):
+            selector.input(self.show_head, [shown, layer, head], large, **private)
+        export_button.click(self.export_shown, [shown, export_what, layer, head], export_file, **private)
+        gr.api(self.attention_export, api_name="attention_export")
+        gr.api(self.attention_values, api_name="attention_values")
+        return SimpleNamespace(shown=shown, large=large)

@@ -1,0 +1,64 @@
+"""The page: the sections in the order a visitor meets them (generation, the Train tab beside it, the attention maps,
+what the heads do, attention step by step), each built by its module from the one state; then the error rule on every
+event and endpoint."""
+
+import gradio as gr
+
+from explorer.state import DemoState
+from explorer.ui.attention import AttentionMaps
+from explorer.ui.components import unchecked
+from explorer.ui.errors import answers_visitors
+from explorer.ui.generation import Generation
+from explorer.ui.insights import Insights
+from explorer.ui.steps import StepByStep
+from explorer.ui.training import Training
+from explorer.views.insights import INSIGHT_CSS
+from explorer.views.maps import MAPS_CSS
+
+INTRO = """# MiniGPT: watch attention at work
+A small GPT written to be read, as a 🤗 `transformers` model. Generate **names** or **text**, then look at how every
+attention head of every layer spreads its attention over the tokens: each small map is one head (rows: the token that
+looks; columns: the tokens it looks at; grey: future tokens it cannot see). Click a map to see it large.
+"""
+
+
+THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
+CSS = MAPS_CSS + INSIGHT_CSS  # the step view carries its own (css_template)
+
+
+def build_demo(state: DemoState) -> gr.Blocks:
+    """The whole page on `state`."""
+    # delete_cache: exports (up to 604 MB of weights for GPT-2 at 1,024 tokens) and uploads are copied into Gradio's
+    # cache; every 10 minutes, the files older than 30 go, so that a Space does not fill its disk.
+    with gr.Blocks(title="MiniGPT attention explorer", delete_cache=(600, 1800)) as demo:
+        gr.Markdown(INTRO)
+        generation = Generation(state)
+        sampling = generation.sampling_controls()
+        with gr.Tabs():
+            generated = generation.tabs(sampling)
+            training = Training(state).tab()
+        maps = AttentionMaps(state).layout(demo, generated)
+        Insights(state).layout(
+            maps.shown, sampling, generated.prompt, generated.text_out, generated.text_model, generated.text_event
+        )
+        pickers_follow_training(demo, state, training)
+        StepByStep(state).layout(maps.shown, maps.large)
+    for block_function in demo.fns.values():  # the error rule, alike on every event and endpoint
+        if block_function.fn is not None:
+            block_function.fn = answers_visitors(block_function.fn)
+    return demo
+
+
+def pickers_follow_training(demo: gr.Blocks, state: DemoState, training_events: list) -> None:
+    """Every model picker on the page (each dropdown offering the picker's models, whichever view it belongs to)
+    gains a model as soon as a run of this page finishes, and a page opened later lists every finished model. The
+    pickers take any name (state.picker.get says which exist): a dropdown would refuse a model added after the page was
+    built to an API client, whose page never ran the refresh."""
+    offered = set(state.picker.names)
+    pickers = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and {v for _, v in b.choices} == offered]
+    for picker in pickers:
+        unchecked(picker)
+    refresh = lambda: [gr.update(choices=state.picker.names)] * len(pickers)
+    for event in training_events:
+        event.then(refresh, None, pickers, api_visibility="private")
+    demo.load(refresh, None, pickers, api_visibility="private")

@@ -1,0 +1,225 @@
+"""The Train tab: train a model in the page through train.py's own path (explorer/training_runs.py queues the runs,
+training_process.py runs each), watch its loss and samples, cancel, resume, download the folder; a finished model
+joins every model picker. Endpoints: /train and /resume (streamed), /cancel, /download."""
+
+import dataclasses
+import io
+import re
+import time
+
+import gradio as gr
+from PIL import Image
+
+import plots
+from explorer import training_runs
+from explorer.choices import number
+from explorer.errors import VisitorError
+from explorer.state import DemoState
+from explorer.ui.components import session, unchecked
+from explorer.views.training import progress_html
+
+POLL_SECONDS = 1.0  # a watcher reads its run's progress this often
+
+
+PLOT_SECONDS = 3.0  # and redraws the loss plot at most this often (a matplotlib figure costs tens of ms)
+
+
+SIZE_FIELDS = {
+    "n_layer": "Layers",
+    "n_head": "Heads",
+    "n_embd": "Width (n_embd)",
+    "block_size": "Context (tokens)",
+    "max_steps": "Steps",
+    "seed": "Seed",
+    "vocab_size": "BPE vocabulary size",
+}
+
+
+TOKENIZER_LABEL = "Tokenizer (none chosen: names for names, bpe for Shakespeare, char for your text)"
+
+
+DATA_CHOICES = [("Built-in names", "names"), ("Built-in Shakespeare", "shakespeare"), ("Your names or text", "text")]
+
+
+TRAIN_INTRO = f"""Train a small GPT here, watch its loss fall, then look inside it: when it finishes, it joins the
+model picker of every view and can be downloaded as a zip of its folder (ready to push to the Hub). Training runs
+train.py (the Trainer, its data pipeline and checkpoints), one run at a time on this server: yours waits in a queue
+if another is going. Cancel stops it within a step and keeps a checkpoint; Resume (same name) continues from it.
+
+**Limits:** your text or file at most {training_runs.MAX_TEXT_BYTES / 1e6:g} MB; names are a-z only, one a line, at
+least {training_runs.MIN_NAMES}; a text at least {training_runs.HELD_OUT} contexts long (its last tenth is held out to
+validate); at most {training_runs.MAX_PARAMETERS / 1e6:g}M parameters and {training_runs.MAX_STEPS:,} steps, and
+parameters x steps x tokens a step at most {training_runs.MAX_WORK:.0e} (about 10 minutes on 2 CPU cores); a run
+stops, with a checkpoint, after {training_runs.MAX_RUN_SECONDS // 60} minutes. Model names: a-z, digits and '-'.
+"""
+
+
+def loss_plot(name: str, progress: training_runs.Progress) -> Image.Image | None:
+    """Training and validation loss against step, drawn by the same code as the model folder's loss_curve.png."""
+    if not progress.train and not progress.validation:
+        return None
+    history = [{"step": s, "loss": v} for s, v in progress.train]
+    history += [{"step": s, "eval_loss": v} for s, v in progress.validation]
+    image = io.BytesIO()
+    plots.plot_losses(history, image, title=f"{name}: loss")
+    return Image.open(image)
+
+
+def note_after_progress(bar: str):
+    """Cancel's note ("Cancelling ...: it stops at its next step") holds until the run has stopped; then the progress
+    bar says how it ended, and the note goes."""
+    ended = re.search(r'data-state="(stopped|finished|failed)"', bar or "")
+    return "" if ended else gr.skip()
+
+
+def training_defaults(data: str):
+    """The tokenizer and sizes the tab proposes for the chosen data."""
+    default = training_runs.defaults(data)
+    return [default[key] for key in ("tokenizer", *SIZE_FIELDS, "learning_rate")]
+
+
+class Training:
+    """The tab's endpoints, on the demo's state (its run queue and model picker); `tab` builds it on the page."""
+
+    def __init__(self, state: DemoState):
+        self.state = state
+
+    def train(
+        self,
+        data: str = "names",
+        text: str = "",
+        tokenizer: str | None = None,
+        n_layer: float | None = None,
+        n_head: float | None = None,
+        n_embd: float | None = None,
+        block_size: float | None = None,
+        max_steps: float | None = None,
+        learning_rate: float | None = None,
+        seed: float | None = None,
+        name: str = "",
+        vocab_size: float | None = None,
+        upload: str | None = None,
+        request: gr.Request = None,
+    ):
+        """Trains a model with train.py (queued behind any other run) and streams its progress: the name, the progress
+        bar, the loss plot, the latest samples and the numbers. Left out, the tokenizer follows the data (names, bpe for
+        Shakespeare, char for a text) and the sizes are the tab's first ones (the names preset)."""
+        default = training_runs.defaults(data or "names")
+        given = dict(
+            n_layer=n_layer,
+            n_head=n_head,
+            n_embd=n_embd,
+            block_size=block_size,
+            max_steps=max_steps,
+            seed=seed,
+            vocab_size=vocab_size,
+        )
+        sizes = {key: number(SIZE_FIELDS[key], value, default[key], int) for key, value in given.items()}
+        rate = number("Learning rate", learning_rate, default["learning_rate"])
+        if upload:
+            text = training_runs.read_upload(upload)
+        spec, text = training_runs.check_request(
+            data or "names", text, tokenizer, **sizes, learning_rate=rate, name=name, taken=self.state.picker.names
+        )
+        run = self.state.runs.submit(spec, text, owner=session(request))
+        yield from self.watch(run)
+
+    def resume(self, name: str = "", request: gr.Request = None):
+        """Continues a stopped run from its last checkpoint (or shows a queued or running one), streaming as
+        `train`."""
+        run = self.state.runs.resume((name or "").strip(), owner=session(request))
+        yield from self.watch(run)
+
+    def cancel(self, name: str = "", request: gr.Request = None) -> str:
+        """Stops your run at its next step, keeping a checkpoint (or takes it out of the queue)."""
+        return self.state.runs.cancel((name or "").strip(), owner=session(request))
+
+    def download(self, name: str = "") -> str:
+        """A finished model's folder as a zip (model, tokenizer, model card, loss curve; no checkpoints)."""
+        folder = dict(self.state.runs.finished()).get((name or "").strip())
+        if folder is None:
+            raise VisitorError(f"No finished model named {name!r}: train one first.")
+        return str(training_runs.zip_model(folder))
+
+    def watch(self, run: training_runs.Run):
+        """Yields the run's progress every POLL_SECONDS until it is finished, stopped or failed."""
+        drawn, drawn_at = None, 0.0
+        while True:
+            progress = self.state.runs.progress(run)
+            points = (len(progress.train), len(progress.validation))
+            plot = gr.skip()
+            if points != drawn and (progress.done or time.monotonic() - drawn_at > PLOT_SECONDS):
+                plot, drawn, drawn_at = loss_plot(run.name, progress), points, time.monotonic()
+            numbers = {"name": run.name, **dataclasses.asdict(progress)}
+            apart = "\n\n" if any("\n" in sample for sample in progress.samples) else "\n"  # texts, or one name a line
+            yield run.name, progress_html(progress), plot, apart.join(progress.samples), numbers
+            if progress.state == "failed":
+                raise VisitorError(progress.message)
+            if progress.done:
+                return
+            time.sleep(POLL_SECONDS)
+
+    def tab(self) -> list:
+        """The Train tab, wired; returns the events whose end may bring a new model (for `pickers_follow_training`)."""
+        default = training_runs.defaults("names")
+        with gr.Tab("Train", elem_id="train-tab"):
+            gr.Markdown(TRAIN_INTRO)
+            with gr.Row():
+                data = unchecked(gr.Radio(DATA_CHOICES, value="names", label="Data"))
+                tokenizer = unchecked(gr.Radio(list(training_runs.TOKENIZERS), value=None, label=TOKENIZER_LABEL))
+            with gr.Row():
+                text = gr.Textbox("", label="Your names (one a line) or text", lines=4, scale=3)
+                upload = gr.File(label="... or a .txt file", file_types=[".txt"], type="filepath", scale=1)
+            with gr.Row():
+                numbers = {
+                    key: unchecked(gr.Number(default[key], precision=0, label=label))
+                    for key, label in SIZE_FIELDS.items()
+                }
+                learning_rate = unchecked(gr.Number(default["learning_rate"], label="Learning rate"))
+            with gr.Row():
+                name = gr.Textbox("", label="Model name (empty: one is picked)", elem_id="train-name", scale=2)
+                start = gr.Button("Start training", variant="primary", scale=1)
+                stop = gr.Button("Cancel", variant="stop", scale=1)
+                go_on = gr.Button("Resume", scale=1)
+            bar = gr.HTML(elem_id="train-progress")
+            notes = gr.Markdown(elem_id="train-notes")
+            with gr.Row():
+                plot = gr.Image(label="Loss", type="pil", interactive=False, elem_id="train-plot", scale=3)
+                samples = gr.Textbox(
+                    label="Samples at the latest evaluation", lines=10, elem_id="train-samples", scale=2
+                )
+            with gr.Accordion("The progress as numbers (what the API streams)", open=False):
+                as_json = gr.JSON(label="Progress")
+            with gr.Row():
+                zip_button = gr.Button("Download the model (zip)")
+                zipped = gr.File(label="Model folder (zip)", interactive=False, height=80)
+
+        n = numbers
+        inputs = [
+            data,
+            text,
+            tokenizer,
+            n["n_layer"],
+            n["n_head"],
+            n["n_embd"],
+            n["block_size"],
+            n["max_steps"],
+            learning_rate,
+            n["seed"],
+            name,
+            n["vocab_size"],
+            upload,
+        ]
+        outputs = [name, bar, plot, samples, as_json]
+        streaming = dict(
+            concurrency_limit=None, show_progress="hidden"
+        )  # watchers only read files; the queue is state.runs
+        started = start.click(self.train, inputs, outputs, api_name="train", **streaming)
+        resumed = go_on.click(self.resume, [name], outputs, api_name="resume", **streaming)
+        stop.click(self.cancel, [name], notes, api_name="cancel", concurrency_limit=None)
+        for button in (start, go_on):  # a new start or a resume: the note of an earlier Cancel no longer holds
+            button.click(lambda: "", None, notes, api_visibility="private")
+        bar.change(note_after_progress, bar, notes, api_visibility="private")
+        zip_button.click(self.download, [name], zipped, api_name="download")
+        data.input(training_defaults, data, [tokenizer, *numbers.values(), learning_rate], api_visibility="private")
+        return [started, resumed]
