@@ -102,6 +102,11 @@ def parse_args(argv: list[str]) -> tuple[ScriptArguments, TrainingArguments]:
     return script, training
 
 
+class UsageError(ValueError):
+    """A command-line mistake (a flag that cannot work): the message names the flag and says what to change. Bad
+    data is data.DataError; train.py answers both in one line, without a traceback."""
+
+
 def checkpoint_step(folder: Path) -> int | None:
     """The step a checkpoint was saved at, from its trainer_state.json; None when that file is missing or cut short.
     The Trainer writes it last, so such a folder is what a kill during saving left behind."""
@@ -129,9 +134,9 @@ def resolve_checkpoint(training: TrainingArguments) -> str | None:
             print(f"No checkpoint in {training.output_dir} yet: training from the start.")
         return last
     if not Path(wanted).is_dir():
-        raise data.DataError(f"--resume_from_checkpoint {wanted}: no such checkpoint folder.")
+        raise UsageError(f"--resume_from_checkpoint {wanted}: no such checkpoint folder.")
     if checkpoint_step(Path(wanted)) is None:
-        raise data.DataError(
+        raise UsageError(
             f"--resume_from_checkpoint {wanted}: its trainer_state.json is missing or cut short (a "
             "kill during saving?): resume from an earlier checkpoint, or use `last`."
         )
@@ -141,18 +146,18 @@ def resolve_checkpoint(training: TrainingArguments) -> str | None:
 def check_run(training: TrainingArguments) -> None:
     """What the Trainer would only find out later, with a traceback: a step count and an output folder that work."""
     if training.max_steps < 1:
-        raise data.DataError(
+        raise UsageError(
             f"--max_steps must be a positive number of steps, got {training.max_steps}: the data "
             "is streamed without end, so training is counted in steps, not epochs."
         )
     out = Path(training.output_dir)
     if out.exists() and not out.is_dir():
-        raise data.DataError(f"--output_dir {out} is a file: give a folder (it is made if missing).")
+        raise UsageError(f"--output_dir {out} is a file: give a folder (it is made if missing).")
     try:
         out.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=out).close()
     except OSError as error:
-        raise data.DataError(
+        raise UsageError(
             f"--output_dir {out} cannot be written to ({error.strerror}): give a folder you can write to."
         ) from None
 
@@ -171,10 +176,10 @@ def load_splits(script: ScriptArguments, training: TrainingArguments, block_size
     if kind == "names":
         return data.names_splits(corpus, block_size, script.val_size, training.seed)
     if not 0 < script.val_fraction < 1:
-        raise data.DataError(f"--val_fraction must be between 0 and 1, got {script.val_fraction}.")
+        raise UsageError(f"--val_fraction must be between 0 and 1, got {script.val_fraction}.")
     stride = script.stride or block_size
     if not 0 < stride <= block_size:
-        raise data.DataError(f"--stride must be between 1 and block_size ({block_size}), got {stride}.")
+        raise UsageError(f"--stride must be between 1 and block_size ({block_size}), got {stride}.")
     return data.text_splits(
         corpus,
         kind,
@@ -204,7 +209,7 @@ def model_config(script: ScriptArguments, tokenizer) -> MiniGPTConfig:
             pad_token_id=tokenizer.pad_token_id,
         )
     except ValueError as error:  # sizes that do not fit: the config says what to change
-        raise data.DataError(str(error)) from None
+        raise UsageError(str(error)) from None
 
 
 class PrintValidation(TrainerCallback):
@@ -397,7 +402,7 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
 def cli() -> None:
     try:
         main(sys.argv[1:])
-    except data.DataError as error:  # bad input: say what to change, no traceback
+    except (UsageError, data.DataError) as error:  # bad flags or data: say what to change, no traceback
         print(f"train.py: error: {error}", file=sys.stderr)
         sys.exit(2)
 

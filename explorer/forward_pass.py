@@ -37,9 +37,7 @@ class ForwardPass:
 
     def logits(self, model, position: int | None = None) -> torch.Tensor:
         """Next-token logits, (V,) at `position` or (T, V) for all: the model's final norm and head on the residual."""
-        stream = self.residual[-1] if position is None else self.residual[-1, position]
-        with torch.no_grad():
-            return model.lm_head(model.model.final_norm(stream)).float()
+        return unembed(model, self.residual[-1] if position is None else self.residual[-1, position])
 
     def token_losses(self, model) -> torch.Tensor:
         """(T - 1,) cross-entropy of each next token: entry t is -log p(token t + 1 | tokens <= t)."""
@@ -48,6 +46,13 @@ class ForwardPass:
             targets = torch.tensor(self.input_ids[1:])
             self._memo["token_losses"] = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
         return self._memo["token_losses"]
+
+
+def unembed(model, stream: torch.Tensor) -> torch.Tensor:
+    """(..., C) points of the residual stream -> (..., V) float logits: the model's own final norm and LM head, as its
+    forward applies them after the last block."""
+    with torch.no_grad():
+        return model.lm_head(model.model.final_norm(stream)).float()
 
 
 def run_forward_pass(model, input_ids: list[int]) -> ForwardPass:

@@ -27,7 +27,7 @@ import torch
 from torch.nn import functional as F
 
 from explorer.errors import VisitorError
-from explorer.forward_pass import ForwardPass, run_forward_pass
+from explorer.forward_pass import ForwardPass, run_forward_pass, unembed
 
 ABLATION_MODES = ("zero", "mean")
 
@@ -97,7 +97,7 @@ def heads_ablated(model, ablate: torch.Tensor, means: torch.Tensor | None = None
     the model runs exactly as it does without this."""
     caller = threading.get_ident()
     config = model.config
-    n_head, head_dim = config.n_head, config.n_embd // config.n_head
+    n_head, head_dim = config.n_head, config.head_dim
     per_row = ablate if ablate.dim() == 3 else ablate[None]  # (B or 1, L, H)
 
     def switch_off(layer: int):
@@ -297,9 +297,7 @@ def top_heads(scores: torch.Tensor, k: int = 3) -> list[tuple[int, int, float]]:
 def logit_lens(model, recorded: ForwardPass, position: int, k: int = 3) -> list[tuple[list[int], list[float]]]:
     """Per point of the residual stream (after the embeddings, then after each block), the top-k tokens that the
     final layer norm and LM head would predict from it at `position`. The last entry is the model's prediction."""
-    stream = recorded.residual[:, position]  # (L + 1, C)
-    with torch.no_grad():
-        logits = model.lm_head(model.model.final_norm(stream)).float()  # (L + 1, V)
+    logits = unembed(model, recorded.residual[:, position])  # (L + 1, C) -> (L + 1, V)
     return [top_tokens(row, k) for row in logits]
 
 

@@ -132,7 +132,7 @@ def run_in_this_process(folder: Path, resume: bool) -> int:
     except Cancelled:
         write_event(folder, "stopped", step=0, message="Cancelled before training began: nothing to keep.")
         return 0
-    except data.DataError as error:  # the data did not fit after all (e.g. BPE made fewer tokens than characters)
+    except (data.DataError, train.UsageError) as error:  # the data did not fit after all (e.g. BPE made fewer tokens)
         write_event(folder, "error", message=str(error))
         return 2
     except Exception as error:  # the traceback goes to the run's train.log, the visitor gets one line

@@ -159,7 +159,7 @@ def read_upload(path: str) -> str:
         raise RunError("The file is not UTF-8 text: upload a plain .txt file.") from None
 
 
-def check_text(text: str, tokenizer: str, block_size: int) -> str:
+def check_training_text(text: str, tokenizer: str, block_size: int) -> str:
     """The visitor's training text, checked: not empty, small enough, a-z names, long enough for one window."""
     if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
         raise RunError(f"The text is {len(text.encode('utf-8')):,} bytes: the limit is {MAX_TEXT_BYTES:,}. Use a part.")
@@ -239,7 +239,7 @@ def check_request(
     in_range("max_steps", max_steps, 1, MAX_STEPS)
     in_range("learning_rate", learning_rate, 1e-6, 0.1)
     in_range("seed", seed, 0, 2**31 - 1)
-    text = check_text(text or "", tokenizer, block_size) if data == "text" else ""
+    text = check_training_text(text or "", tokenizer, block_size) if data == "text" else ""
     spec = RunSpec(
         check_name(name, taken),
         data,

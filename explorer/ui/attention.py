@@ -61,7 +61,7 @@ class AttentionMaps:
         view = self.state.text_view(model, text or "")
         weights = view.recorded.attentions  # (L, H, T, T)
         config = view.lm.model.config
-        sizes = dict(B=1, T=len(view.tokens), C=config.n_embd, H=config.n_head, D=config.n_embd // config.n_head)
+        sizes = dict(B=1, T=len(view.tokens), C=config.n_embd, H=config.n_head, D=config.head_dim)
         headers, rows = trace_table(trace_steps(view.lm.model.model.layers[0].attn, view.recorded, 0), sizes)
         notes = view.notes + [f"{len(view.tokens)} tokens: {' '.join(view.tokens)}"]
         shown = view.shown
