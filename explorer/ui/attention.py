@@ -15,8 +15,8 @@ from gradio.data_classes import FileData  # a file returned by an API-only endpo
 
 from explorer.attention_export import GRID_SVG_UP_TO, grid_png, grid_svg, map_png, save_weights
 from explorer.attention_maps import Window, head_matrix, query_weights, trace_steps, trace_table
-from explorer.choices import head_index, layer_index, number, shortened, token_position
-from explorer.errors import VisitorError
+from explorer.choices import head_index, layer_index, number, token_position
+from explorer.errors import VisitorError, shortened
 from explorer.state import DemoState
 from explorer.texts import TextView
 from explorer.ui.components import notes_markdown, unchecked
