@@ -123,9 +123,36 @@ def sdpa_attention_forward(module, query, key, value, attention_mask, scaling, d
     return output.transpose(1, 2), None
 
 
-# Our two paths; any other `attn_implementation` (flex_attention, flash_attention_2, ...) comes from the library, with
-# its mask made by the library for it (`create_causal_mask`).
+# The narrowest head torch's compiled CPU flex kernel computes right (see flex_attention_forward).
+FLEX_CPU_MIN_HEAD_DIM = 32
+
+
+def flex_attention_forward(module, query, key, value, attention_mask, scaling, **kwargs):
+    """The library's flex path (compiled `flex_attention`), with heads narrower than 32 zero-padded to 32 on a CPU.
+
+    Inductor's C++ flex kernel (torch 2.13) computes q @ kᵀ with a micro-kernel (`CppMicroGemmFP32Vec`, transposed B)
+    whose path for heads under 24 dims, a whole number of vectors, always computes 16 keys at a time. On a CPU whose
+    vectors hold fewer than 16 floats (AVX2: 8, NEON: 4), a block of keys whose length mod 16 is a whole number of
+    vectors (8 keys, 24, 40, ...) ends in such a 16-wide step: keys past the block are read, and the last query's extra
+    scores land on the running row maxima stored after the score buffer. The logits then drift (0.01 to 0.1) or turn
+    NaN, as the memory past the keys decides (head_dim 8 and 16, on AVX2; AVX-512's 16-float vectors never take that
+    step). Zeros appended to q, k and v change no score (the scale is passed as it is) and add output columns of
+    zeros, cut off here; 32 dims take the kernel's general path.
+    """
+    library_flex = ALL_ATTENTION_FUNCTIONS["flex_attention"]
+    head_dim = query.shape[-1]
+    if query.device.type != "cpu" or head_dim >= FLEX_CPU_MIN_HEAD_DIM:
+        return library_flex(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    pad = (0, FLEX_CPU_MIN_HEAD_DIM - head_dim)
+    query, key, value = F.pad(query, pad), F.pad(key, pad), F.pad(value, pad)
+    output, lse = library_flex(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    return output[..., :head_dim], lse  # (B, T, H, D)
+
+
+# Our two paths; any other `attn_implementation` (flash_attention_2, ...) comes from the library, with its mask made
+# by the library for it (`create_causal_mask`); flex too, through the wrapper above.
 ATTENTION_FUNCTIONS = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
+LIBRARY_WRAPPERS = {"flex_attention": flex_attention_forward}
 
 
 class MiniGPTAttention(nn.Module):
@@ -161,8 +188,10 @@ class MiniGPTAttention(nn.Module):
 
         # Attention weights are only ever materialised by the eager path, so a request for them takes it.
         implementation = "eager" if kwargs.get("output_attentions") else self.config._attn_implementation
-        attention: Callable = ATTENTION_FUNCTIONS.get(implementation) or ALL_ATTENTION_FUNCTIONS.get_interface(
-            implementation, eager_attention_forward
+        attention: Callable = (
+            ATTENTION_FUNCTIONS.get(implementation)
+            or LIBRARY_WRAPPERS.get(implementation)
+            or ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         )
         output, weights = attention(
             self,
