@@ -302,20 +302,36 @@ def is_plain_causal(implementation: str, attention_mask, position_ids, past_key_
     return attention_mask is None or (attention_mask.dim() == 2 and bool(attention_mask.all()))
 
 
-def check_implementation_can_serve(implementation: str, mask, output_attentions: bool | None) -> None:
+def check_implementation_can_serve(
+    implementation: str, mask, output_attentions: bool | None, attention_mask=None, past_len=0
+) -> None:
     """Clear errors for what an attention implementation cannot do, instead of wrong numbers or a crashed process."""
     if output_attentions and implementation not in ATTENTION_FUNCTIONS:
         raise ValueError(
             f"output_attentions=True needs the eager or sdpa attention (the weights come from the eager path), not "
             f"{implementation}: call model.set_attn_implementation('sdpa') first."
         )
-    if implementation == "flex_attention" and isinstance(mask, torch.Tensor) and mask.device.type == "cpu":
+    if implementation != "flex_attention":
+        return
+    if isinstance(mask, torch.Tensor) and mask.device.type == "cpu":
         # The library's flex path reads a tensor mask by chained indexing in a score_mod, which torch 2.13's compiled
         # CPU kernel crashes on (double free). A 2D mask becomes a BlockMask, which it runs well.
         raise ValueError(
             "flex_attention on a CPU takes a 2D attention_mask (1 token, 0 padding), not a 4D tensor: torch's "
             "compiled CPU flex kernel crashes on one. Pass the 2D padding mask, or use sdpa for a custom 4D mask."
         )
+    padded = attention_mask is not None and attention_mask.dim() == 2 and attention_mask.device.type == "cpu"
+    if padded and isinstance(past_len, int) and past_len > 0 and not is_tracing(attention_mask):
+        if not bool(attention_mask.all()):
+            # The mask of a cached step with padding holds the cache's length and the padding's width as symbolic
+            # sizes; inductor's C++ flex template renames its block-size symbol by plain text replacement ("ks3" ->
+            # "cur_kvSplitSize" also turns "ks30" into "cur_kvSplitSize0"), and the kernel fails to build.
+            raise ValueError(
+                "flex_attention on a CPU cannot continue a padded batch from the cache (a step with cached tokens and "
+                "zeros in attention_mask): torch 2.13's inductor fails to build its C++ flex kernel for that mask "
+                "('cur_kvSplitSize0' was not declared). Prompts, padded or not, and cached steps without padding "
+                "work. Generate a padded batch with sdpa (model.set_attn_implementation('sdpa')) or each prompt alone."
+            )
 
 
 class MiniGPTModel(MiniGPTPreTrainedModel):
@@ -370,7 +386,7 @@ class MiniGPTModel(MiniGPTPreTrainedModel):
             mask = None
         else:
             mask = create_causal_mask(self.config, inputs_embeds, attention_mask, past_key_values, position_ids)
-        check_implementation_can_serve(implementation, mask, kwargs.get("output_attentions"))
+        check_implementation_can_serve(implementation, mask, kwargs.get("output_attentions"), attention_mask, past_len)
         if use_cache is None:  # a training step never reuses its keys and values: don't copy them into a cache
             use_cache = self.config.use_cache and not self.training
         if use_cache and past_key_values is None and not (self.gradient_checkpointing and self.training):
