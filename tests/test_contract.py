@@ -7,12 +7,10 @@ import typing
 
 import pytest
 import torch
-import transformers.integrations.flex_attention as library_flex
 import transformers.masking_utils as masking_utils
 import transformers.modeling_flash_attention_utils as flash_utils
 from test_modeling import tiny_model
 from torch.nn import functional as F
-from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 from transformers import AttentionInterface, CompileConfig, DataCollatorWithFlattening
 from transformers.integrations.flash_attention import flash_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
@@ -21,8 +19,6 @@ from transformers.utils import TransformersKwargs
 from transformers.utils.generic import find_labels
 
 from modeling_minigpt import MiniGPTAttention, MiniGPTBlock, MiniGPTForCausalLM, MiniGPTModel, next_token_loss
-
-pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
 
 def prompts(*lengths: int, seed: int = 0) -> list[torch.Tensor]:
@@ -154,51 +150,18 @@ def test_positions_not_lengths_set_the_context_limit():
 # flex_attention
 
 
-@pytest.fixture
-def uncompiled_flex(monkeypatch):
-    """The library's flex path with PyTorch's flex_attention run as is rather than compiled: the same masks and the
-    same math, without a minute of C++ compilation per shape on a CPU. Records the mask each call gets."""
-    masks = []
-
-    def flex(query, key, value, training=False, **kwargs):
-        masks.append(kwargs["block_mask"])
-        return flex_attention(query, key, value, **kwargs)
-
-    monkeypatch.setattr(library_flex, "compile_friendly_flex_attention", flex)
-    monkeypatch.setattr(masking_utils, "create_block_mask", lambda *a, _compile=False, **k: create_block_mask(*a, **k))
-    return masks
-
-
-def test_flex_attention_equals_eager_plain_left_padded_and_packed(uncompiled_flex):
-    eager, flex = tiny_model("eager", block_size=16), tiny_model("flex_attention", block_size=16)
-    sequences = prompts(9, 16, 4)
-    ids = torch.randint(0, 50, (2, 12))
-    changed = ids.clone()
-    changed[:, -1] = (changed[:, -1] + 1) % 50
-    with torch.no_grad():
-        torch.testing.assert_close(flex(ids).logits, eager(ids).logits, atol=1e-5, rtol=0)
-        torch.testing.assert_close(flex(changed).logits[:, :-1], flex(ids).logits[:, :-1], atol=0, rtol=0)  # causal
-    assert_rows_equal_alone(flex, sequences, atol=1e-5, rtol=0)
-    batch, mask = left_padded(sequences[::2])  # 9 and 4 tokens, + 6 new within the context of 16
-    kwargs = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
-    with torch.no_grad():
-        assert torch.equal(
-            flex.generate(batch, attention_mask=mask, **kwargs), eager.generate(batch, attention_mask=mask, **kwargs)
-        )
-    assert uncompiled_flex and all(isinstance(m, BlockMask) for m in uncompiled_flex)  # never a tensor mask
-
-
 def test_flex_attention_refuses_a_tensor_mask_on_cpu_instead_of_crashing():
     """The library's flex path reads a tensor mask in a score_mod by chained indexing (mask[b][0][q][kv]), and torch
     2.13's compiled CPU flex kernel aborts the process on that (double free): this used to happen with left padding.
-    The model now hands flex a BlockMask for every 2D mask (test above); a 4D tensor given by the caller is refused."""
+    The model now hands flex a BlockMask for every 2D mask (tests/test_flex.py); a 4D tensor given by the caller is
+    refused."""
     model = tiny_model("flex_attention")
     ids = torch.randint(0, 50, (1, 6))
     with pytest.raises(ValueError, match="flex_attention on a CPU takes a 2D attention_mask"):
         model(ids, attention_mask=torch.ones(1, 1, 6, 6, dtype=torch.bool).tril())
 
 
-def test_attention_weights_are_refused_clearly_where_only_eager_computes_them(uncompiled_flex):
+def test_attention_weights_are_refused_clearly_where_only_eager_computes_them():
     with pytest.raises(ValueError, match="output_attentions=True needs the eager or sdpa attention"):
         tiny_model("flex_attention")(torch.randint(0, 50, (1, 5)), output_attentions=True)
 

@@ -123,9 +123,36 @@ def sdpa_attention_forward(module, query, key, value, attention_mask, scaling, d
     return output.transpose(1, 2), None
 
 
-# Our two paths; any other `attn_implementation` (flex_attention, flash_attention_2, ...) comes from the library, with
-# its mask made by the library for it (`create_causal_mask`).
+# The narrowest head torch's compiled CPU flex kernel computes right (see flex_attention_forward).
+FLEX_CPU_MIN_HEAD_DIM = 32
+
+
+def flex_attention_forward(module, query, key, value, attention_mask, scaling, **kwargs):
+    """The library's flex path (compiled `flex_attention`), with heads narrower than 32 zero-padded to 32 on a CPU.
+
+    Inductor's C++ flex kernel (torch 2.13) computes q @ kᵀ with a micro-kernel (`CppMicroGemmFP32Vec`, transposed B)
+    whose path for heads under 24 dims, a whole number of vectors, always computes 16 keys at a time. On a CPU whose
+    vectors hold fewer than 16 floats (AVX2: 8, NEON: 4), a block of keys whose length mod 16 is a whole number of
+    vectors (8 keys, 24, 40, ...) ends in such a 16-wide step: keys past the block are read, and the last query's extra
+    scores land on the running row maxima stored after the score buffer. The logits then drift (0.01 to 0.1) or turn
+    NaN, as the memory past the keys decides (head_dim 8 and 16, on AVX2; AVX-512's 16-float vectors never take that
+    step). Zeros appended to q, k and v change no score (the scale is passed as it is) and add output columns of
+    zeros, cut off here; 32 dims take the kernel's general path.
+    """
+    library_flex = ALL_ATTENTION_FUNCTIONS["flex_attention"]
+    head_dim = query.shape[-1]
+    if query.device.type != "cpu" or head_dim >= FLEX_CPU_MIN_HEAD_DIM:
+        return library_flex(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    pad = (0, FLEX_CPU_MIN_HEAD_DIM - head_dim)
+    query, key, value = F.pad(query, pad), F.pad(key, pad), F.pad(value, pad)
+    output, lse = library_flex(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    return output[..., :head_dim], lse  # (B, T, H, D)
+
+
+# Our two paths; any other `attn_implementation` (flash_attention_2, ...) comes from the library, with its mask made
+# by the library for it (`create_causal_mask`); flex too, through the wrapper above.
 ATTENTION_FUNCTIONS = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
+LIBRARY_WRAPPERS = {"flex_attention": flex_attention_forward}
 
 
 class MiniGPTAttention(nn.Module):
@@ -161,8 +188,10 @@ class MiniGPTAttention(nn.Module):
 
         # Attention weights are only ever materialised by the eager path, so a request for them takes it.
         implementation = "eager" if kwargs.get("output_attentions") else self.config._attn_implementation
-        attention: Callable = ATTENTION_FUNCTIONS.get(implementation) or ALL_ATTENTION_FUNCTIONS.get_interface(
-            implementation, eager_attention_forward
+        attention: Callable = (
+            ATTENTION_FUNCTIONS.get(implementation)
+            or LIBRARY_WRAPPERS.get(implementation)
+            or ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         )
         output, weights = attention(
             self,
@@ -273,20 +302,36 @@ def is_plain_causal(implementation: str, attention_mask, position_ids, past_key_
     return attention_mask is None or (attention_mask.dim() == 2 and bool(attention_mask.all()))
 
 
-def check_implementation_can_serve(implementation: str, mask, output_attentions: bool | None) -> None:
+def check_implementation_can_serve(
+    implementation: str, mask, output_attentions: bool | None, attention_mask=None, past_len=0
+) -> None:
     """Clear errors for what an attention implementation cannot do, instead of wrong numbers or a crashed process."""
     if output_attentions and implementation not in ATTENTION_FUNCTIONS:
         raise ValueError(
             f"output_attentions=True needs the eager or sdpa attention (the weights come from the eager path), not "
             f"{implementation}: call model.set_attn_implementation('sdpa') first."
         )
-    if implementation == "flex_attention" and isinstance(mask, torch.Tensor) and mask.device.type == "cpu":
+    if implementation != "flex_attention":
+        return
+    if isinstance(mask, torch.Tensor) and mask.device.type == "cpu":
         # The library's flex path reads a tensor mask by chained indexing in a score_mod, which torch 2.13's compiled
         # CPU kernel crashes on (double free). A 2D mask becomes a BlockMask, which it runs well.
         raise ValueError(
             "flex_attention on a CPU takes a 2D attention_mask (1 token, 0 padding), not a 4D tensor: torch's "
             "compiled CPU flex kernel crashes on one. Pass the 2D padding mask, or use sdpa for a custom 4D mask."
         )
+    padded = attention_mask is not None and attention_mask.dim() == 2 and attention_mask.device.type == "cpu"
+    if padded and isinstance(past_len, int) and past_len > 0 and not is_tracing(attention_mask):
+        if not bool(attention_mask.all()):
+            # The mask of a cached step with padding holds the cache's length and the padding's width as symbolic
+            # sizes; inductor's C++ flex template renames its block-size symbol by plain text replacement ("ks3" ->
+            # "cur_kvSplitSize" also turns "ks30" into "cur_kvSplitSize0"), and the kernel fails to build.
+            raise ValueError(
+                "flex_attention on a CPU cannot continue a padded batch from the cache (a step with cached tokens and "
+                "zeros in attention_mask): torch 2.13's inductor fails to build its C++ flex kernel for that mask "
+                "('cur_kvSplitSize0' was not declared). Prompts, padded or not, and cached steps without padding "
+                "work. Generate a padded batch with sdpa (model.set_attn_implementation('sdpa')) or each prompt alone."
+            )
 
 
 class MiniGPTModel(MiniGPTPreTrainedModel):
@@ -341,7 +386,7 @@ class MiniGPTModel(MiniGPTPreTrainedModel):
             mask = None
         else:
             mask = create_causal_mask(self.config, inputs_embeds, attention_mask, past_key_values, position_ids)
-        check_implementation_can_serve(implementation, mask, kwargs.get("output_attentions"))
+        check_implementation_can_serve(implementation, mask, kwargs.get("output_attentions"), attention_mask, past_len)
         if use_cache is None:  # a training step never reuses its keys and values: don't copy them into a cache
             use_cache = self.config.use_cache and not self.training
         if use_cache and past_key_values is None and not (self.gradient_checkpointing and self.training):
