@@ -33,54 +33,7 @@ except ImportError:  # imported from the repo (`python app.py`, tests)
     from configuration_minigpt import MiniGPTConfig
 
 
-class AppendableCacheLayer(DynamicLayer):
-    """A `DynamicLayer` that writes each step's keys and values into spare room of a buffer that doubles when full.
-
-    `DynamicLayer` concatenates the whole cache every step, O(S) copying per token; this copies only the new tokens.
-    `keys` / `values` stay the (B, H, S, D) tensors `DynamicLayer` exposes, here views of the buffer. When anything
-    else replaces them (crop, beam reordering, batch selection), the next update notices and starts a buffer from them.
-    """
-
-    def update(self, key_states, value_states, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        if self.keys is not getattr(self, "_keys_view", None):
-            self._restart_buffers(key_states, value_states)
-        start, end = self.length, self.length + key_states.shape[-2]
-        if end > self._key_buffer.shape[-2]:
-            self._grow(2 * end)
-        self._key_buffer[:, :, start:end] = key_states
-        self._value_buffer[:, :, start:end] = value_states
-        self.length = end
-        self.keys = self._keys_view = self._key_buffer[:, :, :end]
-        self.values = self._value_buffer[:, :, :end]
-        return self.keys, self.values
-
-    def _restart_buffers(self, key_states, value_states):
-        """New buffers holding what `keys` / `values` hold now (nothing on the first update)."""
-        cached = self.keys.numel() > 0
-        keys, values = (self.keys, self.values) if cached else (key_states[:, :, :0], value_states[:, :, :0])
-        self.length = keys.shape[-2]
-        self._key_buffer, self._value_buffer = keys, values
-        self._grow(max(64, 2 * (self.length + key_states.shape[-2])))
-
-    def _grow(self, capacity: int):
-        def bigger(buffer):
-            B, H, _, D = buffer.shape
-            new = buffer.new_empty(B, H, capacity, D)
-            new[:, :, : self.length] = buffer[:, :, : self.length]
-            return new
-
-        self._key_buffer, self._value_buffer = bigger(self._key_buffer), bigger(self._value_buffer)
-
-
-class MiniGPTCache(DynamicCache):
-    """The library's `DynamicCache` with appendable layers: same interface, no per-token concatenation."""
-
-    def __init__(self, config=None, **kwargs):
-        super().__init__(**kwargs)
-        self.layers = []
-        self.layer_class_to_replicate = AppendableCacheLayer
+# ---- the model, in reading order: attention functions, attention, MLP, block, model, loss, LM head -------------------
 
 
 def eager_attention_forward(
@@ -152,6 +105,7 @@ def flex_attention_forward(module, query, key, value, attention_mask, scaling, *
 # Our two paths; any other `attn_implementation` (flash_attention_2, ...) comes from the library, with its mask made
 # by the library for it (`create_causal_mask`); flex too, through the wrapper above.
 ATTENTION_FUNCTIONS = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
+
 LIBRARY_WRAPPERS = {"flex_attention": flex_attention_forward}
 
 
@@ -260,78 +214,6 @@ class MiniGPTPreTrainedModel(PreTrainedModel):
             # stream's variance does not grow with depth (two branches per block).
             std = self.config.initializer_range / math.sqrt(2 * self.config.n_layer)
             init.normal_(module.weight, mean=0.0, std=std)
-
-
-def default_position_ids(attention_mask: torch.Tensor | None, past_len, q_len: int, device) -> torch.Tensor:
-    """Positions of the T new tokens: counted from the first real token, so left padding does not shift them."""
-    if attention_mask is not None and attention_mask.dim() == 2:
-        return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -q_len:]  # (B, T)
-    return (torch.arange(q_len, device=device) + past_len)[None]  # (1, T); past_len is a tensor in a static cache
-
-
-def check_positions(position_ids: torch.Tensor, block_size: int, last: int | None = None) -> None:
-    """A clear error for a position past the context, which has no position embedding. The check is on positions, not
-    on lengths: a row of packed sequences may be longer than the context, each sequence in it may not. `last`, the
-    highest position when it is known without reading the tensor (counted from the cache's length), saves a read per
-    step. Skipped while compiling or exporting, where reading a tensor's value would be a data-dependent branch (the
-    position embedding's lookup still fails there on an index out of range)."""
-    if last is None:
-        if is_tracing(position_ids):
-            return
-        last = int(position_ids.max())
-    if last >= block_size:
-        raise ValueError(
-            f"MiniGPT's context length is {block_size} tokens, but this input reaches position {last} (positions "
-            f"count from 0). Shorten the prompt or lower max_new_tokens so that prompt + new tokens <= {block_size}."
-        )
-
-
-def is_plain_causal(implementation: str, attention_mask, position_ids, past_key_values, past_len, q_len: int) -> bool:
-    """Whether the mask is the plain causal one, which our eager and sdpa paths apply without a mask tensor (None): no
-    padding, no packed sequences, and either no cached tokens or one new token (which may see every cached one).
-
-    `create_causal_mask` reaches the same answer for sdpa, but only after some 25 small tensor operations: at small
-    shapes, a tenth of a decoding step. A full 2D mask (generate() passes one) is read once here. The library's own
-    paths take everything else: padding, packing, static caches, flex, flash, and anything being compiled."""
-    if implementation not in ATTENTION_FUNCTIONS or is_tracing(attention_mask):
-        return False
-    if past_key_values is not None and type(past_key_values) not in (MiniGPTCache, DynamicCache):
-        return False  # a static cache's keys include empty slots, which only a mask hides
-    if q_len > 1 and (past_len != 0 or position_ids is not None):  # given positions may restart: packed sequences
-        return False
-    return attention_mask is None or (attention_mask.dim() == 2 and bool(attention_mask.all()))
-
-
-def check_implementation_can_serve(
-    implementation: str, mask, output_attentions: bool | None, attention_mask=None, past_len=0
-) -> None:
-    """Clear errors for what an attention implementation cannot do, instead of wrong numbers or a crashed process."""
-    if output_attentions and implementation not in ATTENTION_FUNCTIONS:
-        raise ValueError(
-            f"output_attentions=True needs the eager or sdpa attention (the weights come from the eager path), not "
-            f"{implementation}: call model.set_attn_implementation('sdpa') first."
-        )
-    if implementation != "flex_attention":
-        return
-    if isinstance(mask, torch.Tensor) and mask.device.type == "cpu":
-        # The library's flex path reads a tensor mask by chained indexing in a score_mod, which torch 2.13's compiled
-        # CPU kernel crashes on (double free). A 2D mask becomes a BlockMask, which it runs well.
-        raise ValueError(
-            "flex_attention on a CPU takes a 2D attention_mask (1 token, 0 padding), not a 4D tensor: torch's "
-            "compiled CPU flex kernel crashes on one. Pass the 2D padding mask, or use sdpa for a custom 4D mask."
-        )
-    padded = attention_mask is not None and attention_mask.dim() == 2 and attention_mask.device.type == "cpu"
-    if padded and isinstance(past_len, int) and past_len > 0 and not is_tracing(attention_mask):
-        if not bool(attention_mask.all()):
-            # The mask of a cached step with padding holds the cache's length and the padding's width as symbolic
-            # sizes; inductor's C++ flex template renames its block-size symbol by plain text replacement ("ks3" ->
-            # "cur_kvSplitSize" also turns "ks30" into "cur_kvSplitSize0"), and the kernel fails to build.
-            raise ValueError(
-                "flex_attention on a CPU cannot continue a padded batch from the cache (a step with cached tokens and "
-                "zeros in attention_mask): torch 2.13's inductor fails to build its C++ flex kernel for that mask "
-                "('cur_kvSplitSize0' was not declared). Prompts, padded or not, and cached steps without padding "
-                "work. Generate a padded batch with sdpa (model.set_attn_implementation('sdpa')) or each prompt alone."
-            )
 
 
 class MiniGPTModel(MiniGPTPreTrainedModel):
@@ -494,24 +376,168 @@ class MiniGPTForCausalLM(MiniGPTPreTrainedModel, GenerationMixin):
         if g.scale_attn_by_inverse_layer_idx or g.reorder_and_upcast_attn or not g.scale_attn_weights:
             raise ValueError("from_gpt2 supports GPT-2's standard attention scaling (1/sqrt(head_dim)) only.")
         config = MiniGPTConfig(
-            vocab_size=g.vocab_size, block_size=g.n_positions, n_layer=g.n_layer, n_head=g.n_head, n_embd=g.n_embd,
-            embd_dropout=g.embd_pdrop, attention_dropout=g.attn_pdrop, resid_dropout=g.resid_pdrop,
-            layer_norm_epsilon=g.layer_norm_epsilon, initializer_range=g.initializer_range,
-            bos_token_id=g.bos_token_id, eos_token_id=g.eos_token_id, pad_token_id=g.pad_token_id,
+            vocab_size=g.vocab_size,
+            block_size=g.n_positions,
+            n_layer=g.n_layer,
+            n_head=g.n_head,
+            n_embd=g.n_embd,
+            embd_dropout=g.embd_pdrop,
+            attention_dropout=g.attn_pdrop,
+            resid_dropout=g.resid_pdrop,
+            layer_norm_epsilon=g.layer_norm_epsilon,
+            initializer_range=g.initializer_range,
+            bos_token_id=g.bos_token_id,
+            eos_token_id=g.eos_token_id,
+            pad_token_id=g.pad_token_id,
             **config_overrides,
-        )  # fmt: skip
+        )
         model = cls(config).to(gpt2.dtype)
         model.load_state_dict(gpt2_state_dict_to_minigpt(gpt2.state_dict()), strict=False)
         model.tie_weights()
         return model.to(gpt2.device).train(gpt2.training)
 
 
+# ---- plumbing: the KV cache, positions and masks (what makes it a `transformers` model) ------------------------------
+
+
+class AppendableCacheLayer(DynamicLayer):
+    """A `DynamicLayer` that writes each step's keys and values into spare room of a buffer that doubles when full.
+
+    `DynamicLayer` concatenates the whole cache every step, O(S) copying per token; this copies only the new tokens.
+    `keys` / `values` stay the (B, H, S, D) tensors `DynamicLayer` exposes, here views of the buffer. When anything
+    else replaces them (crop, beam reordering, batch selection), the next update notices and starts a buffer from them.
+    """
+
+    def update(self, key_states, value_states, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        if self.keys is not getattr(self, "_keys_view", None):
+            self._restart_buffers(key_states, value_states)
+        start, end = self.length, self.length + key_states.shape[-2]
+        if end > self._key_buffer.shape[-2]:
+            self._grow(2 * end)
+        self._key_buffer[:, :, start:end] = key_states
+        self._value_buffer[:, :, start:end] = value_states
+        self.length = end
+        self.keys = self._keys_view = self._key_buffer[:, :, :end]
+        self.values = self._value_buffer[:, :, :end]
+        return self.keys, self.values
+
+    def _restart_buffers(self, key_states, value_states):
+        """New buffers holding what `keys` / `values` hold now (nothing on the first update)."""
+        cached = self.keys.numel() > 0
+        keys, values = (self.keys, self.values) if cached else (key_states[:, :, :0], value_states[:, :, :0])
+        self.length = keys.shape[-2]
+        self._key_buffer, self._value_buffer = keys, values
+        self._grow(max(64, 2 * (self.length + key_states.shape[-2])))
+
+    def _grow(self, capacity: int):
+        def bigger(buffer):
+            B, H, _, D = buffer.shape
+            new = buffer.new_empty(B, H, capacity, D)
+            new[:, :, : self.length] = buffer[:, :, : self.length]
+            return new
+
+        self._key_buffer, self._value_buffer = bigger(self._key_buffer), bigger(self._value_buffer)
+
+
+class MiniGPTCache(DynamicCache):
+    """The library's `DynamicCache` with appendable layers: same interface, no per-token concatenation."""
+
+    def __init__(self, config=None, **kwargs):
+        super().__init__(**kwargs)
+        self.layers = []
+        self.layer_class_to_replicate = AppendableCacheLayer
+
+
+def default_position_ids(attention_mask: torch.Tensor | None, past_len, q_len: int, device) -> torch.Tensor:
+    """Positions of the T new tokens: counted from the first real token, so left padding does not shift them."""
+    if attention_mask is not None and attention_mask.dim() == 2:
+        return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -q_len:]  # (B, T)
+    return (torch.arange(q_len, device=device) + past_len)[None]  # (1, T); past_len is a tensor in a static cache
+
+
+def check_positions(position_ids: torch.Tensor, block_size: int, last: int | None = None) -> None:
+    """A clear error for a position past the context, which has no position embedding. The check is on positions, not
+    on lengths: a row of packed sequences may be longer than the context, each sequence in it may not. `last`, the
+    highest position when it is known without reading the tensor (counted from the cache's length), saves a read per
+    step. Skipped while compiling or exporting, where reading a tensor's value would be a data-dependent branch (the
+    position embedding's lookup still fails there on an index out of range)."""
+    if last is None:
+        if is_tracing(position_ids):
+            return
+        last = int(position_ids.max())
+    if last >= block_size:
+        raise ValueError(
+            f"MiniGPT's context length is {block_size} tokens, but this input reaches position {last} (positions "
+            f"count from 0). Shorten the prompt or lower max_new_tokens so that prompt + new tokens <= {block_size}."
+        )
+
+
+def is_plain_causal(implementation: str, attention_mask, position_ids, past_key_values, past_len, q_len: int) -> bool:
+    """Whether the mask is the plain causal one, which our eager and sdpa paths apply without a mask tensor (None): no
+    padding, no packed sequences, and either no cached tokens or one new token (which may see every cached one).
+
+    `create_causal_mask` reaches the same answer for sdpa, but only after some 25 small tensor operations: at small
+    shapes, a tenth of a decoding step. A full 2D mask (generate() passes one) is read once here. The library's own
+    paths take everything else: padding, packing, static caches, flex, flash, and anything being compiled."""
+    if implementation not in ATTENTION_FUNCTIONS or is_tracing(attention_mask):
+        return False
+    if past_key_values is not None and type(past_key_values) not in (MiniGPTCache, DynamicCache):
+        return False  # a static cache's keys include empty slots, which only a mask hides
+    if q_len > 1 and (past_len != 0 or position_ids is not None):  # given positions may restart: packed sequences
+        return False
+    return attention_mask is None or (attention_mask.dim() == 2 and bool(attention_mask.all()))
+
+
+def check_implementation_can_serve(
+    implementation: str, mask, output_attentions: bool | None, attention_mask=None, past_len=0
+) -> None:
+    """Clear errors for what an attention implementation cannot do, instead of wrong numbers or a crashed process."""
+    if output_attentions and implementation not in ATTENTION_FUNCTIONS:
+        raise ValueError(
+            f"output_attentions=True needs the eager or sdpa attention (the weights come from the eager path), not "
+            f"{implementation}: call model.set_attn_implementation('sdpa') first."
+        )
+    if implementation != "flex_attention":
+        return
+    if isinstance(mask, torch.Tensor) and mask.device.type == "cpu":
+        # The library's flex path reads a tensor mask by chained indexing in a score_mod, which torch 2.13's compiled
+        # CPU kernel crashes on (double free). A 2D mask becomes a BlockMask, which it runs well.
+        raise ValueError(
+            "flex_attention on a CPU takes a 2D attention_mask (1 token, 0 padding), not a 4D tensor: torch's "
+            "compiled CPU flex kernel crashes on one. Pass the 2D padding mask, or use sdpa for a custom 4D mask."
+        )
+    padded = attention_mask is not None and attention_mask.dim() == 2 and attention_mask.device.type == "cpu"
+    if padded and isinstance(past_len, int) and past_len > 0 and not is_tracing(attention_mask):
+        if not bool(attention_mask.all()):
+            # The mask of a cached step with padding holds the cache's length and the padding's width as symbolic
+            # sizes; inductor's C++ flex template renames its block-size symbol by plain text replacement ("ks3" ->
+            # "cur_kvSplitSize" also turns "ks30" into "cur_kvSplitSize0"), and the kernel fails to build.
+            raise ValueError(
+                "flex_attention on a CPU cannot continue a padded batch from the cache (a step with cached tokens and "
+                "zeros in attention_mask): torch 2.13's inductor fails to build its C++ flex kernel for that mask "
+                "('cur_kvSplitSize0' was not declared). Prompts, padded or not, and cached steps without padding "
+                "work. Generate a padded batch with sdpa (model.set_attn_implementation('sdpa')) or each prompt alone."
+            )
+
+
+# ---- GPT-2's weights, and registration with the Auto classes ---------------------------------------------------------
+
+
 def gpt2_state_dict_to_minigpt(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Renames GPT-2's weights to MiniGPT's. GPT-2 stores its projections as Conv1D, (in, out): transpose them."""
     renames = {
-        "wte": "token_embedding", "wpe": "position_embedding", "ln_f": "final_norm", "h": "layers",
-        "ln_1": "attn_norm", "ln_2": "mlp_norm", "c_attn": "qkv_proj", "c_fc": "fc_in", "c_proj": "out_proj",
-    }  # fmt: skip
+        "wte": "token_embedding",
+        "wpe": "position_embedding",
+        "ln_f": "final_norm",
+        "h": "layers",
+        "ln_1": "attn_norm",
+        "ln_2": "mlp_norm",
+        "c_attn": "qkv_proj",
+        "c_fc": "fc_in",
+        "c_proj": "out_proj",
+    }
     converted = {}
     for name, tensor in state.items():
         if name.startswith("lm_head") or name.endswith((".attn.bias", ".attn.masked_bias")):
