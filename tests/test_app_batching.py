@@ -6,7 +6,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_app_api import app_error, build_fixture_models, running_app, server_log, stream
+from helpers import app_error, build_fixture_models, running_app, server_log, stream
 
 MINE = dict(prompt="to be", max_new_tokens=40, temperature=0.9, top_k=20, top_p=0.95, seed=11)
 # Long texts with their own settings, still running when mine ends (seeds whose texts run the 150 tokens)

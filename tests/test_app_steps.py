@@ -5,18 +5,20 @@ click on a row of the enlarged head makes that token the query, and the page sho
 from pathlib import Path
 
 import pytest
-from test_app_api import (
+from helpers import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
     LOWERCASE,
     app_error,
+    assert_every_number_is_the_models,
     build_fixture_models,
     call,
     char_tokenizer,
+    needs_chromium,
     running_app,
     save_fixture_model,
     server_log,
 )
-from test_app_browser import CHROMIUM, CHROMIUM_ARGS
-from test_attention_steps import assert_every_number_is_the_models
 
 from explorer.attention_steps import NUMBERS
 
@@ -104,7 +106,7 @@ def test_bad_input_gets_a_clear_message_and_no_traceback_in_the_log(client, serv
     assert server_log(server[1]).count("Traceback") == before
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Chromium is not installed at {CHROMIUM}")
+@needs_chromium
 def test_clicking_a_row_of_the_enlarged_head_shows_that_query_with_the_endpoints_numbers(server, client):
     from playwright.sync_api import expect, sync_playwright
 

@@ -1,14 +1,14 @@
-"""Attention step by step (attention_steps.py): every number it returns is one the model itself computes, read back here
-with the test's own hooks on the model's modules; the two multi-head computations agree; the mask and the softmax
-behave; training-mode dropout is the model's own and repeats with its seed."""
+"""Attention step by step (attention_steps.py): every number it returns is one the model itself computes, read back
+with the tests' own hooks on the model's modules (helpers.captured); the two multi-head computations agree; the mask
+and the softmax behave; training-mode dropout is the model's own and repeats with its seed."""
 
 import re
 
 import pytest
 import torch
-from conftest import REPO
+from helpers import REPO, assert_every_number_is_the_models
 
-from explorer.attention_steps import NEG_INF, NUMBERS, StepChoiceError, attention_steps, steps_json
+from explorer.attention_steps import NEG_INF, StepChoiceError, attention_steps, steps_json
 from explorer.forward_pass import run_forward_pass
 from explorer.views.steps import steps_html
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
@@ -20,85 +20,6 @@ def random_model(seed: int = 0, **config) -> MiniGPTForCausalLM:
     torch.manual_seed(seed)
     sizes = dict(vocab_size=40, block_size=32, n_layer=3, n_head=4, n_embd=32) | config
     return MiniGPTForCausalLM._from_config(MiniGPTConfig(**sizes), attn_implementation="sdpa").eval()
-
-
-def captured(model, ids: list[int], layer: int) -> dict[str, torch.Tensor]:
-    """The model's own tensors for one layer, read by hooks on its modules during one plain forward pass with
-    `output_attentions=True`: block input, qkv_proj's input and output, out_proj's input, the sublayer's output."""
-    block, seen = model.model.layers[layer], {}
-
-    def keep(name, from_output, index=0):
-        def hook(module, args, output=None):
-            value = output if from_output else args
-            seen[name] = (value[index] if isinstance(value, tuple) else value)[0].detach()
-
-        return hook
-
-    handles = [
-        block.register_forward_pre_hook(keep("block_in", False)),
-        block.attn.qkv_proj.register_forward_pre_hook(keep("qkv_in", False)),
-        block.attn.qkv_proj.register_forward_hook(keep("qkv_out", True)),
-        block.attn.out_proj.register_forward_pre_hook(keep("heads", False)),
-        block.attn.register_forward_hook(keep("sublayer_out", True)),
-    ]
-    try:
-        with torch.no_grad():
-            out = model(torch.tensor([ids]), output_attentions=True, use_cache=False)
-    finally:
-        for handle in handles:
-            handle.remove()
-    seen["weights"] = out.attentions[layer][0]  # (H, T, T)
-    return seen
-
-
-def close(actual, expected, what: str) -> None:
-    torch.testing.assert_close(torch.tensor(actual), expected.float(), atol=1e-5, rtol=1e-5, msg=what)
-
-
-def assert_every_number_is_the_models(numbers: dict, model, ids: list[int]) -> None:
-    """Each number `steps_json` returned (eval mode) against the hooked tensors, or a formula on them (steps 2 and 4,
-    which the model does not compute as such). Fails if a step holds a number this test does not check."""
-    layer, h, i = numbers["layer"], numbers["head"], numbers["query"]
-    C, D = model.config.n_embd, model.config.n_embd // model.config.n_head
-    t = captured(model, ids, layer)
-    x, qkv, s = t["qkv_in"], t["qkv_out"], numbers["steps"]
-    q, k, v = (qkv[:, part * C + h * D : part * C + (h + 1) * D] for part in range(3))  # (T, D) each: the head's rows
-    expected = {
-        "inputs": {"x_i": x[i], "x_j": x[: i + 1], "residual_i": t["block_in"][i]},
-        "no_weights": {
-            "scores": x[: i + 1] @ x[i],
-            "weights": (x[: i + 1] @ x[i]).softmax(-1),
-            "output": (x[: i + 1] @ x[i]).softmax(-1) @ x[: i + 1],
-        },
-        "qkv": {"q_i": q[i], "k_j": k[: i + 1], "v_j": v[: i + 1]},
-        "scores": {"scores": k[: i + 1] @ q[i], "scaled": k[: i + 1] @ q[i] / D**0.5},
-        "softmax": {"weights": t["weights"][h, i]},
-        "dropout": {"weights": t["weights"][h, i]},
-        "output": {
-            "z_i": t["heads"][i, h * D : (h + 1) * D],
-            "heads_z_i": t["heads"][i],
-            "out_i": t["sublayer_out"][i],
-            "next_i": t["block_in"][i] + t["sublayer_out"][i],
-        },
-        "multi_head": {"separate_i": t["heads"][i], "fused_i": t["heads"][i]},
-    }
-    for step, values in expected.items():
-        for key, tensor in values.items():
-            close(s[step][key], tensor, f"{step}.{key}")
-    masked = s["softmax"]["masked"]
-    close(masked[: i + 1], expected["scores"]["scaled"], "softmax.masked")
-    assert masked[i + 1 :] == [NEG_INF] * (len(ids) - i - 1)
-    assert s["dropout"]["keep"] is None and not s["dropout"]["applied"]
-    assert {k: tuple(r) for k, r in s["qkv"]["rows"].items()} == {
-        name: (part * C + h * D, part * C + (h + 1) * D) for part, name in enumerate("qkv")
-    }
-    assert s["scores"]["D"] == D and s["scores"]["scale"] == pytest.approx(D**-0.5)
-    assert s["multi_head"]["max_abs_difference"] <= 1e-5
-    checked = {(step, key) for step, values in expected.items() for key in values} | {
-        ("softmax", "masked"),
-        ("dropout", "keep"),
-    }
-    assert checked == {(step, key) for step, keys in NUMBERS.items() for key in keys}  # nothing returned unchecked
 
 
 def middle(model) -> tuple[int, int]:

@@ -8,7 +8,7 @@ import re
 import time
 
 import pytest
-from test_app_api import (
+from helpers import (
     LOWERCASE,
     app_error,
     build_fixture_models,

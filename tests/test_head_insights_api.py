@@ -2,13 +2,11 @@
 equal the model's own numbers, and clear messages for bad input."""
 
 import pytest
-import test_app_api
 import torch
-from test_app_api import app_error, call, server_log, stream
+from helpers import app_error, call, server_log, stream
 from torch.nn import functional as F
 
-# The app serving the fixture models, as test_app_api starts it (one server for this module).
-fixture_models, server, client = test_app_api.fixture_models, test_app_api.server, test_app_api.client
+# fixture_models, server (the app serving them), client: conftest.py
 
 ENDPOINTS = {
     "/next_tokens": ["text", "model", "position"],

@@ -9,8 +9,7 @@ import sys
 
 import httpx
 import pytest
-from conftest import REPO
-from test_app_api import app_error, build_fixture_models, call, running_app, server_log, stream
+from helpers import REPO, app_error, build_fixture_models, call, running_app, server_log, stream
 
 HUGE = 4_000_000  # characters: what the audit sent (a 4 MB /attention request cost the server ~1.4 GB before)
 
