@@ -10,6 +10,7 @@ import pytest
 import torch
 from helpers import (
     LOWERCASE,
+    THREE_LAYERS,
     app_error,
     build_fixture_models,
     call,
@@ -20,6 +21,7 @@ from helpers import (
     save_fixture_model,
     save_gpt2,
     server_log,
+    tiny_model,
 )
 
 from explorer.attention_export import grid_png, grid_svg, load_weights, map_png, save_weights
@@ -122,11 +124,10 @@ def decode_png(uri_or_bytes) -> np.ndarray:
 
 @pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
 def test_exported_weights_are_output_attentions_exactly_in_bertviz_layout(tmp_path, suffix):
-    from test_forward_pass import IDS, tiny_model
-
     from explorer.forward_pass import run_forward_pass
 
-    model = tiny_model(implementation="sdpa")
+    IDS = [0, 5, 9, 3, 3, 7, 1, 0, 12]
+    model = tiny_model("sdpa", shape=THREE_LAYERS)
     recorded = run_forward_pass(model, IDS)
     tokens = [f"<{i}>" for i in IDS]
     layers, loaded_tokens, input_ids = load_weights(

@@ -6,20 +6,14 @@ import re
 
 import pytest
 import torch
-from helpers import REPO, assert_every_number_is_the_models
+from helpers import REPO, assert_every_number_is_the_models, tiny_model
 
 from explorer.attention_steps import NEG_INF, StepChoiceError, attention_steps, steps_json
 from explorer.forward_pass import run_forward_pass
 from explorer.views.steps import steps_html
-from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
 
 SHIPPED = {name: REPO / "models" / name for name in ("names", "shakespeare")}
-
-
-def random_model(seed: int = 0, **config) -> MiniGPTForCausalLM:
-    torch.manual_seed(seed)
-    sizes = dict(vocab_size=40, block_size=32, n_layer=3, n_head=4, n_embd=32) | config
-    return MiniGPTForCausalLM._from_config(MiniGPTConfig(**sizes), attn_implementation="sdpa").eval()
+SHAPE = dict(vocab_size=40, block_size=32, n_layer=3, n_head=4, n_embd=32)  # the random models: tiny_model(shape=SHAPE)
 
 
 def middle(model) -> tuple[int, int]:
@@ -46,7 +40,7 @@ def test_every_number_is_the_shipped_models_own(name):
 
 @pytest.mark.parametrize("bias", [True, False])
 def test_every_number_is_a_random_models_own_and_the_two_multi_head_ways_agree(bias):
-    model = random_model(bias=bias)
+    model = tiny_model(shape=SHAPE, bias=bias)
     ids = [0, 5, 9, 3, 3, 7, 1, 0, 12, 30, 2]
     layer, head = middle(model)
     recorded = run_forward_pass(model, ids)
@@ -58,7 +52,7 @@ def test_every_number_is_a_random_models_own_and_the_two_multi_head_ways_agree(b
 
 
 def test_masked_entries_are_minus_infinity_and_every_softmax_row_sums_to_one():
-    model = random_model(1)
+    model = tiny_model(seed=1, shape=SHAPE)
     ids = list(range(1, 17))
     recorded = run_forward_pass(model, ids)
     for query in range(len(ids)):
@@ -72,7 +66,7 @@ def test_masked_entries_are_minus_infinity_and_every_softmax_row_sums_to_one():
 
 
 def test_training_mode_is_the_models_own_dropout_and_repeats_with_its_seed():
-    model = random_model(2, attention_dropout=0.5)
+    model = tiny_model(seed=2, shape=SHAPE, attention_dropout=0.5)
     ids = list(range(1, 25))
     recorded = run_forward_pass(model, ids)
     rng_before = torch.get_rng_state()
@@ -102,7 +96,7 @@ def test_training_mode_is_the_models_own_dropout_and_repeats_with_its_seed():
     ],
 )
 def test_choices_outside_the_model_or_text_say_what_to_choose(choice, message):
-    model = random_model()
+    model = tiny_model(shape=SHAPE)
     with pytest.raises(StepChoiceError, match=re.escape(message)):
         attention_steps(model, run_forward_pass(model, [0, 1, 2, 3, 4]), **choice)
 
@@ -114,7 +108,7 @@ def titles(page: str, key: str) -> list[str]:
 
 
 def test_the_page_draws_the_json_numbers_exactly_and_summarises_long_texts():
-    model = random_model(3, block_size=128, n_embd=128)
+    model = tiny_model(seed=3, shape=SHAPE, block_size=128, n_embd=128)
     ids = [t % 40 for t in range(128)]
     numbers = steps_json(attention_steps(model, run_forward_pass(model, ids), 1, 1, 100), [str(t) for t in ids])
     page = steps_html(numbers)
