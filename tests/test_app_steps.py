@@ -11,7 +11,6 @@ from helpers import (
     LOWERCASE,
     app_error,
     assert_every_number_is_the_models,
-    build_fixture_models,
     call,
     char_tokenizer,
     needs_chromium,
@@ -24,20 +23,18 @@ from explorer.attention_steps import NUMBERS
 
 
 @pytest.fixture(scope="module")
-def fixture_models(tmp_path_factory):
-    """The API tests' two models, and a names model with attention dropout p = 0.5 (the others have none)."""
-    root = tmp_path_factory.mktemp("models")
-    dropout = save_fixture_model(
-        root / "tiny-dropout", char_tokenizer(LOWERCASE, "."), seed=2, name="names", attention_dropout=0.5
-    )
-    return *build_fixture_models(root), dropout
+def dropout_model(tmp_path_factory):
+    """A names model with attention dropout p = 0.5 (the fixture models have none)."""
+    folder = tmp_path_factory.mktemp("models") / "tiny-dropout"
+    return save_fixture_model(folder, char_tokenizer(LOWERCASE, "."), seed=2, name="names", attention_dropout=0.5)
 
 
 @pytest.fixture(scope="module")
-def server(fixture_models):
-    names, text, dropout = fixture_models
-    with running_app("--names-model", str(names), "--text-model", str(text), "--model", str(dropout)) as (url, process):
-        yield url, process
+def server(fixture_models, dropout_model):
+    """This module's own server: the fixture models and tiny-dropout."""
+    names, text = fixture_models
+    with running_app("--names-model", str(names), "--text-model", str(text), "--model", str(dropout_model)) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

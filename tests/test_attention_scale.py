@@ -12,7 +12,6 @@ from helpers import (
     LOWERCASE,
     THREE_LAYERS,
     app_error,
-    build_fixture_models,
     call,
     char_tokenizer,
     page_function,
@@ -191,9 +190,9 @@ def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_tex
 
 
 @pytest.fixture(scope="module")
-def long_server(tmp_path_factory):
+def long_server(fixture_models, tmp_path_factory):
+    names, text = fixture_models
     root = tmp_path_factory.mktemp("models")
-    names, text = build_fixture_models(root)
     gpt2 = save_gpt2(root / "tiny-gpt2", printable_tokenizer(), n_positions=LONG, n_embd=32, n_layer=2, n_head=2)
     with running_app("--names-model", str(names), "--text-model", str(text), "--model", str(gpt2)) as (url, process):
         yield url, process, gpt2
