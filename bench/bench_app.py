@@ -35,10 +35,17 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the repo's modules, and the tests' helpers.py
 
-from test_app_api import LOWERCASE, char_tokenizer, running_app, save_fixture_model  # noqa: E402  (the tests')
-from test_attention_scale import page_function, printable_tokenizer, save_gpt2  # noqa: E402
+from helpers import (  # noqa: E402
+    LOWERCASE,
+    char_tokenizer,
+    page_function,
+    printable_tokenizer,
+    running_app,
+    save_fixture_model,
+    save_gpt2,
+)
 
 from timing import alternate, summarise  # noqa: E402  (bench/timing.py)
 
@@ -48,10 +55,8 @@ GPT2_SHAPE = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_
 
 def same_size_models(root: Path) -> tuple[str, str]:
     """Random-weight stand-ins for the shipped models, of their presets' sizes (character tokenizers)."""
-    printable = "".join(chr(c) for c in range(32, 127)) + "\n"
     names = save_fixture_model(root / "names", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
-    text_tokenizer = char_tokenizer(printable, "<|endoftext|>")
-    text = save_fixture_model(root / "shakespeare", text_tokenizer, seed=0, name="shakespeare")
+    text = save_fixture_model(root / "shakespeare", printable_tokenizer(), seed=0, name="shakespeare")
     return str(names), str(text)
 
 

@@ -28,9 +28,9 @@ from pathlib import Path
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the repo's modules, and the tests' helpers.py
 
-from test_app_api import running_app  # noqa: E402
+from helpers import running_app  # noqa: E402
 
 from timing import print_table  # noqa: E402
 

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the repo's modules, and the tests' helpers.py
 
 from bench_app import call, median_ms  # noqa: E402
-from test_app_api import running_app  # noqa: E402
+from helpers import running_app  # noqa: E402
 
 
 def events(folder: Path) -> list[dict]:

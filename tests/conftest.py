@@ -1,15 +1,53 @@
-"""Shared test set-up: offline, quiet, deterministic, and the repo importable from every test."""
+"""Shared test set-up: offline, quiet, deterministic, the repo importable from every test, and the fixtures more than
+one module uses. The helpers they are built from (and that tests and benchmarks import) are in helpers.py."""
 
 import os
 import sys
-from pathlib import Path
+
+import pytest
+from helpers import REPO, build_fixture_models, running_app
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+
+# ---- the app on the fixture models: one server for the whole run -------------------------------------------------
+# Every module that wants app.py on tiny-names and tiny-text with no other flag and no environment of its own shares
+# `server` (test_app_api, test_head_insights_api, test_app_browser, test_head_insights_browser, test_app_batching).
+# A module that needs other flags, models or environment starts its own server in a fixture of its own (test_app_steps,
+# test_robustness, test_error_rule, test_attention_scale, test_app_train, ...): named `server` too where its tests are
+# written against that name, it overrides this one in that module. The shared server's log holds what every module
+# caused: a test reads its own part from a mark taken at its start (helpers.server_log).
+
+
+@pytest.fixture(scope="session")
+def fixture_models(tmp_path_factory):
+    """tiny-names and tiny-text (helpers.build_fixture_models), built once; nothing writes into their folders."""
+    return build_fixture_models(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="session")
+def server(fixture_models):
+    """app.py serving the fixture models, no other flag, the environment as it is; yields (url, process)."""
+    names, text = fixture_models
+    with running_app("--names-model", str(names), "--text-model", str(text)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    """A gradio_client Client of `server`: one per module, as each module had before the server was shared."""
+    from gradio_client import Client
+
+    return Client(server[0], verbose=False)
+
+
+@pytest.fixture(scope="session")
+def page_url(server):
+    """The address of `server`, for the browser tests."""
+    return server[0]

@@ -1,189 +1,28 @@
 """The demo's API, as a gradio_client user sees it: app.py runs as a server on 127.0.0.1 with two tiny fixture models
-(random weights, built here, so the results depend on nothing trained), offline, and never reaches the network."""
+(random weights, built by helpers.build_fixture_models, so the results depend on nothing trained), offline, and never
+reaches the network."""
 
-import contextlib
-import os
 import re
-import socket
-import subprocess
-import sys
-import tempfile
-import textwrap
-import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 import torch
+from helpers import (
+    LOWERCASE,
+    REPO,
+    app_error,
+    call,
+    char_tokenizer,
+    running_app,
+    server_log,
+    stream,
+)
 
-REPO = Path(__file__).resolve().parent.parent
-LOWERCASE = "abcdefghijklmnopqrstuvwxyz"
-
-
-# ---- fixture models ------------------------------------------------------------------------------------------------
-
-
-def char_tokenizer(characters: str, boundary: str):
-    """A character-level PreTrainedTokenizerFast: one token per character, `boundary` (bos = eos) first, a pad last.
-    No unknown token, so an unknown character raises, as the shipped tokenizers do."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {boundary: 0, **{c: i + 1 for i, c in enumerate(characters)}, "<pad>": len(characters) + 1}
-    backend = Tokenizer(models.WordLevel(vocab))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    backend.add_special_tokens([boundary, "<pad>"])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=boundary, eos_token=boundary, pad_token="<pad>")
-
-
-def save_fixture_model(folder: Path, tokenizer, seed: int, **config) -> Path:
-    """A MiniGPT with random (seeded) weights and its tokenizer, saved as a model folder."""
-    from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
-
-    torch.manual_seed(seed)
-    ids = dict(bos_token_id=0, eos_token_id=0, pad_token_id=len(tokenizer) - 1)
-    model = MiniGPTForCausalLM(MiniGPTConfig.from_preset(vocab_size=len(tokenizer), **ids, **config))
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
-def build_fixture_models(root: Path) -> tuple[Path, Path]:
-    """tiny-names: the `names` preset over a-z with '.' as the boundary; tiny-text: a 2-layer character model over
-    printable ASCII with a 32-token context (short, so that generation slides past it)."""
-    names = save_fixture_model(root / "tiny-names", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
-    printable = "".join(chr(c) for c in range(32, 127)) + "\n"
-    text = save_fixture_model(
-        root / "tiny-text",
-        char_tokenizer(printable, "<|endoftext|>"),
-        seed=1,
-        name="shakespeare",
-        block_size=32,
-        n_layer=2,
-        n_head=2,
-        n_embd=32,
-    )
-    return names, text
-
-
-# ---- the server ----------------------------------------------------------------------------------------------------
-
-# Run before app.py in the server process: any connection to an address other than this machine fails loudly.
-NETWORK_GUARD = textwrap.dedent("""
-    import socket, sys
-    _connect = socket.socket.connect
-    def connect(self, address):
-        host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") and not host.startswith("/"):
-            print(f"NETWORK CALL to {address}", file=sys.stderr, flush=True)
-            raise OSError(f"network call to {address} blocked by the test")
-        return _connect(self, address)
-    socket.socket.connect = connect
-    sys.argv = ["app.py", *sys.argv[1:]]
-    import runpy
-    runpy.run_path("app.py", run_name="__main__")
-""")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def running_app(*args: str, timeout: float = 120.0, cwd: Path = REPO):
-    """app.py (of `cwd`: another checkout for a benchmark's reference) serving on 127.0.0.1 with `args`; yields
-    (url, process); always stopped at the end."""
-    port = free_port()
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    env.pop("GRADIO_SERVER_NAME", None)
-    log = tempfile.TemporaryFile("w+")  # the server's output, read back by tests and on failure; gone when closed
-    process = subprocess.Popen(
-        [sys.executable, "-c", NETWORK_GUARD, "--port", str(port), *args],
-        cwd=cwd,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + timeout
-        while not _serving(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                raise RuntimeError(f"app.py did not start (exit code {process.poll()}):\n{log.read()[-4000:]}")
-            time.sleep(0.2)
-        process.log = log
-        yield url, process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
-
-
-def _serving(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def server_log(process) -> str:
-    process.log.flush()
-    process.log.seek(0)
-    return process.log.read()
-
-
-# ---- tests ---------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def fixture_models(tmp_path_factory):
-    return build_fixture_models(tmp_path_factory.mktemp("models"))
-
-
-@pytest.fixture(scope="module")
-def server(fixture_models):
-    names, text = fixture_models
-    with running_app("--names-model", str(names), "--text-model", str(text)) as (url, process):
-        yield url, process
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    from gradio_client import Client
-
-    return Client(server[0], verbose=False)
-
-
-def call(client, endpoint: str, **params):
-    return client.predict(**params, api_name=endpoint)
-
-
-def stream(client, **params) -> list:
-    """Every partial output of /text, the last one being the final result."""
-    job = client.submit(**params, api_name="/text")
-    partials = list(job)
-    return partials + [job.result()]
+# ---- tests (fixture_models, server, client: conftest.py) ------------------------------------------------------------
 
 
 def new_tokens(notes: str) -> int:
     return int(re.search(r"^- (\d+) new tokens", notes, re.MULTILINE).group(1))
-
-
-def app_error(client, endpoint: str, **params) -> str:
-    from gradio_client.exceptions import AppError
-
-    with pytest.raises(AppError) as error:
-        if endpoint == "/text":
-            stream(client, **params)
-        else:
-            call(client, endpoint, **params)
-    return str(error.value)
 
 
 def test_api_lists_the_named_endpoints_with_their_parameters(client):

@@ -5,8 +5,7 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
-from test_app_api import app_error, build_fixture_models, running_app, server_log, stream
+from helpers import app_error, running_app, server_log, stream
 
 MINE = dict(prompt="to be", max_new_tokens=40, temperature=0.9, top_k=20, top_p=0.95, seed=11)
 # Long texts with their own settings, still running when mine ends (seeds whose texts run the 150 tokens)
@@ -27,31 +26,24 @@ OTHERS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def fixture_models(tmp_path_factory):
-    return build_fixture_models(tmp_path_factory.mktemp("models"))
-
-
-def test_seeded_text_is_the_same_alone_and_while_eight_others_run(fixture_models):
+def test_seeded_text_is_the_same_alone_and_while_eight_others_run(server, client):
+    """On the shared server (conftest.py): its default batch takes all nine."""
     from gradio_client import Client
 
-    names, text = fixture_models
-    with running_app("--names-model", str(names), "--text-model", str(text)) as (url, _):
-        client = Client(url, verbose=False)
-        alone = stream(client, **MINE)[-1][0]
-        others_alone = [stream(client, **other)[-1][0] for other in OTHERS]
-        assert all(len(text) > 100 for text in others_alone)
+    alone = stream(client, **MINE)[-1][0]
+    others_alone = [stream(client, **other)[-1][0] for other in OTHERS]
+    assert all(len(text) > 100 for text in others_alone)
 
-        clients = [Client(url, verbose=False) for _ in OTHERS]  # (connecting takes a while: before submitting)
-        jobs = [own.submit(**other, api_name="/text") for own, other in zip(clients, OTHERS)]
-        deadline = time.monotonic() + 60
-        while not all(len(job.outputs()) > 3 for job in jobs) and time.monotonic() < deadline:
-            time.sleep(0.02)  # every other client is streaming: mine joins a running batch
-        running = sum(not job.done() for job in jobs)
-        in_crowd = stream(client, **MINE)[-1][0]
-        assert running == len(OTHERS)  # (150 tokens each, 40 for mine: they decode all along)
-        assert in_crowd == alone
-        assert [job.result()[0] for job in jobs] == others_alone
+    clients = [Client(server[0], verbose=False) for _ in OTHERS]  # (connecting takes a while: before submitting)
+    jobs = [own.submit(**other, api_name="/text") for own, other in zip(clients, OTHERS)]
+    deadline = time.monotonic() + 60
+    while not all(len(job.outputs()) > 3 for job in jobs) and time.monotonic() < deadline:
+        time.sleep(0.02)  # every other client is streaming: mine joins a running batch
+    running = sum(not job.done() for job in jobs)
+    in_crowd = stream(client, **MINE)[-1][0]
+    assert running == len(OTHERS)  # (150 tokens each, 40 for mine: they decode all along)
+    assert in_crowd == alone
+    assert [job.result()[0] for job in jobs] == others_alone
 
 
 def test_a_full_batch_says_so_and_a_client_that_goes_frees_its_row(fixture_models):

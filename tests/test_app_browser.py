@@ -4,34 +4,10 @@ the output and the attention maps appear; hover and click the maps; save a scree
 import os
 import re
 import shutil
-from pathlib import Path
 
-import pytest
-from test_app_api import build_fixture_models, running_app
+from helpers import CHROMIUM, CHROMIUM_ARGS, call, needs_chromium
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(),
-    reason=f"Chromium is not installed at {CHROMIUM}: install it with `apt-get install -y chromium` (Debian/Ubuntu) "
-    "to run the browser test (never `playwright install`).",
-)
-
-
-@pytest.fixture(scope="module")
-def page_url(tmp_path_factory):
-    names, text = build_fixture_models(tmp_path_factory.mktemp("models"))
-    with running_app("--names-model", str(names), "--text-model", str(text)) as (url, _):
-        yield url
+pytestmark = needs_chromium  # page_url (the app on the fixture models): conftest.py
 
 
 def grid_tiles(page):
@@ -171,7 +147,6 @@ def test_every_view_shows_the_current_texts_numbers_or_says_whose_they_are(page_
     shown, each view is either redrawn for the current text or greyed with a note naming the text it belongs to."""
     from gradio_client import Client
     from playwright.sync_api import expect, sync_playwright
-    from test_app_api import call
 
     client = Client(page_url, verbose=False)
     expect.set_options(timeout=90_000)

@@ -5,37 +5,36 @@ click on a row of the enlarged head makes that token the query, and the page sho
 from pathlib import Path
 
 import pytest
-from test_app_api import (
+from helpers import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
     LOWERCASE,
     app_error,
-    build_fixture_models,
+    assert_every_number_is_the_models,
     call,
     char_tokenizer,
+    needs_chromium,
     running_app,
     save_fixture_model,
     server_log,
 )
-from test_app_browser import CHROMIUM, CHROMIUM_ARGS
-from test_attention_steps import assert_every_number_is_the_models
 
 from explorer.attention_steps import NUMBERS
 
 
 @pytest.fixture(scope="module")
-def fixture_models(tmp_path_factory):
-    """The API tests' two models, and a names model with attention dropout p = 0.5 (the others have none)."""
-    root = tmp_path_factory.mktemp("models")
-    dropout = save_fixture_model(
-        root / "tiny-dropout", char_tokenizer(LOWERCASE, "."), seed=2, name="names", attention_dropout=0.5
-    )
-    return *build_fixture_models(root), dropout
+def dropout_model(tmp_path_factory):
+    """A names model with attention dropout p = 0.5 (the fixture models have none)."""
+    folder = tmp_path_factory.mktemp("models") / "tiny-dropout"
+    return save_fixture_model(folder, char_tokenizer(LOWERCASE, "."), seed=2, name="names", attention_dropout=0.5)
 
 
 @pytest.fixture(scope="module")
-def server(fixture_models):
-    names, text, dropout = fixture_models
-    with running_app("--names-model", str(names), "--text-model", str(text), "--model", str(dropout)) as (url, process):
-        yield url, process
+def server(fixture_models, dropout_model):
+    """This module's own server: the fixture models and tiny-dropout."""
+    names, text = fixture_models
+    with running_app("--names-model", str(names), "--text-model", str(text), "--model", str(dropout_model)) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +103,7 @@ def test_bad_input_gets_a_clear_message_and_no_traceback_in_the_log(client, serv
     assert server_log(server[1]).count("Traceback") == before
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Chromium is not installed at {CHROMIUM}")
+@needs_chromium
 def test_clicking_a_row_of_the_enlarged_head_shows_that_query_with_the_endpoints_numbers(server, client):
     from playwright.sync_api import expect, sync_playwright
 

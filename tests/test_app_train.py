@@ -1,24 +1,13 @@
 """The Train tab through its API (gradio_client), on a server with tiny fixture models and its own runs folder: tiny
 names runs (a 1-layer, 2-head, 16-wide model, tens to hundreds of steps) train through train.py in a subprocess."""
 
-import contextlib
 import json
 import zipfile
 
 import pytest
-from test_app_api import app_error, build_fixture_models, call, running_app, server_log
+from helpers import app_error, call, running_app, server_log, training_app
 
 TINY = dict(data="names", n_layer=1, n_head=2, n_embd=16, seed=3)
-
-
-@contextlib.contextmanager
-def training_app(root):
-    """app.py on the fixture models, its runs in root/runs; yields (url, process, runs folder)."""
-    names, text = build_fixture_models(root)
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("MINIGPT_RUNS_DIR", str(root / "runs"))
-        with running_app("--names-model", str(names), "--text-model", str(text)) as (url, process):
-            yield url, process, root / "runs"
 
 
 @pytest.fixture(scope="module")

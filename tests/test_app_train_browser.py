@@ -6,8 +6,9 @@ import shutil
 import time
 
 import pytest
-from test_app_browser import CHROMIUM, CHROMIUM_ARGS, pytestmark  # noqa: F401  (skipped where Chromium is missing)
-from test_app_train import training_app
+from helpers import CHROMIUM, CHROMIUM_ARGS, needs_chromium, training_app
+
+pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,25 @@ zoomed windows, exports in bertviz's layout equal to `output_attentions`, and a 
 model converted with `from_gpt2`, through the running app."""
 
 import base64
-import functools
 import io
 
 import numpy as np
 import pytest
 import torch
-from test_app_api import LOWERCASE, build_fixture_models, call, char_tokenizer, running_app, server_log
+from helpers import (
+    LOWERCASE,
+    THREE_LAYERS,
+    app_error,
+    call,
+    char_tokenizer,
+    page_function,
+    printable_tokenizer,
+    running_app,
+    save_fixture_model,
+    save_gpt2,
+    server_log,
+    tiny_model,
+)
 
 from explorer.attention_export import grid_png, grid_svg, load_weights, map_png, save_weights
 from explorer.attention_maps import LEVELS, PALETTE, Window, colour_indices, future_blocks, grid_images, max_pooled
@@ -17,23 +29,6 @@ from explorer.views.maps import figure_body
 from modeling_minigpt import MiniGPTForCausalLM
 
 LONG = 1024  # tokens: the long-context fixture's context, and the longest text tried
-
-
-def save_gpt2(folder, tokenizer, seed: int = 0, **shape):
-    """A random-weight transformers GPT2LMHeadModel and a tokenizer, saved as a folder: the app converts it with
-    MiniGPTForCausalLM.from_gpt2, as it would the real GPT-2 (nothing downloaded)."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(seed)
-    ids = dict(bos_token_id=0, eos_token_id=0, pad_token_id=len(tokenizer) - 1)
-    config = GPT2Config(**{"vocab_size": len(tokenizer), **shape, **ids})
-    GPT2LMHeadModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
-def printable_tokenizer():
-    return char_tokenizer("".join(chr(c) for c in range(32, 127)) + "\n", "<|endoftext|>")
 
 
 def own_attentions(folder, ids: list[int]) -> list[torch.Tensor]:
@@ -52,23 +47,6 @@ def own_attentions(folder, ids: list[int]) -> list[torch.Tensor]:
             return list(model.eval()(torch.tensor([ids]), output_attentions=True).attentions)
     finally:
         torch.set_num_threads(threads)
-
-
-@functools.cache
-def component_id(url: str, elem_id: str) -> int:
-    """The id of the component with `elem_id` on the page served at `url` (the page knows it from /config)."""
-    import httpx
-
-    config = httpx.get(f"{url}config").json()
-    return next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == elem_id)
-
-
-def page_function(http, url: str, fn_name: str, asked: dict, elem_id: str = "attention-head"):
-    """A call of the enlarged maps' server function (`server.attention_row(...)` in HEAD_JS), as the page makes it."""
-    body = {"data": asked, "component_id": component_id(url, elem_id), "session_hash": "test", "fn_name": fn_name}
-    response = http.post(f"{url}gradio_api/component_server/", json=body)
-    response.raise_for_status()
-    return response.json()
 
 
 # ---- in process: the numbers behind the drawings --------------------------------------------------------------------
@@ -145,11 +123,10 @@ def decode_png(uri_or_bytes) -> np.ndarray:
 
 @pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
 def test_exported_weights_are_output_attentions_exactly_in_bertviz_layout(tmp_path, suffix):
-    from test_forward_pass import IDS, tiny_model
-
     from explorer.forward_pass import run_forward_pass
 
-    model = tiny_model(implementation="sdpa")
+    IDS = [0, 5, 9, 3, 3, 7, 1, 0, 12]
+    model = tiny_model("sdpa", shape=THREE_LAYERS)
     recorded = run_forward_pass(model, IDS)
     tokens = [f"<{i}>" for i in IDS]
     layers, loaded_tokens, input_ids = load_weights(
@@ -185,8 +162,6 @@ def test_exported_images(tmp_path):
 def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_text(tmp_path):
     """Two models with the same tokenizer and different weights: the same text gets each model's own maps, drawn
     from one pass per (model, text)."""
-    from test_app_api import save_fixture_model
-
     from explorer.attention_maps import token_labels
     from explorer.forward_pass import run_forward_pass
     from explorer.state import DemoState
@@ -215,9 +190,9 @@ def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_tex
 
 
 @pytest.fixture(scope="module")
-def long_server(tmp_path_factory):
+def long_server(fixture_models, tmp_path_factory):
+    names, text = fixture_models
     root = tmp_path_factory.mktemp("models")
-    names, text = build_fixture_models(root)
     gpt2 = save_gpt2(root / "tiny-gpt2", printable_tokenizer(), n_positions=LONG, n_embd=32, n_layer=2, n_head=2)
     with running_app("--names-model", str(names), "--text-model", str(text), "--model", str(gpt2)) as (url, process):
         yield url, process, gpt2
@@ -263,7 +238,6 @@ def test_a_1024_token_text_on_a_from_gpt2_model(long_server, tmp_path):
 
 def test_bad_hover_and_export_requests_say_what_to_change(long_server):
     from gradio_client import Client
-    from test_app_api import app_error
 
     url, process, _ = long_server
     client = Client(url, verbose=False)

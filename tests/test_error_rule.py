@@ -8,10 +8,9 @@ import re
 import time
 
 import pytest
-from test_app_api import (
+from helpers import (
     LOWERCASE,
     app_error,
-    build_fixture_models,
     call,
     char_tokenizer,
     running_app,
@@ -23,10 +22,10 @@ BROKEN = "broken-weights"  # the picker names an extra model folder by its folde
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
+def models(fixture_models, tmp_path_factory):
     """The fixture models, and a model folder whose config.json and tokenizer are good and whose weights are garbage."""
+    names, text = fixture_models
     root = tmp_path_factory.mktemp("models")
-    names, text = build_fixture_models(root)
     broken = save_fixture_model(root / BROKEN, char_tokenizer(LOWERCASE, "."), seed=0, name="names")
     (broken / "model.safetensors").write_bytes(random.Random(0).randbytes(4096))
     return names, text, broken

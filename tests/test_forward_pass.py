@@ -5,23 +5,16 @@ import threading
 
 import pytest
 import torch
+from helpers import THREE_LAYERS, tiny_model
 
 from explorer.forward_pass import ForwardPassCache, run_forward_pass
-from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
-
-
-def tiny_model(seed: int = 0, implementation: str = "sdpa") -> MiniGPTForCausalLM:
-    torch.manual_seed(seed)
-    config = MiniGPTConfig(vocab_size=31, block_size=24, n_layer=3, n_head=2, n_embd=16)
-    return MiniGPTForCausalLM._from_config(config, attn_implementation=implementation).eval()
-
 
 IDS = [0, 5, 9, 3, 3, 7, 1, 0, 12]
 
 
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])
 def test_recorded_tensors_are_the_models_own(implementation):
-    model = tiny_model(implementation=implementation)
+    model = tiny_model(implementation, shape=THREE_LAYERS)
     recorded = run_forward_pass(model, IDS)
     L, T, C = 3, len(IDS), 16
     assert recorded.attentions.shape == (L, 2, T, T) and recorded.residual.shape == (L + 1, T, C)
@@ -41,7 +34,7 @@ def test_recorded_tensors_are_the_models_own(implementation):
 
 
 def test_the_cache_computes_a_pass_once_and_keeps_models_apart():
-    first, second = tiny_model(0), tiny_model(1)
+    first, second = tiny_model(seed=0, shape=THREE_LAYERS), tiny_model(seed=1, shape=THREE_LAYERS)
     cache = ForwardPassCache()
     a = cache.get(first, IDS)
     assert cache.get(first, list(IDS)) is a and cache.computed == 1
@@ -53,12 +46,12 @@ def test_the_cache_computes_a_pass_once_and_keeps_models_apart():
 
 def test_a_model_gone_is_never_served_to_the_one_that_takes_its_place():
     cache = ForwardPassCache()
-    model = tiny_model(0)
+    model = tiny_model(seed=0, shape=THREE_LAYERS)
     cache.get(model, IDS)
     old_id = id(model)
     del model
     for seed in range(1, 50):  # a new object may well be given the freed address
-        other = tiny_model(seed)
+        other = tiny_model(seed=seed, shape=THREE_LAYERS)
         recorded = cache.get(other, IDS)
         torch.testing.assert_close(recorded.attentions, run_forward_pass(other, IDS).attentions)
         if id(other) == old_id:
@@ -67,7 +60,7 @@ def test_a_model_gone_is_never_served_to_the_one_that_takes_its_place():
 
 
 def test_the_cache_stays_within_its_byte_budget():
-    model = tiny_model()
+    model = tiny_model(shape=THREE_LAYERS)
     one = run_forward_pass(model, IDS).nbytes
     cache = ForwardPassCache(max_bytes=int(2.5 * one))
     for last in range(4):  # four texts of the same length, so the same size
@@ -80,7 +73,7 @@ def test_the_cache_stays_within_its_byte_budget():
 
 
 def test_concurrent_requests_for_one_text_compute_it_once():
-    model = tiny_model()
+    model = tiny_model(shape=THREE_LAYERS)
     cache = ForwardPassCache()
     start = threading.Barrier(8)
     results = []

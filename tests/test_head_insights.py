@@ -7,19 +7,13 @@ import threading
 
 import pytest
 import torch
+from helpers import THREE_LAYERS, tiny_model
 from torch.nn import functional as F
 
 from explorer import head_insights as hi
 from explorer.forward_pass import run_forward_pass
-from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
 
 IDS = [0, 5, 9, 3, 3, 7, 1, 0, 12, 5, 9]
-
-
-def tiny_model(implementation: str = "sdpa", seed: int = 0, **config) -> MiniGPTForCausalLM:
-    torch.manual_seed(seed)
-    sizes = dict(vocab_size=31, block_size=24, n_layer=3, n_head=2, n_embd=16) | config
-    return MiniGPTForCausalLM._from_config(MiniGPTConfig(**sizes), attn_implementation=implementation).eval()
 
 
 def logits_of(model, ids=IDS) -> torch.Tensor:
@@ -41,7 +35,7 @@ def reference_ablation(model, layer: int, head: int, replacement=None):
 
 
 def test_next_token_probabilities_are_the_softmax_of_the_logits():
-    model = tiny_model()
+    model = tiny_model(shape=THREE_LAYERS)
     recorded = run_forward_pass(model, IDS)
     answer = hi.next_token_probabilities(model, recorded, position=4, k=10)
     probabilities = logits_of(model)[4].softmax(-1)
@@ -70,7 +64,7 @@ def test_sampled_probabilities_follow_the_samplers_warpers():
 
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])
 def test_ablating_nothing_is_bit_identical(implementation):
-    model = tiny_model(implementation)
+    model = tiny_model(implementation, shape=THREE_LAYERS)
     plain = logits_of(model)
     nothing = hi.head_mask([], 3, 2)
     with hi.heads_ablated(model, nothing):
@@ -83,7 +77,7 @@ def test_ablating_nothing_is_bit_identical(implementation):
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])
 @pytest.mark.parametrize("mode", ["zero", "mean"])
 def test_ablating_a_head_equals_a_hook_on_its_slice(implementation, mode):
-    model = tiny_model(implementation)
+    model = tiny_model(implementation, shape=THREE_LAYERS)
     recorded = run_forward_pass(model, IDS)
     D = 8
     means = hi.head_means(recorded) if mode == "mean" else None
@@ -103,7 +97,7 @@ def test_ablating_a_head_equals_a_hook_on_its_slice(implementation, mode):
 
 
 def test_the_ablation_applies_to_the_calling_thread_only():
-    model = tiny_model()
+    model = tiny_model(shape=THREE_LAYERS)
     plain = logits_of(model)
     seen = {}
     with hi.heads_ablated(model, hi.head_mask([(0, 0), (2, 1)], 3, 2)):
@@ -116,7 +110,7 @@ def test_the_ablation_applies_to_the_calling_thread_only():
 
 def test_ablation_holds_through_generation_with_the_cache():
     """Generating token by token with the KV cache under the switch gives the logits of one full ablated pass."""
-    model = tiny_model()
+    model = tiny_model(shape=THREE_LAYERS)
     recorded = run_forward_pass(model, IDS)
     mask, means = hi.head_mask([(0, 1)], 3, 2), hi.head_means(recorded)
     with hi.heads_ablated(model, mask, means), torch.no_grad():
@@ -131,7 +125,7 @@ def test_ablation_holds_through_generation_with_the_cache():
 
 @pytest.mark.parametrize("mode", ["zero", "mean"])
 def test_importance_is_the_loss_increase_of_each_head_alone(mode):
-    model = tiny_model()
+    model = tiny_model(shape=THREE_LAYERS)
     recorded = run_forward_pass(model, IDS)
     importance, plain = hi.head_importance(model, recorded, mode)
     assert importance.shape == (3, 2)
@@ -217,7 +211,7 @@ def test_an_induction_head_grows_in_a_model_trained_to_copy():
 
 
 def test_logit_lens_ends_at_the_models_logits():
-    model = tiny_model()
+    model = tiny_model(shape=THREE_LAYERS)
     recorded = run_forward_pass(model, IDS)
     lens = hi.logit_lens(model, recorded, position=6, k=3)
     assert len(lens) == 3 + 1  # after the embeddings, then after each block
@@ -229,7 +223,7 @@ def test_logit_lens_ends_at_the_models_logits():
 
 
 def test_compare_gives_the_difference_of_the_maps_over_the_common_positions():
-    model = tiny_model()
+    model = tiny_model(shape=THREE_LAYERS)
     first, second = run_forward_pass(model, IDS), run_forward_pass(model, IDS[:-1] + [2])
     difference, per_head = hi.compare_attention(first, second)
     torch.testing.assert_close(difference, first.attentions - second.attentions)

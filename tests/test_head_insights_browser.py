@@ -1,10 +1,9 @@
 """The "What does this head do?" section in a real browser (Debian Chromium driven by Playwright): tick a head, ablate,
 and see the per-token loss strip change; click a token to see its next-token probabilities."""
 
-import test_app_browser
-from test_app_browser import CHROMIUM, CHROMIUM_ARGS, pytestmark  # noqa: F401  (skipped without Chromium)
+from helpers import CHROMIUM, CHROMIUM_ARGS, needs_chromium
 
-page_url = test_app_browser.page_url  # the app on the fixture models
+pytestmark = needs_chromium  # page_url (the app on the fixture models): conftest.py
 
 
 def test_tick_a_head_ablate_and_see_the_loss_strip_change(page_url):

@@ -4,22 +4,11 @@ import math
 
 import pytest
 import torch
+from helpers import TINY, tiny_model  # (test_contract.py and test_flex.py still take tiny_model from here)
 from torch.nn import functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM, MiniGPTModel
-
-
-def tiny_config(**overrides) -> MiniGPTConfig:
-    return MiniGPTConfig(**{**dict(vocab_size=50, block_size=96, n_layer=2, n_head=4, n_embd=32), **overrides})
-
-
-def tiny_model(attn_implementation="sdpa", seed=0, **overrides) -> MiniGPTForCausalLM:
-    torch.manual_seed(seed)
-    model = MiniGPTForCausalLM(tiny_config(**overrides)).eval()
-    model.set_attn_implementation(attn_implementation)
-    assert model.config._attn_implementation == attn_implementation
-    return model
 
 
 def per_head_reference(attn, x: torch.Tensor) -> torch.Tensor:
@@ -208,7 +197,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
 
 def test_base_model_outputs_hidden_states():
     torch.manual_seed(0)
-    base = MiniGPTModel(tiny_config()).eval()
+    base = MiniGPTModel(MiniGPTConfig(**TINY)).eval()
     out = base(torch.randint(0, 50, (1, 6)))
     assert out.last_hidden_state.shape == (1, 6, 32)
 

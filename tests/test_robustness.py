@@ -9,17 +9,15 @@ import sys
 
 import httpx
 import pytest
-from conftest import REPO
-from test_app_api import app_error, build_fixture_models, call, running_app, server_log, stream
+from helpers import REPO, app_error, call, running_app, server_log, stream
 
 HUGE = 4_000_000  # characters: what the audit sent (a 4 MB /attention request cost the server ~1.4 GB before)
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("models")
-    names, text = build_fixture_models(root)
-    broken = root / "broken"  # a model folder whose config.json was cut short
+def models(fixture_models, tmp_path_factory):
+    names, text = fixture_models
+    broken = tmp_path_factory.mktemp("models") / "broken"  # a model folder whose config.json was cut short
     broken.mkdir()
     (broken / "config.json").write_text('{"model_type": "minigpt", "n_la')
     return names, text, broken

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 import torch
-from conftest import REPO
+from helpers import REPO, assert_tokenizer_loads_silently, load_tokenizer_in_a_fresh_process
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModel, AutoModelForCausalLM, PreTrainedTokenizerFast, pipeline
 
@@ -126,40 +126,6 @@ def test_shipped_models_carry_the_current_code():
 
 
 # ---- the tokenizer of a published folder loads without a question --------------------------------------------------
-
-LOAD_TOKENIZER = """
-import json, sys
-from transformers import AutoTokenizer, PreTrainedTokenizerFast
-folder, bare = sys.argv[1], sys.argv[2] == "bare"
-block_size = json.loads(open(folder + "/config.json").read())["block_size"]
-loaded = [AutoTokenizer.from_pretrained(folder)] if bare else [
-    AutoTokenizer.from_pretrained(folder, trust_remote_code=True),  # the flag the model needs anyway
-    PreTrainedTokenizerFast.from_pretrained(folder),  # no code at all
-]
-for tokenizer in loaded:
-    assert tokenizer.model_max_length == block_size, (tokenizer.model_max_length, block_size)
-    assert len(tokenizer("ab" * block_size, truncation=True)["input_ids"]) == block_size
-print("OK")
-"""
-
-
-def load_tokenizer_in_a_fresh_process(folder, home, bare=False) -> subprocess.CompletedProcess:
-    """Stdin closed (a question would get no answer), outside the repo, offline, a fresh module cache in `home`."""
-    return subprocess.run(
-        [sys.executable, "-c", LOAD_TOKENIZER, str(folder), "bare" if bare else "flag"],
-        cwd=home,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(home), "PYTHONPATH": ""},
-    )
-
-
-def assert_tokenizer_loads_silently(folder, home):
-    """No prompt on stdout, nothing on stderr (no warning), model_max_length = the model's context."""
-    done = load_tokenizer_in_a_fresh_process(folder, home)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "OK\n", ""), done.stdout[-2000:] + done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("name", ["names", "shakespeare"])

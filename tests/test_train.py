@@ -11,8 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED_DATA
-from test_save_load import assert_tokenizer_loads_silently
+from helpers import REPO, SHARED_DATA, assert_tokenizer_loads_silently
 
 import train
 

@@ -1,0 +1,372 @@
+"""What the tests and the benchmarks share: tiny models (in memory, and saved as folders the app serves), app.py run as
+a server on 127.0.0.1 with the calls a gradio_client user makes, the browser's settings, and the checks more than one
+test module makes. No test module imports another: they import from here (pytest puts tests/ on sys.path; a bench
+script adds it itself). The fixtures built from these (the shared server, ...) are in conftest.py."""
+
+import contextlib
+import functools
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+LOWERCASE = "abcdefghijklmnopqrstuvwxyz"
+PRINTABLE = "".join(chr(c) for c in range(32, 127)) + "\n"
+
+
+# ---- tiny models in memory ------------------------------------------------------------------------------------------
+
+TINY = dict(vocab_size=50, block_size=96, n_layer=2, n_head=4, n_embd=32)  # tiny_model's default shape
+THREE_LAYERS = dict(vocab_size=31, block_size=24, n_layer=3, n_head=2, n_embd=16)  # the views' tests (forward pass...)
+
+
+def tiny_model(implementation: str = "sdpa", seed: int = 0, *, shape: dict = TINY, **config):
+    """A MiniGPTForCausalLM with random weights drawn after torch.manual_seed(seed), in eval mode, its attention set
+    to `implementation` (checked). `shape`: the sizes (TINY: 2 layers x 4 heads x 32 wide, 50 tokens, a 96-token
+    context); `config`: any MiniGPTConfig field, over the shape."""
+    from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
+
+    torch.manual_seed(seed)
+    model = MiniGPTForCausalLM(MiniGPTConfig(**{**shape, **config})).eval()
+    model.set_attn_implementation(implementation)
+    assert model.config._attn_implementation == implementation
+    return model
+
+
+# ---- tiny models saved as folders (what the app serves) -------------------------------------------------------------
+
+
+def char_tokenizer(characters: str, boundary: str):
+    """A character-level PreTrainedTokenizerFast: one token per character, `boundary` (bos = eos) first, a pad last.
+    No unknown token, so an unknown character raises, as the shipped tokenizers do."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {boundary: 0, **{c: i + 1 for i, c in enumerate(characters)}, "<pad>": len(characters) + 1}
+    backend = Tokenizer(models.WordLevel(vocab))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    backend.add_special_tokens([boundary, "<pad>"])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=boundary, eos_token=boundary, pad_token="<pad>")
+
+
+def printable_tokenizer():
+    """The text fixture's tokenizer: printable ASCII and the newline, '<|endoftext|>' as the boundary."""
+    return char_tokenizer(PRINTABLE, "<|endoftext|>")
+
+
+def save_fixture_model(folder: Path, tokenizer, seed: int, **config) -> Path:
+    """A MiniGPT with random (seeded) weights and its tokenizer, saved as a model folder."""
+    from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
+
+    torch.manual_seed(seed)
+    ids = dict(bos_token_id=0, eos_token_id=0, pad_token_id=len(tokenizer) - 1)
+    model = MiniGPTForCausalLM(MiniGPTConfig.from_preset(vocab_size=len(tokenizer), **ids, **config))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def build_fixture_models(root: Path) -> tuple[Path, Path]:
+    """tiny-names: the `names` preset over a-z with '.' as the boundary; tiny-text: a 2-layer character model over
+    printable ASCII with a 32-token context (short, so that generation slides past it)."""
+    names = save_fixture_model(root / "tiny-names", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
+    text = save_fixture_model(
+        root / "tiny-text",
+        printable_tokenizer(),
+        seed=1,
+        name="shakespeare",
+        block_size=32,
+        n_layer=2,
+        n_head=2,
+        n_embd=32,
+    )
+    return names, text
+
+
+def save_gpt2(folder, tokenizer, seed: int = 0, **shape):
+    """A random-weight transformers GPT2LMHeadModel and a tokenizer, saved as a folder: the app converts it with
+    MiniGPTForCausalLM.from_gpt2, as it would the real GPT-2 (nothing downloaded)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    ids = dict(bos_token_id=0, eos_token_id=0, pad_token_id=len(tokenizer) - 1)
+    config = GPT2Config(**{"vocab_size": len(tokenizer), **shape, **ids})
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+# ---- the server ----------------------------------------------------------------------------------------------------
+
+# Run before app.py in the server process: any connection to an address other than this machine fails loudly.
+NETWORK_GUARD = textwrap.dedent("""
+    import socket, sys
+    _connect = socket.socket.connect
+    def connect(self, address):
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") and not host.startswith("/"):
+            print(f"NETWORK CALL to {address}", file=sys.stderr, flush=True)
+            raise OSError(f"network call to {address} blocked by the test")
+        return _connect(self, address)
+    socket.socket.connect = connect
+    sys.argv = ["app.py", *sys.argv[1:]]
+    import runpy
+    runpy.run_path("app.py", run_name="__main__")
+""")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_app(*args: str, timeout: float = 120.0, cwd: Path = REPO):
+    """app.py (of `cwd`: another checkout for a benchmark's reference) serving on 127.0.0.1 with `args`; yields
+    (url, process); always stopped at the end."""
+    port = free_port()
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env.pop("GRADIO_SERVER_NAME", None)
+    log = tempfile.TemporaryFile("w+")  # the server's output, read back by tests and on failure; gone when closed
+    process = subprocess.Popen(
+        [sys.executable, "-c", NETWORK_GUARD, "--port", str(port), *args],
+        cwd=cwd,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + timeout
+        while not _serving(port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                raise RuntimeError(f"app.py did not start (exit code {process.poll()}):\n{log.read()[-4000:]}")
+            time.sleep(0.2)
+        process.log = log
+        yield url, process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def _serving(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def server_log(process) -> str:
+    """Everything the server has written so far. A server may serve more than one test (module): a test reads what it
+    caused from a mark taken at its start, `server_log(process)[mark:]` with `mark = len(server_log(process))`."""
+    process.log.flush()
+    process.log.seek(0)
+    return process.log.read()
+
+
+@contextlib.contextmanager
+def training_app(root: Path):
+    """app.py on the fixture models (built in root), its runs in root/runs; yields (url, process, runs folder)."""
+    names, text = build_fixture_models(root)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MINIGPT_RUNS_DIR", str(root / "runs"))
+        with running_app("--names-model", str(names), "--text-model", str(text)) as (url, process):
+            yield url, process, root / "runs"
+
+
+# ---- calls, as a gradio_client user and as the page make them ------------------------------------------------------
+
+
+def call(client, endpoint: str, **params):
+    return client.predict(**params, api_name=endpoint)
+
+
+def stream(client, **params) -> list:
+    """Every partial output of /text, the last one being the final result."""
+    job = client.submit(**params, api_name="/text")
+    partials = list(job)
+    return partials + [job.result()]
+
+
+def app_error(client, endpoint: str, **params) -> str:
+    """The error message the call gets (it must get one)."""
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError) as error:
+        if endpoint == "/text":
+            stream(client, **params)
+        else:
+            call(client, endpoint, **params)
+    return str(error.value)
+
+
+@functools.cache
+def component_id(url: str, elem_id: str) -> int:
+    """The id of the component with `elem_id` on the page served at `url` (the page knows it from /config)."""
+    import httpx
+
+    config = httpx.get(f"{url}config").json()
+    return next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == elem_id)
+
+
+def page_function(http, url: str, fn_name: str, asked: dict, elem_id: str = "attention-head"):
+    """A call of the enlarged maps' server function (`server.attention_row(...)` in HEAD_JS), as the page makes it."""
+    body = {"data": asked, "component_id": component_id(url, elem_id), "session_hash": "test", "fn_name": fn_name}
+    response = http.post(f"{url}gradio_api/component_server/", json=body)
+    response.raise_for_status()
+    return response.json()
+
+
+# ---- the browser ----------------------------------------------------------------------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+needs_chromium = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(),
+    reason=f"Chromium is not installed at {CHROMIUM}: install it with `apt-get install -y chromium` (Debian/Ubuntu) "
+    "to run the browser test (never `playwright install`).",
+)
+
+
+# ---- the step view's numbers against the model's own ---------------------------------------------------------------
+
+
+def captured(model, ids: list[int], layer: int) -> dict[str, torch.Tensor]:
+    """The model's own tensors for one layer, read by hooks on its modules during one plain forward pass with
+    `output_attentions=True`: block input, qkv_proj's input and output, out_proj's input, the sublayer's output."""
+    block, seen = model.model.layers[layer], {}
+
+    def keep(name, from_output, index=0):
+        def hook(module, args, output=None):
+            value = output if from_output else args
+            seen[name] = (value[index] if isinstance(value, tuple) else value)[0].detach()
+
+        return hook
+
+    handles = [
+        block.register_forward_pre_hook(keep("block_in", False)),
+        block.attn.qkv_proj.register_forward_pre_hook(keep("qkv_in", False)),
+        block.attn.qkv_proj.register_forward_hook(keep("qkv_out", True)),
+        block.attn.out_proj.register_forward_pre_hook(keep("heads", False)),
+        block.attn.register_forward_hook(keep("sublayer_out", True)),
+    ]
+    try:
+        with torch.no_grad():
+            out = model(torch.tensor([ids]), output_attentions=True, use_cache=False)
+    finally:
+        for handle in handles:
+            handle.remove()
+    seen["weights"] = out.attentions[layer][0]  # (H, T, T)
+    return seen
+
+
+def close(actual, expected, what: str) -> None:
+    torch.testing.assert_close(torch.tensor(actual), expected.float(), atol=1e-5, rtol=1e-5, msg=what)
+
+
+def assert_every_number_is_the_models(numbers: dict, model, ids: list[int]) -> None:
+    """Each number `steps_json` returned (eval mode) against the hooked tensors, or a formula on them (steps 2 and 4,
+    which the model does not compute as such). Fails if a step holds a number this test does not check."""
+    from explorer.attention_steps import NEG_INF, NUMBERS
+
+    layer, h, i = numbers["layer"], numbers["head"], numbers["query"]
+    C, D = model.config.n_embd, model.config.n_embd // model.config.n_head
+    t = captured(model, ids, layer)
+    x, qkv, s = t["qkv_in"], t["qkv_out"], numbers["steps"]
+    q, k, v = (qkv[:, part * C + h * D : part * C + (h + 1) * D] for part in range(3))  # (T, D) each: the head's rows
+    expected = {
+        "inputs": {"x_i": x[i], "x_j": x[: i + 1], "residual_i": t["block_in"][i]},
+        "no_weights": {
+            "scores": x[: i + 1] @ x[i],
+            "weights": (x[: i + 1] @ x[i]).softmax(-1),
+            "output": (x[: i + 1] @ x[i]).softmax(-1) @ x[: i + 1],
+        },
+        "qkv": {"q_i": q[i], "k_j": k[: i + 1], "v_j": v[: i + 1]},
+        "scores": {"scores": k[: i + 1] @ q[i], "scaled": k[: i + 1] @ q[i] / D**0.5},
+        "softmax": {"weights": t["weights"][h, i]},
+        "dropout": {"weights": t["weights"][h, i]},
+        "output": {
+            "z_i": t["heads"][i, h * D : (h + 1) * D],
+            "heads_z_i": t["heads"][i],
+            "out_i": t["sublayer_out"][i],
+            "next_i": t["block_in"][i] + t["sublayer_out"][i],
+        },
+        "multi_head": {"separate_i": t["heads"][i], "fused_i": t["heads"][i]},
+    }
+    for step, values in expected.items():
+        for key, tensor in values.items():
+            close(s[step][key], tensor, f"{step}.{key}")
+    masked = s["softmax"]["masked"]
+    close(masked[: i + 1], expected["scores"]["scaled"], "softmax.masked")
+    assert masked[i + 1 :] == [NEG_INF] * (len(ids) - i - 1)
+    assert s["dropout"]["keep"] is None and not s["dropout"]["applied"]
+    assert {k: tuple(r) for k, r in s["qkv"]["rows"].items()} == {
+        name: (part * C + h * D, part * C + (h + 1) * D) for part, name in enumerate("qkv")
+    }
+    assert s["scores"]["D"] == D and s["scores"]["scale"] == pytest.approx(D**-0.5)
+    assert s["multi_head"]["max_abs_difference"] <= 1e-5
+    checked = {(step, key) for step, values in expected.items() for key in values} | {
+        ("softmax", "masked"),
+        ("dropout", "keep"),
+    }
+    assert checked == {(step, key) for step, keys in NUMBERS.items() for key in keys}  # nothing returned unchecked
+
+
+# ---- a saved folder's tokenizer loads without a question ------------------------------------------------------------
+
+LOAD_TOKENIZER = """
+import json, sys
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+folder, bare = sys.argv[1], sys.argv[2] == "bare"
+block_size = json.loads(open(folder + "/config.json").read())["block_size"]
+loaded = [AutoTokenizer.from_pretrained(folder)] if bare else [
+    AutoTokenizer.from_pretrained(folder, trust_remote_code=True),  # the flag the model needs anyway
+    PreTrainedTokenizerFast.from_pretrained(folder),  # no code at all
+]
+for tokenizer in loaded:
+    assert tokenizer.model_max_length == block_size, (tokenizer.model_max_length, block_size)
+    assert len(tokenizer("ab" * block_size, truncation=True)["input_ids"]) == block_size
+print("OK")
+"""
+
+
+def load_tokenizer_in_a_fresh_process(folder, home, bare=False) -> subprocess.CompletedProcess:
+    """Stdin closed (a question would get no answer), outside the repo, offline, a fresh module cache in `home`."""
+    return subprocess.run(
+        [sys.executable, "-c", LOAD_TOKENIZER, str(folder), "bare" if bare else "flag"],
+        cwd=home,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(home), "PYTHONPATH": ""},
+    )
+
+
+def assert_tokenizer_loads_silently(folder, home):
+    """No prompt on stdout, nothing on stderr (no warning), model_max_length = the model's context."""
+    done = load_tokenizer_in_a_fresh_process(folder, home)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "OK\n", ""), done.stdout[-2000:] + done.stderr[-2000:]
