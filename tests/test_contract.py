@@ -9,7 +9,7 @@ import pytest
 import torch
 import transformers.masking_utils as masking_utils
 import transformers.modeling_flash_attention_utils as flash_utils
-from test_modeling import tiny_model
+from helpers import tiny_model
 from torch.nn import functional as F
 from transformers import AttentionInterface, CompileConfig, DataCollatorWithFlattening
 from transformers.integrations.flash_attention import flash_attention_forward

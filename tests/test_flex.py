@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_modeling import tiny_model
+from helpers import tiny_model
 
 from modeling_minigpt import FLEX_CPU_MIN_HEAD_DIM
 

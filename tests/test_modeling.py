@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from helpers import TINY, tiny_model  # (test_contract.py and test_flex.py still take tiny_model from here)
+from helpers import TINY, tiny_model
 from torch.nn import functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
