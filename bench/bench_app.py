@@ -31,6 +31,7 @@ import tempfile
 import time
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -47,6 +48,8 @@ from helpers import (  # noqa: E402
     save_gpt2,
 )
 
+from explorer.serving import Sampling  # noqa: E402
+from explorer.texts import from_boundary  # noqa: E402
 from timing import alternate, summarise  # noqa: E402  (bench/timing.py)
 
 BEFORE_ISSUE_11 = "4492d0f"  # the commit whose attention_maps.py drew the maps before they scaled
@@ -143,12 +146,25 @@ def through_the_server(
     return timings
 
 
-def full_length_seeds(app, lm, ids: list[int], count: int) -> list[int]:
+def in_process_demo(extra: list[str], names_model: str | None = None, text_model: str | None = None):
+    """The demo's sections on a state of their own, as the server builds them (without a page or a training queue)."""
+    from explorer.state import DemoState
+    from explorer.ui.attention import AttentionMaps
+    from explorer.ui.generation import Generation
+    from explorer.ui.insights import Insights
+    from explorer.ui.steps import StepByStep
+
+    state = DemoState.configure(extra, names_model, text_model, training=False)
+    sections = dict(maps=AttentionMaps(state), steps=StepByStep(state), insights=Insights(state))
+    return SimpleNamespace(state=state, generation=Generation(state), **sections)
+
+
+def full_length_seeds(lm, ids: list[int], count: int) -> list[int]:
     """Seeds whose text runs the full 200 tokens (the model does not write its end token first): the same code and
     weights serve them, so the served runs generate exactly 200 tokens too."""
     seeds = []
     for seed in range(20 * count):
-        if len(lm.batcher.generate(ids, 200, app.Sampling(1.0, 0, 1.0, seed))[0]) == 200:
+        if len(lm.batcher.generate(ids, 200, Sampling(1.0, 0, 1.0, seed))[0]) == 200:
             seeds.append(seed)
             if len(seeds) == count:
                 return seeds
@@ -156,29 +172,28 @@ def full_length_seeds(app, lm, ids: list[int], count: int) -> list[int]:
 
 
 def in_process(names_source: str, text_source: str, runs: int, prompt: str) -> dict[str, float]:
-    import app
     from explorer.forward_pass import run_forward_pass
     from explorer.views.steps import steps_html
 
-    app.configure([], names_source, text_source)
-    torch.set_num_threads(1)  # as app.main serves
-    names_lm, text_lm = app.PICKER.get(app.NAMES_DEFAULT), app.PICKER.get(app.TEXT_DEFAULT)
+    demo = in_process_demo([], names_source, text_source)
+    torch.set_num_threads(1)  # as app.py serves
+    names_lm, text_lm = demo.state.picker.get(demo.state.names_default), demo.state.picker.get(demo.state.text_default)
 
     def names_and_maps(seed: int):
-        app.PASSES.clear()
-        _, _, first = asyncio.run(app.names(count=10, seed=seed, model=names_lm.name))
-        app.attention(first, names_lm.name)
+        demo.state.passes.clear()
+        _, _, first = asyncio.run(demo.generation.names(count=10, seed=seed, model=names_lm.name))
+        demo.maps.attention(first, names_lm.name)
 
     def bare_names(seed: int):  # the model's share: generate + one eager forward, no checks and no drawing
-        sampling = app.Sampling(1.0, 0, 1.0, seed)
+        sampling = Sampling(1.0, 0, 1.0, seed)
         samples = names_lm.batcher.generate([names_lm.boundary_id], names_lm.block_size - 1, sampling, rows=10)
         run_forward_pass(names_lm.model, [names_lm.boundary_id] + samples[0])
 
-    ids = app.from_boundary(text_lm, prompt, "prompt")
-    seeds = full_length_seeds(app, text_lm, ids, max(3, runs // 4))
+    ids = from_boundary(text_lm, prompt, "prompt")
+    seeds = full_length_seeds(text_lm, ids, max(3, runs // 4))
 
     def text_200(i: int):
-        assert len(text_lm.batcher.generate(ids, 200, app.Sampling(1.0, 0, 1.0, seeds[i]))[0]) == 200
+        assert len(text_lm.batcher.generate(ids, 200, Sampling(1.0, 0, 1.0, seeds[i]))[0]) == 200
 
     def text_200_no_cache(i: int):  # reference: every step runs the whole window (up to block_size tokens)
         generator, window = torch.Generator().manual_seed(seeds[i]), list(ids)
@@ -190,20 +205,20 @@ def in_process(names_source: str, text_source: str, runs: int, prompt: str) -> d
     texts, text_model = step_texts(runs), text_lm.name
 
     def step_view(i: int):  # what the page's event does: the step endpoint's function, then the drawing
-        steps_html(app.step(texts[i + 1], text_model, *step_choice(i)))
+        steps_html(demo.steps.step(texts[i + 1], text_model, *step_choice(i)))
 
     names_and_maps(0), text_200(0), step_view(-1)  # warm up
     text_runs = len(seeds)
     step_ms = median_ms(step_view, runs)
-    numbers = [app.step(texts[i + 1], text_model, *step_choice(i)) for i in range(runs)]
+    numbers = [demo.steps.step(texts[i + 1], text_model, *step_choice(i)) for i in range(runs)]
     sample = shakespeare_128(text_lm)
-    assert len(app.text_view(text_lm.name, sample).ids) == 128, "the sample must be 128 tokens"
+    assert len(demo.state.text_view(text_lm.name, sample).ids) == 128, "the sample must be 128 tokens"
     insights = {}
     for row, (endpoint, inputs, _) in INSIGHTS.items():
-        run = getattr(app, endpoint)
+        run = getattr(demo.insights, endpoint)
         run(sample, text_lm.name, *inputs)  # warm up
         insights[row] = median_ms(lambda i, run=run, inputs=inputs: run(sample, text_lm.name, *inputs), runs)
-    sample_ids = app.text_view(text_lm.name, sample).ids
+    sample_ids = demo.state.text_view(text_lm.name, sample).ids
     return {
         "sample": sample,
         **insights,
@@ -227,15 +242,14 @@ def gpt2_at_1024(root: Path, runs: int) -> dict[str, float]:
     served."""
     import httpx
 
-    import app
     from explorer.attention_export import save_weights
     from explorer.forward_pass import run_forward_pass
 
     folder = save_gpt2(root / "gpt2-shaped", printable_tokenizer(), **GPT2_SHAPE)
     text = ("It was the best of times, it was the worst of times, it was the age of wisdom. " * 20)[:1023]
-    app.configure([str(folder)])
-    lm = app.PICKER.get("gpt2-shaped")
-    ids = app.from_boundary(lm, text, "text")
+    demo = in_process_demo([str(folder)])
+    lm = demo.state.picker.get("gpt2-shaped")
+    ids = from_boundary(lm, text, "text")
     assert len(ids) == 1024
     results = {}
     forward = []
@@ -244,21 +258,21 @@ def gpt2_at_1024(root: Path, runs: int) -> dict[str, float]:
         run_forward_pass(lm.model, ids)
         forward.append(time.perf_counter() - start)
     results["forward"] = statistics.median(forward) * 1000
-    app.PASSES.clear()
+    demo.state.passes.clear()
     start = time.perf_counter()
-    app.attention(text, "gpt2-shaped")  # the first time: the forward pass and the drawing
+    demo.maps.attention(text, "gpt2-shaped")  # the first time: the forward pass and the drawing
     results["view, first"] = (time.perf_counter() - start) * 1000
-    results["view, beyond forward"] = median_ms(lambda i: app.attention(text, "gpt2-shaped"), max(3, runs // 4))
+    results["view, beyond forward"] = median_ms(lambda i: demo.maps.attention(text, "gpt2-shaped"), max(3, runs // 4))
     rows = [1023 - 37 * i for i in range(runs)]
     results["hover, in process"] = median_ms(
-        lambda i: app.attention_row(
+        lambda i: demo.maps.attention_row(
             {"model": "gpt2-shaped", "text": text, "layer": 11, "head": str(i % 12), "query": rows[i]}
         ),
         runs,
     )
     with tempfile.TemporaryDirectory(dir=root) as out:
         start = time.perf_counter()
-        written = save_weights(Path(out) / "w.safetensors", app.PASSES.get(lm.model, ids).attentions, [], ids)
+        written = save_weights(Path(out) / "w.safetensors", demo.state.passes.get(lm.model, ids).attentions, [], ids)
         results["export"] = (time.perf_counter() - start) * 1000
         results["export MB"] = written.stat().st_size / 1e6
 
@@ -312,18 +326,20 @@ def old_drawing_module():
 
 def drawing_then_and_now(names_source: str, text_source: str, runs: int) -> list[list]:
     """Drawing the grid and the enlarged head, new code vs the code before issue 11, from the same recorded pass."""
-    import app
     from explorer.views import maps as now
 
     before = old_drawing_module()
     if before is None:
         return []
-    app.configure([], names_source, text_source)
+    demo = in_process_demo([], names_source, text_source)
     rows = []
-    for model, text in ((app.NAMES_DEFAULT, ".emma."), (app.TEXT_DEFAULT, "ROMEO:\n" + "To be, or not to be? " * 20)):
-        view = app.text_view(model, text)
+    for model, text in (
+        (demo.state.names_default, ".emma."),
+        (demo.state.text_default, "ROMEO:\n" + "To be, or not to be? " * 20),
+    ):
+        view = demo.state.text_view(model, text)
         contenders = {
-            "now": partial(draw, now, view.recorded.attentions, view.tokens, {"model": model, "text": text}),
+            "now": partial(draw, now, view.recorded.attentions, view.tokens, view.shown),
             "before": partial(draw, before, view.recorded.attentions, view.tokens, None),
         }
         seconds = alternate(contenders, rounds=runs)
