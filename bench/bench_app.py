@@ -38,6 +38,8 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the repo's modules, and the tests' helpers.py
 
+from explorer.serving import Sampling  # noqa: E402
+from explorer.texts import from_boundary  # noqa: E402
 from helpers import (  # noqa: E402
     LOWERCASE,
     char_tokenizer,
@@ -47,9 +49,6 @@ from helpers import (  # noqa: E402
     save_fixture_model,
     save_gpt2,
 )
-
-from explorer.serving import Sampling  # noqa: E402
-from explorer.texts import from_boundary  # noqa: E402
 from timing import alternate, summarise  # noqa: E402  (bench/timing.py)
 
 BEFORE_ISSUE_11 = "4492d0f"  # the commit whose attention_maps.py drew the maps before they scaled

@@ -31,7 +31,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the repo's modules, and the tests' helpers.py
 
 from helpers import running_app  # noqa: E402
-
 from timing import print_table  # noqa: E402
 
 BEFORE = "aa178fd"  # the last commit before continuous batching: one loop per request, batch 1

@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the repo's modules, and the tests' helpers.py
 
 from bench_app import call, median_ms  # noqa: E402
+
 from helpers import running_app  # noqa: E402
 
 

@@ -148,11 +148,12 @@ def head_index(value, n_head: int, name: str = "head", average: bool = True) -> 
     return head
 
 
-def token_position(value, length: int, name: str = "position", default: int | None = -1) -> int:
-    """A token position in a text of `length` tokens, counted from 0 (the start token); -1 (and a left-out value,
-    with the default -1) is the last."""
+def token_position(value, length: int, name: str = "position", default: int | None = -1, last: bool = True) -> int:
+    """A token position in a text of `length` tokens, counted from 0 (the start token); with `last`, -1 (and a
+    left-out value, with the default -1) is the last."""
     position = number(name, value, default, int)
-    position = length - 1 if position == -1 or position is None else position
+    if last and (position == -1 or position is None):
+        position = length - 1
     if not 0 <= position < length:
         raise VisitorError(
             f"{name} must be between 0 and {length - 1} (the text has {length} tokens, counted from 0, "

@@ -28,6 +28,7 @@ How a row computes the same numbers whatever else is in the batch (so that a see
 
 import asyncio
 import contextlib
+import functools
 import queue
 import threading
 from collections import deque
@@ -35,6 +36,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
+from torch.nn import functional as F
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from explorer.errors import VisitorError
@@ -79,16 +81,26 @@ def kept_when_full(block_size: int) -> int:
 
 def rows_for_same_bits(model, max_rows: int) -> int:
     """The fewest rows from which every linear layer of `model` gives each row the same bits in a batch of any size up
-    to `max_rows`, measured on this machine (the CPU's matrix kernels change with the row count below some size)."""
+    to `max_rows`, on this machine (the CPU's matrix kernels change with the row count below some size). The kernels
+    depend on the shapes alone, so the measure is made once per set of shapes, on weights of its own (no hook of the
+    model's modules can touch it)."""
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    shapes = tuple(sorted({(m.in_features, m.out_features, m.bias is not None) for m in linears}))
+    return rows_for_same_bits_of(shapes, linears[0].weight.dtype if linears else torch.float32, max_rows)
+
+
+@functools.cache
+def rows_for_same_bits_of(shapes: tuple[tuple[int, int, bool], ...], dtype: torch.dtype, max_rows: int) -> int:
     generator = torch.Generator().manual_seed(0)
-    layers = {m.weight.shape: m for m in model.modules() if isinstance(m, torch.nn.Linear)}  # one of each shape
     needed = 1
     with torch.no_grad():
-        for layer in layers.values():
-            x = torch.randn(max_rows, layer.in_features, generator=generator, dtype=layer.weight.dtype)
-            full = layer(x)  # (max_rows, out)
+        for in_features, out_features, has_bias in shapes:
+            weight = torch.randn(out_features, in_features, generator=generator, dtype=dtype)
+            bias = torch.randn(out_features, generator=generator, dtype=dtype) if has_bias else None
+            x = torch.randn(max_rows, in_features, generator=generator, dtype=dtype)
+            full = F.linear(x, weight, bias)  # (max_rows, out)
             rows = max_rows
-            while rows > 1 and torch.equal(layer(x[: rows - 1]), full[: rows - 1]):
+            while rows > 1 and torch.equal(F.linear(x[: rows - 1], weight, bias), full[: rows - 1]):
                 rows -= 1
             needed = max(needed, rows)
     return needed

@@ -20,6 +20,10 @@ BATCHING = dict(max_rows=128, max_waiting=64, min_decode_rows=MIN_DECODE_ROWS)
 # (the first token and the end go out at once): 25 updates a second read as smooth, and each update costs the server
 # more than a decoding step of the shipped model (see serving.ContinuousBatcher.astream).
 STREAM = dict(every=0.04, per_second=250.0)
+# Generation samples from per-request generators; the step view's seeded dropout draws from torch's global generator
+# (F.dropout takes none): seeded and drawn under this lock, so concurrent step views do not mix their draws. One for
+# the process, as the generator is.
+GLOBAL_RNG = threading.Lock()
 # One forward pass per (model, text) serves every view of it; 1 GiB holds one GPT-2-sized pass of 1,024 tokens.
 PASS_CACHE_BYTES = int(os.environ.get("MINIGPT_PASS_CACHE_BYTES", 1 << 30))
 
@@ -35,9 +39,7 @@ class DemoState:
     # Server functions (the enlarged maps' hover and zoom) bypass the queue and its concurrency limit: a pass they
     # find missing from the cache is computed at most two at a time.
     unqueued_passes: threading.BoundedSemaphore = field(default_factory=lambda: threading.BoundedSemaphore(2))
-    # Generation samples from per-request generators; the step view's seeded dropout draws from torch's global
-    # generator (F.dropout takes none): seeded and drawn under this lock, so concurrent step views do not mix draws.
-    rng_lock: threading.Lock = field(default_factory=threading.Lock)
+    rng_lock: threading.Lock = GLOBAL_RNG  # see GLOBAL_RNG
     exports: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="minigpt-exports-")))
 
     @classmethod

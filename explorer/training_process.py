@@ -60,9 +60,6 @@ class ReportAndStop(TrainerCallback):
         if "eval_loss" in logs:
             write_event(self.folder, "eval", step=state.global_step, eval_loss=logs["eval_loss"])
 
-    def on_save(self, args, state, control, **kwargs):  # the Trainer calls it once the checkpoint is whole
-        write_event(self.folder, "checkpoint", step=state.global_step)
-
     def on_evaluate(self, args, state, control, model=None, processing_class=None, **kwargs):
         with torch.random.fork_rng(devices=[]):  # own seed: the training's random numbers stay as they were
             torch.manual_seed(self.seed + state.global_step)

@@ -74,7 +74,7 @@ DEFAULT_TOKENIZER = {"names": "names", "shakespeare": "bpe", "text": "char"}
 
 
 def runs_dir() -> Path:
-    """Where runs live: $MINIGPT_RUNS_DIR (a Space's persistent /data, say), else runs/web beside this file."""
+    """Where runs live: $MINIGPT_RUNS_DIR (a Space's persistent /data, say), else runs/web in the repository."""
     return Path(os.environ.get("MINIGPT_RUNS_DIR") or REPO / "runs" / "web")
 
 
@@ -475,7 +475,9 @@ class RunQueue:
         """After the process: a terminal event if it left none (killed), the picker told of a finished model."""
         last = progress_of(read_events(run.folder))
         if not last.done:
-            kept = any(e["event"] == "checkpoint" for e in read_events(run.folder))  # written once each is whole
+            from train import last_complete_checkpoint  # here alone: the server imports the Trainer only after a crash
+
+            kept = last_complete_checkpoint(run.folder)
             message = "the last checkpoint is kept, Resume continues from it" if kept else "there was no checkpoint yet"
             code = run.process.returncode
             message = f"The training process ended (exit code {code}): {message}."

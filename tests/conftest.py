@@ -5,6 +5,7 @@ import os
 import sys
 
 import pytest
+
 from helpers import REPO, build_fixture_models, running_app
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
+
 from helpers import (
     LOWERCASE,
     REPO,

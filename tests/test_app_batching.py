@@ -5,6 +5,7 @@ import time
 from pathlib import Path
 
 import httpx
+
 from helpers import app_error, running_app, server_log, stream
 
 MINE = dict(prompt="to be", max_new_tokens=40, temperature=0.9, top_k=20, top_p=0.95, seed=11)

@@ -5,6 +5,8 @@ click on a row of the enlarged head makes that token the query, and the page sho
 from pathlib import Path
 
 import pytest
+
+from explorer.attention_steps import NUMBERS
 from helpers import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -18,8 +20,6 @@ from helpers import (
     save_fixture_model,
     server_log,
 )
-
-from explorer.attention_steps import NUMBERS
 
 
 @pytest.fixture(scope="module")

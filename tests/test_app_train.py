@@ -5,6 +5,7 @@ import json
 import zipfile
 
 import pytest
+
 from helpers import app_error, call, running_app, server_log, training_app
 
 TINY = dict(data="names", n_layer=1, n_head=2, n_embd=16, seed=3)

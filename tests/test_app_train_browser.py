@@ -6,6 +6,7 @@ import shutil
 import time
 
 import pytest
+
 from helpers import CHROMIUM, CHROMIUM_ARGS, needs_chromium, training_app
 
 pytestmark = needs_chromium

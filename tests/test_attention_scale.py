@@ -8,6 +8,10 @@ import io
 import numpy as np
 import pytest
 import torch
+
+from explorer.attention_export import grid_png, grid_svg, load_weights, map_png, save_weights
+from explorer.attention_maps import LEVELS, PALETTE, Window, colour_indices, future_blocks, grid_images, max_pooled
+from explorer.views.maps import figure_body
 from helpers import (
     LOWERCASE,
     THREE_LAYERS,
@@ -22,10 +26,6 @@ from helpers import (
     server_log,
     tiny_model,
 )
-
-from explorer.attention_export import grid_png, grid_svg, load_weights, map_png, save_weights
-from explorer.attention_maps import LEVELS, PALETTE, Window, colour_indices, future_blocks, grid_images, max_pooled
-from explorer.views.maps import figure_body
 from modeling_minigpt import MiniGPTForCausalLM
 
 LONG = 1024  # tokens: the long-context fixture's context, and the longest text tried
@@ -244,6 +244,7 @@ def test_bad_hover_and_export_requests_say_what_to_change(long_server):
     assert "layer must be 0 to 3" in app_error(client, "/attention_values", text="emma", layer=4)
     assert "head must be 0 to 3 or 'mean'" in app_error(client, "/attention_values", text="emma", head="x")
     assert "query must be between 0 and 4" in app_error(client, "/attention_values", text="emma", query=5)
+    assert "query must be between 0 and 4" in app_error(client, "/attention_values", text="emma", query=-1)  # as before
     assert "what must be one of" in app_error(client, "/attention_export", text="emma", what="pdf")
     message = app_error(client, "/attention_export", text="x" * 80, model="tiny-gpt2", what="grid.svg")
     assert "export it as PNG" in message

@@ -6,11 +6,11 @@ import re
 
 import pytest
 import torch
-from helpers import REPO, assert_every_number_is_the_models, tiny_model
 
 from explorer.attention_steps import NEG_INF, StepChoiceError, attention_steps, steps_json
 from explorer.forward_pass import run_forward_pass
 from explorer.views.steps import steps_html
+from helpers import REPO, assert_every_number_is_the_models, tiny_model
 
 SHIPPED = {name: REPO / "models" / name for name in ("names", "shakespeare")}
 SHAPE = dict(vocab_size=40, block_size=32, n_layer=3, n_head=4, n_embd=32)  # the random models: tiny_model(shape=SHAPE)

@@ -9,7 +9,6 @@ import pytest
 import torch
 import transformers.masking_utils as masking_utils
 import transformers.modeling_flash_attention_utils as flash_utils
-from helpers import tiny_model
 from torch.nn import functional as F
 from transformers import AttentionInterface, CompileConfig, DataCollatorWithFlattening
 from transformers.integrations.flash_attention import flash_attention_forward
@@ -18,6 +17,7 @@ from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs
 from transformers.utils.generic import find_labels
 
+from helpers import tiny_model
 from modeling_minigpt import MiniGPTAttention, MiniGPTBlock, MiniGPTForCausalLM, MiniGPTModel, next_token_loss
 
 

@@ -1,13 +1,14 @@
-"""The error rule (explorer/errors.py, app.as_message), through the real server as an outside client calls it: a
-host's broken model is the host's problem (a message naming the model, and a traceback in the server log, on every
-endpoint that loads a model); a visitor's mistake gets a message and leaves the log alone, on every named endpoint;
-numbers written with other scripts' digits are a visitor's mistake too."""
+"""The error rule (explorer/errors.py, explorer/ui/errors.as_message), through the real server as an outside client
+calls it: a host's broken model is the host's problem (a message naming the model, and a traceback in the server log,
+on every endpoint that loads a model); a visitor's mistake gets a message and leaves the log alone, on every named
+endpoint; numbers written with other scripts' digits are a visitor's mistake too."""
 
 import random
 import re
 import time
 
 import pytest
+
 from helpers import (
     LOWERCASE,
     app_error,

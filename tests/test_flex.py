@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import tiny_model
 
+from helpers import tiny_model
 from modeling_minigpt import FLEX_CPU_MIN_HEAD_DIM
 
 # head_dim -> context: the tests' tiny heads (8) in the 64-token context, then the presets' heads and contexts

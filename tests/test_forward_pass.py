@@ -5,9 +5,9 @@ import threading
 
 import pytest
 import torch
-from helpers import THREE_LAYERS, tiny_model
 
 from explorer.forward_pass import ForwardPassCache, run_forward_pass
+from helpers import THREE_LAYERS, tiny_model
 
 IDS = [0, 5, 9, 3, 3, 7, 1, 0, 12]
 

@@ -7,11 +7,11 @@ import threading
 
 import pytest
 import torch
-from helpers import THREE_LAYERS, tiny_model
 from torch.nn import functional as F
 
 from explorer import head_insights as hi
 from explorer.forward_pass import run_forward_pass
+from helpers import THREE_LAYERS, tiny_model
 
 IDS = [0, 5, 9, 3, 3, 7, 1, 0, 12, 5, 9]
 

@@ -3,8 +3,9 @@ equal the model's own numbers, and clear messages for bad input."""
 
 import pytest
 import torch
-from helpers import app_error, call, server_log, stream
 from torch.nn import functional as F
+
+from helpers import app_error, call, server_log, stream
 
 # fixture_models, server (the app serving them), client: conftest.py
 

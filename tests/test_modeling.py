@@ -4,10 +4,10 @@ import math
 
 import pytest
 import torch
-from helpers import TINY, tiny_model
 from torch.nn import functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from helpers import TINY, tiny_model
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM, MiniGPTModel
 
 

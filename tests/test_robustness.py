@@ -9,6 +9,7 @@ import sys
 
 import httpx
 import pytest
+
 from helpers import REPO, app_error, call, running_app, server_log, stream
 
 HUGE = 4_000_000  # characters: what the audit sent (a 4 MB /attention request cost the server ~1.4 GB before)

@@ -7,10 +7,10 @@ import textwrap
 
 import pytest
 import torch
-from helpers import REPO, assert_tokenizer_loads_silently, load_tokenizer_in_a_fresh_process
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModel, AutoModelForCausalLM, PreTrainedTokenizerFast, pipeline
 
+from helpers import REPO, assert_tokenizer_loads_silently, load_tokenizer_in_a_fresh_process
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
 
 

@@ -233,6 +233,12 @@ def test_rows_for_same_bits_is_the_fewest_rows_from_which_a_linear_layer_keeps_e
         same = lambda rows: all(torch.equal(layer(x[layer][:rows]), layer(x[layer])[:rows]) for layer in layers)
         assert all(same(rows) for rows in range(floor, limit + 1))
         assert floor == 1 or not same(floor - 1)
+    # Measured on the shapes alone: a hook of the model's (an ablation, as the ablated generation runs under) changes
+    # nothing, and the second measure of the same shapes is the first's.
+    from explorer.head_insights import head_mask, heads_ablated
+
+    with heads_ablated(model, head_mask([(model.config.n_layer - 1, 0)], model.config.n_layer, model.config.n_head)):
+        assert rows_for_same_bits(model, 40) == floor
 
 
 def test_a_decoding_row_computes_the_same_bits_in_any_batch(model):

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, SHARED_DATA, assert_tokenizer_loads_silently
 
 import train
+from helpers import REPO, SHARED_DATA, assert_tokenizer_loads_silently
 
 TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--disable_tqdm", "true", "--samples", "3"]
 

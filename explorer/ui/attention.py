@@ -2,6 +2,7 @@
 export, the shape trace, and the line naming the text every view below belongs to. Endpoints: /attention,
 /attention_values, /attention_export; the enlarged maps' server functions."""
 
+import contextlib
 import re
 import shutil
 import tempfile
@@ -111,7 +112,7 @@ class AttentionMaps:
     def attention_row(self, asked: dict) -> dict:
         """For head.js (hover): the exact weights of one query over the keys it sees."""
         view, layer, head = self.asked_view(asked)
-        query = token_position(asked.get("query"), len(view.ids), "query", default=0)
+        query = token_position(asked.get("query"), len(view.ids), "query", default=0, last=False)
         weights = query_weights(view.recorded.attentions, layer, head, query)
         return {"query": query, "weights": weights, "view": view.key}  # the page uses it only while that view is shown
 
@@ -128,11 +129,11 @@ class AttentionMaps:
         (query, key) cell. head: a number, or "mean" for the average over the layer's heads."""
         view = self.state.text_view(model or self.state.names_default, text or "")
         layer, head = checked_head(view, layer, head)
-        query = token_position(query, len(view.ids), "query", default=0)
+        query = token_position(query, len(view.ids), "query", default=0, last=False)
         weights = query_weights(view.recorded.attentions, layer, head, query)
         if key is None or key == "":
             return {"query": query, "key": None, "tokens": view.tokens[: query + 1], "weights": weights}
-        key = token_position(key, len(view.ids), "key", default=0)
+        key = token_position(key, len(view.ids), "key", default=0, last=False)
         weight = weights[key] if key <= query else 0.0  # a future key: masked, weight 0
         return {"query": query, "key": key, "tokens": [view.tokens[query], view.tokens[key]], "weights": [weight]}
 
@@ -147,8 +148,9 @@ class AttentionMaps:
     def export_folder(self) -> Path:
         """A fresh folder for one export; the folders of exports older than EXPORT_KEPT_S go."""
         for old in self.state.exports.iterdir():
-            if time.time() - old.stat().st_mtime > EXPORT_KEPT_S:
-                shutil.rmtree(old, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):  # another export may have removed it meanwhile
+                if time.time() - old.stat().st_mtime > EXPORT_KEPT_S:
+                    shutil.rmtree(old, ignore_errors=True)
         return Path(tempfile.mkdtemp(dir=self.state.exports))
 
     def export_file(self, model: str, text: str, what: str, layer, head) -> Path:

@@ -7,7 +7,7 @@ def unchecked(component):
     """`component`'s value reaches the handler as sent: an API client may send any value, and the handler checks it
     with a message naming the parameter (Gradio's own range and choice checks would not name it, and would print a
     traceback in the server log). Set on the instance: a subclass would make Gradio write a .pyi file beside
-    app.py."""
+    its module."""
     component.preprocess = lambda payload: payload
     return component
 

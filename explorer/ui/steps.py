@@ -70,7 +70,7 @@ class StepByStep:
         return self.step_view(shown, int(clicked["layer"]), head, int(clicked["query"]), training, seed)
 
     def layout(self, shown: gr.State, large: gr.HTML) -> None:
-        """The Step by self.step view, driven by the text and model of the maps (`shown`), and by clicks on the enlarged
+        """The Step by step view, driven by the text and model of the maps (`shown`), and by clicks on the enlarged
         head's rows; and the `step` endpoint."""
         gr.Markdown(
             "## Attention, step by step\nHow one head turns one token's input into its output, with the model's "

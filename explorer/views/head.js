@@ -81,7 +81,10 @@ element.addEventListener('mousemove', (event) => {
       if (hovered !== id) return;
       tip(event, label + (row.view === key ? row.weights[cell.k].toPrecision(6) : '(another text: hover again)'));
     })
-    .catch(() => { if (hovered === id) tip(event, label + '(could not read the weight: show the maps again)'); });
+    .catch(() => {
+      rows.delete(`${key}|${cell.figure.dataset.layer}|${cell.figure.dataset.head}|${cell.q}`);  // ask again next time
+      if (hovered === id) tip(event, label + '(could not read the weight: hover again)');
+    });
 });
 element.addEventListener('mouseleave', (event) => { hovered = ''; tip(event, null); });
 element.addEventListener('wheel', (event) => {
