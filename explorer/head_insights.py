@@ -235,6 +235,19 @@ def role_score(attentions: torch.Tensor, pattern: torch.Tensor) -> torch.Tensor:
     return on_pattern[..., rows].mean(dim=-1)
 
 
+def chance_level(pattern: torch.Tensor) -> float:
+    """The role score of a head without a role: one that spreads its attention evenly over the keys each query may
+    see (1 / (i + 1) on each of keys 0..i). A head far above it does the role; near it, nothing in particular."""
+    length = pattern.shape[-1]
+    even = torch.ones(length, length).tril() / torch.arange(1, length + 1)[:, None]  # (T, T), rows sum to 1
+    return float(role_score(even, pattern))
+
+
+def above_chance(score: float, chance: float) -> bool:
+    """Clearly doing the role: at least halfway from chance to a perfect score of 1."""
+    return score >= chance + (1 - chance) / 2
+
+
 def induction_probe(token_ids: list[int], start_id: int, block_size: int, probes: int, seed: int = 0) -> torch.Tensor:
     """(P, 1 + 2n) probes: the start token, then n random tokens, then the same n again, n = (block_size - 1) // 2.
     Within a copy no token repeats while the vocabulary allows it, so each token's earlier occurrence is unique."""
@@ -264,6 +277,7 @@ def induction_scores(model, probes: torch.Tensor) -> dict:
     # repeated copy: tokens n + 2..2n (token n + 1 repeats token 1, which nothing before predicts).
     return {
         "induction": scores.mean(dim=0),  # (L, H)
+        "induction_chance": sum(chance_level(induction_pattern(p.tolist())) for p in probes) / len(probes),
         "first_half_loss": float(losses[:, 1:n].mean()),
         "repeated_half_loss": float(losses[:, n + 1 :].mean()),
     }
@@ -275,12 +289,15 @@ def head_roles(model, recorded: ForwardPass, probes: torch.Tensor) -> dict:
     if length < 2:
         raise VisitorError("The text is empty: the head roles need at least one token after the start token.")
     attentions = recorded.attentions  # (L, H, T, T)
-    return {
-        "previous_token": role_score(attentions, previous_token_pattern(length)),
-        "first_token": role_score(attentions, first_token_pattern(length)),
-        "self": role_score(attentions, self_pattern(length)),
-        **induction_scores(model, probes),
+    patterns = {
+        "previous_token": previous_token_pattern(length),
+        "first_token": first_token_pattern(length),
+        "self": self_pattern(length),
     }
+    induction = induction_scores(model, probes)
+    chance = {role: chance_level(pattern) for role, pattern in patterns.items()}
+    chance["induction"] = induction.pop("induction_chance")
+    return {**{role: role_score(attentions, p) for role, p in patterns.items()}, **induction, "chance": chance}
 
 
 def top_heads(scores: torch.Tensor, k: int = 3) -> list[tuple[int, int, float]]:
@@ -342,6 +359,8 @@ __all__ = [
     "self_pattern",
     "induction_pattern",
     "role_score",
+    "chance_level",
+    "above_chance",
     "induction_probe",
     "induction_scores",
     "head_roles",

@@ -255,3 +255,18 @@ def test_heads_are_read_as_people_type_them(spec, message):
         hi.check_mode("half")
     with pytest.raises(ValueError, match="between 0 and 10"):
         hi.check_position(11, 11)
+
+
+def test_chance_level_is_the_score_of_attention_spread_evenly_and_the_probe_is_worded_by_its_sign():
+    from explorer.views.insights import probe_sentence
+
+    T = 9
+    even = sum(1 / (i + 1) for i in range(1, T)) / (T - 1)  # rows 1..T-1, one marked key among i + 1
+    for pattern in (hi.previous_token_pattern(T), hi.first_token_pattern(T), hi.self_pattern(T)):
+        assert hi.chance_level(pattern) == pytest.approx(even)
+    ids = [0, 4, 7, 2, 4, 7, 2]  # induction marks one key in rows 4, 5, 6
+    assert hi.chance_level(hi.induction_pattern(ids)) == pytest.approx((1 / 5 + 1 / 6 + 1 / 7) / 3)
+    assert hi.above_chance(0.61, 0.2) and not hi.above_chance(0.59, 0.2)  # halfway from 0.2 to 1 is 0.6
+    easier = probe_sentence(dict(count=4, length=7, first_half_loss=4.0, repeated_half_loss=1.0))
+    harder = probe_sentence(dict(count=4, length=7, first_half_loss=6.17, repeated_half_loss=6.44))
+    assert "repeated half is 75% easier" in easier and "no easier (4% harder)" in harder

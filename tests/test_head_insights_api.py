@@ -103,6 +103,15 @@ def test_importance_roles_lens_and_compare_answer_layer_by_head(client):
         assert best["score"] == pytest.approx(float(scores.max()))
         assert roles[role][best["layer"]][best["head"]] == best["score"]
     assert roles["probe"]["length"] == 7  # (16 - 1) // 2 random tokens, twice, in the 16-token context
+    T = 9  # . e m m a n u e l: rows 1..8 each see i + 1 keys, one of them on the pattern
+    even = sum(1 / (i + 1) for i in range(1, T)) / (T - 1)
+    for role in ("previous_token", "first_token", "self"):
+        assert roles["chance"][role] == pytest.approx(even)
+    marked = {(h["role"], h["layer"], h["head"]) for h in roles["above_chance"]}
+    for role, chance in roles["chance"].items():
+        for layer, row in enumerate(roles[role]):
+            for head, score in enumerate(row):
+                assert ((role, layer, head) in marked) == (score >= chance + (1 - chance) / 2), (role, layer, head)
     lens = call(client, "/logit_lens", text="emma", position=3)
     assert [step["after"] for step in lens["layers"]] == ["embeddings", "layer 0", "layer 1", "layer 2", "layer 3"]
     top3 = [t["id"] for t in call(client, "/next_tokens", text="emma", position=3)["top"][:3]]

@@ -38,6 +38,12 @@ def test_tick_a_head_ablate_and_see_the_loss_strip_change(page_url):
 
         page.get_by_role("button", name="Head roles").click()
         expect(page.locator("#head-roles")).to_contain_text("Induction probe")
+        expect(page.locator("#head-roles")).to_contain_text("Chance (attention spread evenly)")
+        # A click on a head's score opens that head's map, large.
+        page.locator('#head-roles td[data-layer="2"][data-head="3"]').first.click()
+        expect(page.locator("#attention-head figcaption").first).to_have_text("layer 2, head 3")
         page.get_by_role("button", name="Head importance map").click()
         expect(page.locator("#importance")).to_contain_text("Loss increase when each head alone is ablated")
+        page.locator('#importance td[data-layer="1"][data-head="0"]').click()
+        expect(page.locator("#attention-head figcaption").first).to_have_text("layer 1, head 0")
         browser.close()

@@ -206,8 +206,8 @@ class AttentionMaps:
 
     def layout(self, demo: gr.Blocks, generation) -> SimpleNamespace:
         """The section on the page, wired: each generation's output (`generation`: the generation section's parts) is
-        shown here as it ends. Returns the parts the later sections follow: the text shown (`shown`) and the
-        enlarged map (`large`)."""
+        shown here as it ends. Returns the parts the later sections follow: the text shown (`shown`), the enlarged
+        map (`large`) with its layer and head, and `pick_head` (a click's {layer, head}: that head, large)."""
         state = self.state
         gr.Markdown("## Attention maps")
         with gr.Row():
@@ -273,4 +273,4 @@ class AttentionMaps:
         export_button.click(self.export_shown, [shown, export_what, layer, head], export_file, **private)
         gr.api(self.attention_export, api_name="attention_export")
         gr.api(self.attention_values, api_name="attention_values")
-        return SimpleNamespace(shown=shown, large=large)
+        return SimpleNamespace(shown=shown, large=large, layer=layer, head=head, pick_head=self.pick_head)

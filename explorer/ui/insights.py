@@ -14,6 +14,7 @@ from explorer.state import DemoState
 from explorer.texts import TextView, from_boundary, keep_context
 from explorer.ui.components import unchecked
 from explorer.views.insights import (
+    PICK_HEAD_JS,
     PICK_TOKEN_JS,
     ablation_html,
     belongs_to,
@@ -148,7 +149,8 @@ class Insights:
 
     def head_roles(self, text: str = "emma", model: str | None = None) -> dict:
         """Per head (layer x head lists), the previous-token, first-token and self scores on the text, the induction
-        score on random tokens repeated twice (sized to the context), the top-3 heads of each, and the probe's
+        score on random tokens repeated twice (sized to the context), the top-3 heads of each, each role's chance level
+        (the score of attention spread evenly), the heads at least halfway from chance to 1, and the probe's
         losses."""
         view = self.insight_view(text, model)
         lm = view.lm
@@ -160,6 +162,14 @@ class Insights:
             role: [{"layer": layer, "head": head, "score": score} for layer, head, score in head_insights.top_heads(s)]
             for role, s in roles.items()
         }
+        chance = scores["chance"]
+        above = [
+            {"role": role, "layer": layer, "head": head, "score": score}
+            for role, s in roles.items()
+            for layer, row in enumerate(s.tolist())
+            for head, score in enumerate(row)
+            if head_insights.above_chance(score, chance[role])
+        ]
         probe = {
             "count": ROLE_PROBES,
             "length": (probes.shape[1] - 1) // 2,
@@ -169,6 +179,8 @@ class Insights:
         return {
             **{role: s.tolist() for role, s in roles.items()},
             "top_heads": top,
+            "chance": chance,
+            "above_chance": above,
             "probe": probe,
             **view.about,
             "notes": view.notes,
@@ -286,8 +298,10 @@ class Insights:
         choices = [f"{layer}.{head}" for layer in range(config.n_layer) for head in range(config.n_head)]
         return gr.CheckboxGroup(choices=choices, value=[head for head in ticked or [] if head in choices])
 
-    def layout(self, shown, sampling, prompt, generated_text, text_model, after_text):
-        """The "What does this head do?" section, on the text and model the maps show (`shown`)."""
+    def layout(self, maps, sampling, prompt, generated_text, text_model, after_text):
+        """The "What does this head do?" section, on the text and model the maps show (`maps`: the attention maps
+        section's parts); a click on a head's cell in the importance or roles table opens that head's map."""
+        shown = maps.shown
         gr.Markdown("## What does this head do?\nOn the text and model above. Click a token to pick its position.")
         with gr.Row():
             position = unchecked(gr.Number(-1, precision=0, label="Position (from 0; -1 = last)", scale=1))
@@ -306,8 +320,8 @@ class Insights:
         with gr.Row():
             importance_button = gr.Button("Head importance map")
             roles_button = gr.Button("Head roles")
-        importance_out = gr.HTML(elem_id="importance")
-        roles_out = gr.HTML(elem_id="head-roles")
+        importance_out = gr.HTML(js_on_load=PICK_HEAD_JS, elem_id="importance")
+        roles_out = gr.HTML(js_on_load=PICK_HEAD_JS, elem_id="head-roles")
         gr.Markdown("### Compare two texts")
         other_text = gr.Textbox(
             "",
@@ -330,6 +344,8 @@ class Insights:
         )
         importance_button.click(self.show_importance, [shown, mode], importance_out, **private)
         roles_button.click(self.show_roles, [shown], roles_out, **private)
+        for table in (importance_out, roles_out):
+            table.pick(maps.pick_head, [shown], [maps.layer, maps.head, maps.large], **private)
         compare_button.click(self.show_compare, [shown, other_text], compare_out, **private)
         shown.change(self.head_choices, [shown, heads], heads, **private)
         sampled = after_text.success(

@@ -39,7 +39,7 @@ def build_demo(state: DemoState) -> gr.Blocks:
             training = Training(state).tab()
         maps = AttentionMaps(state).layout(demo, generated)
         Insights(state).layout(
-            maps.shown, sampling, generated.prompt, generated.text_out, generated.text_model, generated.text_event
+            maps, sampling, generated.prompt, generated.text_out, generated.text_model, generated.text_event
         )
         pickers_follow_training(demo, state, training)
         StepByStep(state).layout(maps.shown, maps.large)

@@ -13,6 +13,7 @@ from explorer.views.assets import asset
 
 INSIGHT_CSS = asset("insights.css")
 PICK_TOKEN_JS = asset("pick_token.js")  # a click on a token of a strip picks its position (the `pick` event)
+PICK_HEAD_JS = asset("pick_head.js")  # a click on a head's cell in a table: that head's map (the `pick` event)
 CURRENT_JS = asset("current.js")  # on the current-text line: greys every view of another (model, text)
 
 
@@ -61,16 +62,25 @@ def _label(token: str) -> str:
     return html.escape(token)
 
 
-def head_table(scores: list[list[float]], title: str, diverging: bool = False, digits: int = 2) -> str:
-    """A layer x head grid of numbers, each cell coloured by its value (0..1 on viridis, or red / blue for +/-)."""
+def head_table(
+    scores: list[list[float]],
+    title: str,
+    diverging: bool = False,
+    digits: int = 2,
+    marked: set | frozenset = frozenset(),
+) -> str:
+    """A layer x head grid of numbers, each cell coloured by its value (0..1 on viridis, or red / blue for +/-); a
+    click on a cell opens that head's map (pick_head.js). `marked` (layer, head) cells are outlined."""
     scale = max((abs(v) for row in scores for v in row), default=0.0)
     rows = ["<tr><th></th>" + "".join(f"<th>head {h}</th>" for h in range(len(scores[0]))) + "</tr>"]
     for layer, row in enumerate(scores):
         cells = "".join(
-            f'<td style="{_diverging(v, scale) if diverging else viridis_css(v)}" title="layer {layer}, head {h}: '
-            f'{v:.4f}">{v:+.{digits}f}</td>'
+            f'<td class="pick{" marked" if (layer, h) in marked else ""}" data-layer="{layer}" data-head="{h}" '
+            f'style="{_diverging(v, scale) if diverging else viridis_css(v)}" title="layer {layer}, head {h}: {v:.4f} '
+            f'(click: its map)">{v:+.{digits}f}</td>'
             if diverging
-            else f'<td style="{viridis_css(v)}" title="layer {layer}, head {h}: {v:.4f}">{v:.{digits}f}</td>'
+            else f'<td class="pick{" marked" if (layer, h) in marked else ""}" data-layer="{layer}" data-head="{h}" '
+            f'style="{viridis_css(v)}" title="layer {layer}, head {h}: {v:.4f} (click: its map)">{v:.{digits}f}</td>'
             for h, v in enumerate(row)
         )
         rows.append(f"<tr><th>layer {layer}</th>{cells}</tr>")
@@ -170,25 +180,73 @@ def importance_html(answer: dict) -> str:
     )
 
 
-ROLE_TITLES = {
-    "previous_token": "Previous token (weight on i - 1)",
-    "first_token": "First token / boundary sink (weight on position 0)",
-    "self": "Self (weight on i itself)",
-    "induction": "Induction (repeated random probe)",
+# Each role: its title, one plain sentence, and a tiny example of its pattern on 5 tokens (query row -> marked key).
+ROLES = {
+    "previous_token": (
+        "Previous token",
+        "The head looks at the token just before the current one.",
+        {1: 0, 2: 1, 3: 2, 4: 3},
+    ),
+    "first_token": (
+        "First token / boundary sink",
+        "The head parks its attention on the start token, often when it has nothing better to do.",
+        {1: 0, 2: 0, 3: 0, 4: 0},
+    ),
+    "self": ("Self", "The head looks at the current token itself.", {1: 1, 2: 2, 3: 3, 4: 4}),
+    "induction": (
+        "Induction (on the repeated random probe)",
+        "When the current token appeared before, the head looks at the token that came after it then: the head that "
+        "lets a model copy from its context ('A B ... A' -> look at 'B').",
+        {3: 2, 4: 3},
+    ),
 }
+
+
+def example_pattern(marks: dict[int, int]) -> str:
+    """A 5 x 5 grid: rows are queries, columns keys, the marked key of each row filled, future keys grey."""
+    rows = []
+    for q in range(5):
+        cells = "".join(
+            f'<span class="ex {"on" if marks.get(q) == k else "off" if k <= q else "future"}"></span>' for k in range(5)
+        )
+        rows.append(f"<div>{cells}</div>")
+    legend = "rows: the token looking; columns: the tokens it may look at"
+    return f'<div class="example" title="{legend}">{"".join(rows)}</div>'
+
+
+def probe_sentence(probe: dict) -> str:
+    """The probe's losses, worded by which way they went."""
+    first, repeated = probe["first_half_loss"], probe["repeated_half_loss"]
+    change = (first - repeated) / first if first else 0.0
+    if change > 0:
+        result = f"the repeated half is {change:.0%} easier: the model uses what it saw (in-context copying)"
+    else:
+        result = f"the repeated half is no easier ({-change:.0%} harder): the model does not copy from its context"
+    return (
+        f"Induction probe: {probe['count']} sequences of {probe['length']} random tokens, each repeated twice. Loss on "
+        f"the first half {first:.3f}, on the repeated half {repeated:.3f} nats per token: {result}."
+    )
 
 
 def roles_html(answer: dict) -> str:
     maps = []
-    for role, title in ROLE_TITLES.items():
+    for role, (title, sentence, marks) in ROLES.items():
+        chance = answer["chance"][role]
+        marked = {(h["layer"], h["head"]) for h in answer["above_chance"] if h["role"] == role}
         named = ", ".join(f"{t['layer']}.{t['head']} ({t['score']:.2f})" for t in answer["top_heads"][role])
-        maps.append(f"<div>{head_table(answer[role], title)}<p>Top heads: {named}</p></div>")
-    probe = answer["probe"]
+        found = (
+            f"Clearly doing it (outlined: at least halfway from chance to 1): {len(marked)} head(s)."
+            if marked
+            else "No head is clearly doing it (none halfway from chance to 1)."
+        )
+        maps.append(
+            f'<div class="role"><p><b>{html.escape(title)}</b>: {html.escape(sentence)}</p>{example_pattern(marks)}'
+            f"{head_table(answer[role], 'Score of each head (1: all its attention on the pattern)', marked=marked)}"
+            f"<p>Chance (attention spread evenly): {chance:.2f}. {found} Top heads: {named}.</p></div>"
+        )
     return (
-        f'<div class="insight"><div class="maps">{"".join(maps)}</div><p>Induction probe: {probe["count"]} '
-        f"sequences of {probe['length']} random tokens repeated twice. Loss on the first half "
-        f"{probe['first_half_loss']:.3f}, on the repeated half {probe['repeated_half_loss']:.3f} nats per token: the "
-        "drop is what the model learns in context.</p></div>"
+        f'<div class="insight"><p>Click a cell to see that head\'s map.</p><div class="maps">{"".join(maps)}</div>'
+        f"<p>{html.escape(probe_sentence(answer['probe']))}</p></div>"
     )
 
 
