@@ -65,19 +65,23 @@ class TextView:
 
     @property
     def label(self) -> str:
-        """The text and model in words, for a learner: '"emma" on names'."""
-        text = self.text if len(self.text) <= 40 else self.text[:39] + "…"
-        return f"“{text}” on {self.lm.name}" if text else f"the empty text on {self.lm.name}"
+        return text_label(self.text, self.lm.name)
 
     @property
     def shown(self) -> dict:
         """The page's record of the text it shows (the `shown` state): every view of the page is drawn from it."""
-        return {"model": self.lm.name, "text": self.text, "key": self.key, "label": self.label}
+        return {"model": self.lm.name, "text": self.text, "key": self.key, "label": self.label, "length": len(self.ids)}
 
     @property
     def about(self) -> dict:
         """What every JSON answer carries: the model and token ids it was computed for, and the tokens as shown."""
         return {"model": self.lm.name, "ids": list(self.ids), "tokens": self.tokens}
+
+
+def text_label(text: str, model: str) -> str:
+    """A text and model in words, for a learner: '"emma" on names' (a long text cut to 40 characters)."""
+    text = text if len(text) <= 40 else text[:39] + "…"
+    return f"“{text}” on {model}" if text else f"the empty text on {model}"
 
 
 def view_key(model: str, ids: list[int]) -> str:

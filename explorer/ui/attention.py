@@ -17,9 +17,9 @@ from gradio.data_classes import FileData  # a file returned by an API-only endpo
 from explorer.attention_export import GRID_SVG_UP_TO, grid_png, grid_svg, map_png, save_weights
 from explorer.attention_maps import Window, head_matrix, query_weights, trace_steps, trace_table
 from explorer.choices import head_index, layer_index, number, token_position
-from explorer.errors import VisitorError, shortened
+from explorer.errors import VisitorError
 from explorer.state import DemoState
-from explorer.texts import TextView
+from explorer.texts import TextView, text_label
 from explorer.ui.components import notes_markdown, unchecked
 from explorer.ui.errors import answers_visitors
 from explorer.views.insights import CURRENT_JS, belongs_to, current_html, lost_html
@@ -189,13 +189,12 @@ class AttentionMaps:
         """The line above the maps naming the text and model every view below belongs to."""
         if not shown:
             return gr.skip()  # a text that could not be shown: `not_shown` wrote the line
-        view = self.state.text_view(shown["model"], shown["text"])
-        return current_html(view.key, view.label, len(view.ids))
+        return current_html(shown["key"], shown["label"], shown["length"])
 
     def not_shown(self, text: str, model: str):
         """After a text that could not be shown (the message says why): nothing is current, so every view on the page
         is marked as belonging to an earlier text."""
-        label = f"“{shortened(text or '', 40)[1:-1]}” on {shortened(model or self.state.names_default, 40)[1:-1]}"
+        label = text_label(str(text or ""), str(model or self.state.names_default))
         # No shape trace or notes of the earlier text; the maps stay, greyed. Every output of the failed event is
         # written (the maps with gr.skip()), which also takes Gradio's error badge off each.
         return None, lost_html(label), None, "", gr.skip(), gr.skip()

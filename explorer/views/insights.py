@@ -72,15 +72,13 @@ def head_table(
     """A layer x head grid of numbers, each cell coloured by its value (0..1 on viridis, or red / blue for +/-); a
     click on a cell opens that head's map (pick_head.js). `marked` (layer, head) cells are outlined."""
     scale = max((abs(v) for row in scores for v in row), default=0.0)
+    colour = (lambda v: _diverging(v, scale)) if diverging else viridis_css
+    shown = f"{{:{'+' if diverging else ''}.{digits}f}}"  # signed for a change, plain for a score
     rows = ["<tr><th></th>" + "".join(f"<th>head {h}</th>" for h in range(len(scores[0]))) + "</tr>"]
     for layer, row in enumerate(scores):
         cells = "".join(
             f'<td class="pick{" marked" if (layer, h) in marked else ""}" data-layer="{layer}" data-head="{h}" '
-            f'style="{_diverging(v, scale) if diverging else viridis_css(v)}" title="layer {layer}, head {h}: {v:.4f} '
-            f'(click: its map)">{v:+.{digits}f}</td>'
-            if diverging
-            else f'<td class="pick{" marked" if (layer, h) in marked else ""}" data-layer="{layer}" data-head="{h}" '
-            f'style="{viridis_css(v)}" title="layer {layer}, head {h}: {v:.4f} (click: its map)">{v:.{digits}f}</td>'
+            f'style="{colour(v)}" title="layer {layer}, head {h}: {v:.4f} (click: its map)">{shown.format(v)}</td>'
             for h, v in enumerate(row)
         )
         rows.append(f"<tr><th>layer {layer}</th>{cells}</tr>")
