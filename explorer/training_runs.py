@@ -66,11 +66,12 @@ CANCEL_GRACE_SECONDS = 20  # a run that has not stopped by then (a long evaluati
 
 SAMPLES = 5  # generated at every evaluation
 
-DATA = ("names", "shakespeare", "text")  # built-in names, built-in Shakespeare, the visitor's names or text
+# Built-in names, built-in Shakespeare, the induction lab's letters written over and over, the visitor's names or text.
+DATA = ("names", "shakespeare", "induction", "text")
 
 TOKENIZERS = ("names", "char", "bpe")
 
-DEFAULT_TOKENIZER = {"names": "names", "shakespeare": "bpe", "text": "char"}
+DEFAULT_TOKENIZER = {"names": "names", "shakespeare": "bpe", "induction": "names", "text": "char"}
 
 
 def runs_dir() -> Path:
@@ -85,7 +86,7 @@ class RunError(VisitorError):
 @dataclass
 class RunSpec:
     name: str
-    data: str  # names | shakespeare | text
+    data: str  # names | shakespeare | induction | text
     tokenizer: str  # names | char | bpe
     n_layer: int
     n_head: int
@@ -99,6 +100,8 @@ class RunSpec:
 
     @property
     def preset(self) -> str:
+        if self.data == "induction":
+            return "induction"
         return "names" if self.tokenizer == "names" else "shakespeare"
 
     @property
@@ -114,11 +117,13 @@ class RunSpec:
 
 
 def defaults(data_kind: str) -> dict:
-    """The sizes and schedule the tab starts from: the names preset for names; for text, the shipped Shakespeare
-    model's sizes (the shakespeare preset's 3.5M parameters x 3,000 steps is over MAX_WORK)."""
+    """The sizes and schedule the tab starts from: the names preset for names, the induction preset for the lab; for
+    text, the shipped Shakespeare model's sizes (the shakespeare preset's 3.5M parameters x 3,000 steps is over
+    MAX_WORK)."""
     if DEFAULT_TOKENIZER.get(data_kind, "names") == "names":
-        sizes = {k: PRESETS["names"][k] for k in ("n_layer", "n_head", "n_embd", "block_size")}
-        schedule = {k: TRAINING_PRESETS["names"][k] for k in ("max_steps", "learning_rate")}
+        preset = "induction" if data_kind == "induction" else "names"
+        sizes = {k: PRESETS[preset][k] for k in ("n_layer", "n_head", "n_embd", "block_size")}
+        schedule = {k: TRAINING_PRESETS[preset][k] for k in ("max_steps", "learning_rate")}
         return dict(tokenizer="names", **sizes, **schedule, seed=42, vocab_size=2048)
     return dict(
         tokenizer=DEFAULT_TOKENIZER[data_kind],
@@ -231,8 +236,8 @@ def check_request(
         raise RunError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {tokenizer!r}.")
     if data == "shakespeare" and tokenizer == "names":
         raise RunError("Shakespeare is not a list of a-z names: choose the char or bpe tokenizer.")
-    if data == "names" and tokenizer != "names":
-        raise RunError("The built-in names train with the names tokenizer: choose names.")
+    if data in ("names", "induction") and tokenizer != "names":
+        raise RunError(f"The built-in {data} data trains with the names tokenizer (letters a-z): choose names.")
     sizes = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size, vocab_size=vocab_size)
     for key, (low, high) in SIZE_RANGES.items():
         in_range(key, sizes[key], low, high)

@@ -185,6 +185,36 @@ def test_builtin_corpora_need_no_download():
     assert plays.startswith("THESEUS:\nNow, fair Hippolyta") and len(plays) > 4_000_000
 
 
+def test_the_induction_labs_lines_are_a_random_run_written_over_and_over():
+    lines = data.builtin_repeats().read_text().splitlines()
+    assert len(lines) == 50_000 and all(len(line) == 30 and line.isascii() and line.isalpha() for line in lines)
+    periods = [next(c for c in range(1, 31) if line == (line[:c] * 30)[:30]) for line in lines]
+    assert max(periods) == 15 and len(set(periods)) >= 13  # runs of many lengths (a run may repeat within itself)
+    assert data.builtin_repeats().read_text().splitlines() == lines  # seeded: the same lines every time
+
+
+def test_a_repeat_goes_back_a_span_and_on_as_the_text_went():
+    window, rng = np.arange(100, 164), random.Random(0)
+    for _ in range(200):
+        repeated = data.with_a_repeat(window, rng).tolist()
+        assert len(repeated) == 64
+        k = next(i for i in range(1, 64) if repeated[i] != repeated[i - 1] + 1)  # where it jumps back
+        m = repeated[k - 1] + 1 - repeated[k]
+        assert repeated[:k] == window[:k].tolist() and 8 <= m <= k  # a span of at least 8 tokens, read again
+        assert repeated[k:] == window[k - m : 64 - m].tolist()  # then the text goes on as it did
+
+
+def test_a_repeat_fraction_of_the_training_windows_repeat_and_validation_stays_plain(tmp_path):
+    text = "".join(f"line {i:04d} of a play\n" for i in range(3000))  # every window occurs once in the text
+    corpus = data.open_corpus(write(tmp_path / "play.txt", text))
+    splits = data.text_splits(corpus, "char", 64, 64, 0.1, seed=0, repeat_fraction=0.25)
+    decode = splits.tokenizer.decode
+    windows = [decode(ids) for ids in take(splits.train, 1000)]
+    repeated = sum(window not in text for window in windows)
+    assert 200 <= repeated <= 300  # 25% of 1,000 windows, give or take sampling noise (sd 14)
+    assert all(decode(ids) in text for ids in splits.validation["input_ids"])
+
+
 def test_long_lines_are_read_in_pieces_that_put_the_text_back(tmp_path, monkeypatch):
     monkeypatch.setattr(data, "PIECE_CHARS", 4)
     files = [write(tmp_path / "a.txt", "ab\r\ncdefghij\nlast"), write(tmp_path / "b.txt", "x\n")]

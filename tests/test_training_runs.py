@@ -4,7 +4,8 @@ import zipfile
 
 import pytest
 
-from configuration_minigpt import MiniGPTConfig
+import data
+from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
 from explorer import training_runs
 from modeling_minigpt import MiniGPTForCausalLM
 
@@ -42,6 +43,23 @@ def test_visitor_names_and_texts_are_checked_and_kept():
         request(data="text", text="x" * 159)
     assert request(data="shakespeare")[0].tokenizer == "bpe"
     assert training_runs.NAME.fullmatch(request()[0].name)  # a name is picked when none is given
+
+
+def test_the_induction_lab_trains_the_induction_preset_on_the_repeated_names(tmp_path):
+    from explorer.training_process import train_arguments
+
+    lab = training_runs.defaults("induction")
+    spec, text = request(data="induction", **{k: lab[k] for k in SIZES}, name="lab")
+    assert (spec.preset, spec.tokenizer, text) == ("induction", "names", "")
+    argv = train_arguments(spec, tmp_path, resume=False)
+    flag = lambda name: argv[argv.index(name) + 1]  # noqa: E731
+    assert flag("--preset") == "induction" and flag("--dataset") == str(data.builtin_repeats())
+    assert {k: int(flag("--" + k)) for k in ("n_layer", "n_head", "n_embd", "block_size", "max_steps")} == {
+        k: {**PRESETS["induction"], **TRAINING_PRESETS["induction"]}[k]
+        for k in ("n_layer", "n_head", "n_embd", "block_size", "max_steps")
+    }
+    with pytest.raises(training_runs.RunError, match="trains with the names tokenizer"):
+        request(data="induction", tokenizer="char")
 
 
 def test_progress_of_a_resumed_run_drops_what_came_after_its_checkpoint():

@@ -38,7 +38,12 @@ SIZE_FIELDS = {
 TOKENIZER_LABEL = "Tokenizer (none chosen: names for names, bpe for Shakespeare, char for your text)"
 
 
-DATA_CHOICES = [("Built-in names", "names"), ("Built-in Shakespeare", "shakespeare"), ("Your names or text", "text")]
+DATA_CHOICES = [
+    ("Built-in names", "names"),
+    ("Built-in Shakespeare", "shakespeare"),
+    ("Induction lab: random letters written over and over", "induction"),
+    ("Your names or text", "text"),
+]
 
 
 TRAIN_INTRO = f"""Train a small GPT here, watch its loss fall, then look inside it: when it finishes, it joins the
