@@ -5,7 +5,10 @@ import subprocess
 import sys
 
 import pytest
+from transformers import AutoModelForCausalLM
 
+import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
+from explorer import head_insights
 from explorer.state import DemoState
 from explorer.ui.insights import Insights
 from helpers import REPO
@@ -41,6 +44,27 @@ def test_the_shipped_induction_model_shows_its_circuit():
     marked = {(a["role"], a["layer"], a["head"]) for a in answer["above_chance"]}
     best = answer["top_heads"]["induction"][0]
     assert ("induction", best["layer"], best["head"]) in marked  # the view outlines it
+
+
+@pytest.mark.skipif(not (LAB_MODEL / "config.json").exists(), reason="models/induction is not trained yet")
+def test_the_shipped_circuit_is_what_copies():
+    """Ablating either half of the circuit (the induction head, or the previous-token head it reads) makes the
+    repeated half as hard as the first; ablating another head of layer 1 changes nearly nothing."""
+    answer = roles(LAB_MODEL)
+    induction, previous = answer["top_heads"]["induction"][0], answer["top_heads"]["previous_token"][0]
+    model = AutoModelForCausalLM.from_pretrained(LAB_MODEL).eval()
+    probes = head_insights.induction_probe(list(range(1, 27)), 0, model.config.block_size, probes=4)
+
+    def losses(heads):
+        with head_insights.heads_ablated(model, head_insights.head_mask(heads, 2, 4)):
+            return head_insights.induction_scores(model, probes)
+
+    plain = losses([])
+    for head in (induction, previous):
+        ablated = losses([(head["layer"], head["head"])])
+        assert ablated["repeated_half_loss"] > 0.9 * ablated["first_half_loss"] > 5 * plain["repeated_half_loss"]
+    other = next(h for h in range(4) if h != induction["head"])
+    assert losses([(1, other)])["repeated_half_loss"] < 2 * plain["repeated_half_loss"]
 
 
 def test_the_lab_preset_grows_an_induction_head_from_scratch(tmp_path):
