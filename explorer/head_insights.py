@@ -243,9 +243,14 @@ def chance_level(pattern: torch.Tensor) -> float:
     return float(role_score(even, pattern))
 
 
+def clear_threshold(chance: float) -> float:
+    """The score of a head clearly doing a role: halfway from chance to a perfect score of 1."""
+    return chance + (1 - chance) / 2
+
+
 def above_chance(score: float, chance: float) -> bool:
     """Clearly doing the role: at least halfway from chance to a perfect score of 1."""
-    return score >= chance + (1 - chance) / 2
+    return score >= clear_threshold(chance)
 
 
 def induction_probe(token_ids: list[int], start_id: int, block_size: int, probes: int, seed: int = 0) -> torch.Tensor:
@@ -360,6 +365,7 @@ __all__ = [
     "induction_pattern",
     "role_score",
     "chance_level",
+    "clear_threshold",
     "above_chance",
     "induction_probe",
     "induction_scores",

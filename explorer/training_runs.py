@@ -66,7 +66,7 @@ CANCEL_GRACE_SECONDS = 20  # a run that has not stopped by then (a long evaluati
 
 SAMPLES = 5  # generated at every evaluation
 
-# Built-in names, built-in Shakespeare, the induction lab's letters written over and over, the visitor's names or text.
+# Built-in names, built-in Shakespeare, the induction lab's names written twice, the visitor's names or text.
 DATA = ("names", "shakespeare", "induction", "text")
 
 TOKENIZERS = ("names", "char", "bpe")

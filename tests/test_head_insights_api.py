@@ -109,6 +109,7 @@ def test_importance_roles_lens_and_compare_answer_layer_by_head(client):
         assert roles["chance"][role] == pytest.approx(even)
     marked = {(h["role"], h["layer"], h["head"]) for h in roles["above_chance"]}
     for role, chance in roles["chance"].items():
+        assert roles["threshold"][role] == pytest.approx(chance + (1 - chance) / 2)  # what the view states
         for layer, row in enumerate(roles[role]):
             for head, score in enumerate(row):
                 assert ((role, layer, head) in marked) == (score >= chance + (1 - chance) / 2), (role, layer, head)

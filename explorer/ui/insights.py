@@ -150,8 +150,8 @@ class Insights:
     def head_roles(self, text: str = "emma", model: str | None = None) -> dict:
         """Per head (layer x head lists), the previous-token, first-token and self scores on the text, the induction
         score on random tokens repeated twice (sized to the context), the top-3 heads of each, each role's chance level
-        (the score of attention spread evenly), the heads at least halfway from chance to 1, and the probe's
-        losses."""
+        (the score of attention spread evenly), the heads at least halfway from chance to 1 (that threshold per role),
+        and the probe's losses."""
         view = self.insight_view(text, model)
         lm = view.lm
         vocabulary = [i for i in range(lm.vocab_size) if i not in {lm.boundary_id, lm.eos_id, *lm.never_ids}]
@@ -180,6 +180,7 @@ class Insights:
             **{role: s.tolist() for role, s in roles.items()},
             "top_heads": top,
             "chance": chance,
+            "threshold": {role: head_insights.clear_threshold(c) for role, c in chance.items()},
             "above_chance": above,
             "probe": probe,
             **view.about,

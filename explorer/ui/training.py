@@ -41,7 +41,7 @@ TOKENIZER_LABEL = "Tokenizer (none chosen: names for names, bpe for Shakespeare,
 DATA_CHOICES = [
     ("Built-in names", "names"),
     ("Built-in Shakespeare", "shakespeare"),
-    ("Induction lab: random letters written over and over", "induction"),
+    ("Induction lab: names written twice", "induction"),
     ("Your names or text", "text"),
 ]
 

@@ -179,36 +179,43 @@ def importance_html(answer: dict) -> str:
 
 
 # Each role: its title, one plain sentence, and a tiny example of its pattern on 5 tokens (query row -> marked key).
+# Each role: its title, one plain sentence, and a tiny example: five tokens and, per query row, the key it marks.
 ROLES = {
     "previous_token": (
         "Previous token",
         "The head looks at the token just before the current one.",
+        ".ABCD",
         {1: 0, 2: 1, 3: 2, 4: 3},
     ),
     "first_token": (
         "First token / boundary sink",
         "The head parks its attention on the start token, often when it has nothing better to do.",
+        ".ABCD",
         {1: 0, 2: 0, 3: 0, 4: 0},
     ),
-    "self": ("Self", "The head looks at the current token itself.", {1: 1, 2: 2, 3: 3, 4: 4}),
+    "self": ("Self", "The head looks at the current token itself.", ".ABCD", {1: 1, 2: 2, 3: 3, 4: 4}),
     "induction": (
         "Induction (on the repeated random probe)",
         "When the current token appeared before, the head looks at the token that came after it then: the head that "
-        "lets a model copy from its context ('A B ... A' -> look at 'B').",
-        {3: 2, 4: 3},
+        "lets a model copy from its context ('A B C A' -> look at 'B', and predict it).",
+        ".ABCA",
+        {4: 2},
     ),
 }
 
 
-def example_pattern(marks: dict[int, int]) -> str:
-    """A 5 x 5 grid: rows are queries, columns keys, the marked key of each row filled, future keys grey."""
-    rows = []
-    for q in range(5):
+def example_pattern(tokens: str, marks: dict[int, int]) -> str:
+    """A 5 x 5 grid labelled with its tokens: rows are queries, columns keys, the marked key of each row filled,
+    future keys grey."""
+    label = lambda token: f'<span class="tok">{html.escape(token)}</span>'  # noqa: E731
+    rows = ["<div>" + label("") + "".join(label(t) for t in tokens) + "</div>"]  # the keys, above their columns
+    for q, token in enumerate(tokens):
         cells = "".join(
-            f'<span class="ex {"on" if marks.get(q) == k else "off" if k <= q else "future"}"></span>' for k in range(5)
+            f'<span class="ex {"on" if marks.get(q) == k else "off" if k <= q else "future"}"></span>'
+            for k in range(len(tokens))
         )
-        rows.append(f"<div>{cells}</div>")
-    legend = "rows: the token looking; columns: the tokens it may look at"
+        rows.append(f"<div>{label(token)}{cells}</div>")
+    legend = "rows: the token looking; columns: the tokens it may look at; yellow: where this role looks"
     return f'<div class="example" title="{legend}">{"".join(rows)}</div>'
 
 
@@ -228,17 +235,19 @@ def probe_sentence(probe: dict) -> str:
 
 def roles_html(answer: dict) -> str:
     maps = []
-    for role, (title, sentence, marks) in ROLES.items():
+    for role, (title, sentence, tokens, marks) in ROLES.items():
         chance = answer["chance"][role]
         marked = {(h["layer"], h["head"]) for h in answer["above_chance"] if h["role"] == role}
-        named = ", ".join(f"{t['layer']}.{t['head']} ({t['score']:.2f})" for t in answer["top_heads"][role])
+        named = ", ".join(f"{t['layer']}.{t['head']} ({t['score']:.3f})" for t in answer["top_heads"][role])
+        threshold = f"{answer['threshold'][role]:.3f}, halfway from chance to 1"
         found = (
-            f"Clearly doing it (outlined: at least halfway from chance to 1): {len(marked)} head(s)."
+            f"Clearly doing it (outlined: at least {threshold}): {len(marked)} head(s)."
             if marked
-            else "No head is clearly doing it (none halfway from chance to 1)."
+            else f"No head is clearly doing it (none at {threshold})."
         )
         maps.append(
-            f'<div class="role"><p><b>{html.escape(title)}</b>: {html.escape(sentence)}</p>{example_pattern(marks)}'
+            f'<div class="role"><p><b>{html.escape(title)}</b>: {html.escape(sentence)}</p>'
+            f"{example_pattern(tokens, marks)}"
             f"{head_table(answer[role], 'Score of each head (1: all its attention on the pattern)', marked=marked)}"
             f"<p>Chance (attention spread evenly): {chance:.2f}. {found} Top heads: {named}.</p></div>"
         )
