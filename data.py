@@ -484,15 +484,18 @@ def text_tokenizer(kind: str, corpus: Corpus, n_train_chars: int, vocab_size: in
     return tokenizer
 
 
-def with_a_repeat(window: np.ndarray, rng: random.Random, shortest: int = 8) -> np.ndarray:
-    """The window with a span of itself repeated: its first k tokens, then the text again from m tokens back, going
-    on as it did ("... to be or not to be or not to be, that is the question"), cut to the window's length. Where the
-    repeat starts, the next tokens can be predicted only by finding the current token earlier and copying what
-    followed it (an induction head); natural text holds too few repeats in a short context to grow one quickly."""
+def with_a_repeat(window: np.ndarray, rng: random.Random, shortest: int = 8, vocabulary=None) -> np.ndarray:
+    """The window with a span repeated: its first k tokens, then the text again from m tokens back, going on as it did
+    ("... to be or not to be or not to be, that is the question"), cut to the window's length. Where the repeat
+    starts, the next tokens can be predicted only by finding the current token earlier and copying what followed it
+    (an induction head); natural text holds too few repeats in a short context to grow one quickly. With
+    `vocabulary` (token ids), the span is m random tokens of it instead, written twice where the text's span was: a
+    copy that no knowledge of the language predicts, only the context."""
     block = len(window)
     k = rng.randint(block // 4, 3 * block // 4)  # where the repeat starts
     m = rng.randint(min(shortest, k), k)  # how far back it jumps: the repeated span's length, at least
-    return np.concatenate([window[:k], window[k - m : block - m]])
+    span = window[k - m : k] if vocabulary is None else np.asarray(rng.choices(vocabulary, k=m), dtype=window.dtype)
+    return np.concatenate([window[: k - m], span, span, window[k:]])[:block]
 
 
 def text_splits(
@@ -506,10 +509,15 @@ def text_splits(
     max_tokenizer_chars: int = 100_000_000,
     tokenizer=None,
     repeat_fraction: float = 0.0,
+    random_span_fraction: float = 0.0,
+    boundary_first: bool = False,
 ) -> Splits:
     """Windows of `block_size` tokens; the last `val_fraction` of the characters is the validation text. With
     `repeat_fraction`, that fraction of the training windows (drawn by the seed) repeats a span of itself (see
-    `with_a_repeat`); validation windows stay plain text."""
+    `with_a_repeat`), and `random_span_fraction` of those repeat random tokens of the vocabulary instead of their
+    text; validation windows stay plain text. With `boundary_first`, every window is the boundary token (bos) and
+    then block_size - 1 tokens of text, as the demo shows a text: position 0 is then always the start token, where
+    heads can learn to rest (a sink), instead of whatever character a window happens to start with."""
     if tokenizer is None and tokenizer_kind not in ("char", "bpe") and tokenization.missing_local_path(tokenizer_kind):
         raise DataError(
             f"--tokenizer {tokenizer_kind}: the path {tokenizer_kind} does not exist. Give names, char, "
@@ -521,7 +529,14 @@ def text_splits(
         raise DataError(f"The dataset has no text to train on ({n_chars} characters).")
     tokenizer = tokenizer or text_tokenizer(tokenizer_kind, corpus, n_train, vocab_size, max_tokenizer_chars)
 
-    validation = list(windows(token_chunks(tail(pieces(corpus), n_train), tokenizer), block_size, block_size))
+    span = block_size - 1 if boundary_first else block_size  # text tokens a window holds
+    stride = min(stride, span)
+
+    def framed(plain: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        start = np.asarray([tokenizer.bos_token_id], dtype=np.int64)
+        return (np.concatenate([start, w]) for w in plain) if boundary_first else plain
+
+    validation = list(framed(windows(token_chunks(tail(pieces(corpus), n_train), tokenizer), span, span)))
     if not validation:
         raise DataError(
             f"The validation text (the last {val_fraction:.0%} of {n_chars:,} characters) is shorter than one window "
@@ -530,10 +545,19 @@ def text_splits(
 
     def epoch_windows(epoch: int, rng: random.Random) -> Iterator[np.ndarray]:
         offset = 0 if epoch == 0 else rng.randrange(stride)  # later epochs cut the text at other places
-        plain = windows(token_chunks(head(pieces(corpus), n_train), tokenizer), block_size, stride, offset)
+        plain = framed(windows(token_chunks(head(pieces(corpus), n_train), tokenizer), span, stride, offset))
         if not repeat_fraction:
             return plain
-        return (with_a_repeat(w, rng) if rng.random() < repeat_fraction else w for w in plain)
+        return (repeated(w, rng) if rng.random() < repeat_fraction else w for w in plain)
+
+    special = set(tokenizer.all_special_ids)
+    vocabulary = [i for i in range(len(tokenizer)) if i not in special]  # what the Head roles probe draws from
+
+    def repeated(window: np.ndarray, rng: random.Random) -> np.ndarray:
+        random_span = rng.random() < random_span_fraction
+        first = 1 if boundary_first else 0  # the start token stays first, and is never part of a repeat
+        text = with_a_repeat(window[first:], rng, vocabulary=vocabulary if random_span else None)
+        return np.concatenate([window[:first], text])
 
     if next(epoch_windows(0, random.Random(0)), None) is None:
         raise DataError(
@@ -545,8 +569,11 @@ def text_splits(
         f"{n_train:,} training characters and the last {n_chars - n_train:,} ({val_fraction:.0%}) for validation "
         f"({len(validation):,} windows of {block_size} tokens); training windows every {stride} tokens"
     )
+    if boundary_first:
+        summary += ", each after the start token"
     if repeat_fraction:
-        summary += f", {repeat_fraction:.0%} of them with a span of themselves repeated (an induction mixture)"
+        summary += f", {repeat_fraction:.0%} of them with a span repeated (an induction mixture"
+        summary += f": {random_span_fraction:.0%} of those spans random tokens)" if random_span_fraction else ")"
     validation = datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]})
     return Splits(train, validation, tokenizer, summary)
 

@@ -69,7 +69,7 @@ class ScriptArguments:
         default=None,
         metadata={
             "help": "A .txt/.jsonl/.parquet file, a folder of them, or a Hub dataset id. "
-            "Default: the preset's built-in corpus (baby names, or Shakespeare's plays)."
+            "Default: the preset's built-in corpus (baby names, the lab's names written twice, or Shakespeare's plays)."
         },
     )
     text_column: str | None = field(default=None, metadata={"help": "The column with the text (jsonl, parquet)."})
@@ -77,7 +77,7 @@ class ScriptArguments:
         default=None,
         metadata={
             "help": "names (a-z, one example per line), char, bpe, or a saved tokenizer's folder or Hub id. "
-            "Default: names for the names preset, bpe otherwise."
+            "Default: the preset's (names for names and induction, char for specimen), bpe otherwise."
         },
     )
     vocab_size: int | None = field(default=None, metadata={"help": "BPE vocabulary size (default: the preset's)."})
@@ -92,6 +92,16 @@ class ScriptArguments:
         metadata={
             "help": "Text: this fraction of the training windows repeats a span of itself, so that an induction "
             "head grows (the specimen preset's mixture); validation stays plain text."
+        },
+    )
+    random_span_fraction: float = field(
+        default=0.0,
+        metadata={"help": "Of the windows with a repeat, this fraction repeats random tokens instead of their text."},
+    )
+    boundary_first: bool = field(
+        default=False,
+        metadata={
+            "help": "Text: every window starts with the start token, as the demo shows a text (a place to rest)."
         },
     )
     val_fraction: float = field(default=0.1, metadata={"help": "Tail of a text held out for validation."})
@@ -191,8 +201,9 @@ def load_splits(script: ScriptArguments, training: TrainingArguments, block_size
     stride = script.stride or block_size
     if not 0 < stride <= block_size:
         raise UsageError(f"--stride must be between 1 and block_size ({block_size}), got {stride}.")
-    if not 0 <= script.repeat_fraction <= 1:
-        raise UsageError(f"--repeat_fraction must be between 0 and 1, got {script.repeat_fraction}.")
+    for flag in ("repeat_fraction", "random_span_fraction"):
+        if not 0 <= getattr(script, flag) <= 1:
+            raise UsageError(f"--{flag} must be between 0 and 1, got {getattr(script, flag)}.")
     return data.text_splits(
         corpus,
         kind,
@@ -204,6 +215,8 @@ def load_splits(script: ScriptArguments, training: TrainingArguments, block_size
         max_tokenizer_chars=script.max_tokenizer_chars,
         tokenizer=AutoTokenizer.from_pretrained(checkpoint) if checkpoint else None,
         repeat_fraction=script.repeat_fraction,
+        random_span_fraction=script.random_span_fraction,
+        boundary_first=script.boundary_first,
     )
 
 

@@ -22,12 +22,7 @@ from explorer.models import SHIPPED  # noqa: E402
 from explorer.state import DemoState  # noqa: E402
 from explorer.ui.insights import Insights  # noqa: E402
 
-PASSAGE = (
-    "To be, or not to be, that is the question:\n"
-    "Whether 'tis nobler in the mind to suffer\n"
-    "The slings and arrows of outrageous fortune,\n"
-    "Or to take arms against a sea of troubles"
-)
+PASSAGE = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n"  # fits every context
 
 ROLES = ("previous_token", "first_token", "self", "induction")
 

@@ -14,9 +14,10 @@ from modeling_minigpt import MiniGPTForCausalLM  # importing it registers MiniGP
 from tokenization import missing_local_path
 
 REPO = Path(__file__).resolve().parent.parent
-# The shipped models: names and Shakespeare to generate from, and the induction lab's model, a specimen whose heads show
-# the textbook circuit (a previous-token head in layer 0, an induction head in layer 1).
-SHIPPED = {name: REPO / "models" / name for name in ("names", "shakespeare", "induction")}
+# The shipped models: names and Shakespeare to generate from, and two specimens whose heads show the textbook circuit (a
+# previous-token head in layer 0, an induction head in layer 1): the induction lab's model of letters, and Shakespeare's
+# characters trained with repeated spans.
+SHIPPED = {name: REPO / "models" / name for name in ("names", "shakespeare", "induction", "specimen")}
 
 
 class ModelUnavailable(RuntimeError):

@@ -204,6 +204,21 @@ def test_a_repeat_goes_back_a_span_and_on_as_the_text_went():
         assert repeated[k:] == window[k - m : 64 - m].tolist()  # then the text goes on as it did
 
 
+def test_a_random_span_is_written_twice_where_the_texts_span_was():
+    window, rng, vocabulary = np.arange(100, 164), random.Random(1), list(range(1000, 1050))
+    for _ in range(200):
+        repeated = data.with_a_repeat(window, rng, vocabulary=vocabulary).tolist()
+        drawn = [i for i, token in enumerate(repeated) if token >= 1000]
+        start, n = drawn[0], len(drawn)
+        assert drawn == list(range(start, start + n)) and len(repeated) == 64
+        span = repeated[start : start + n]  # m random tokens, then the same again (cut by the window's end)
+        m = next(p for p in range(-(-n // 2), n + 1) if span[p:] == span[: n - p])
+        assert m >= 8 and (start + 2 * m == start + n or start + n == 64)
+        assert repeated[:start] == window[:start].tolist()  # the text before it
+        k = start + m  # the text resumes where it would have repeated
+        assert repeated[start + 2 * m :] == window[k : k + 64 - start - 2 * m].tolist()
+
+
 def test_a_repeat_fraction_of_the_training_windows_repeat_and_validation_stays_plain(tmp_path):
     text = "".join(f"line {i:04d} of a play\n" for i in range(3000))  # every window occurs once in the text
     corpus = data.open_corpus(write(tmp_path / "play.txt", text))
@@ -213,6 +228,19 @@ def test_a_repeat_fraction_of_the_training_windows_repeat_and_validation_stays_p
     repeated = sum(window not in text for window in windows)
     assert 200 <= repeated <= 300  # 25% of 1,000 windows, give or take sampling noise (sd 14)
     assert all(decode(ids) in text for ids in splits.validation["input_ids"])
+
+
+def test_boundary_first_windows_start_with_the_start_token_and_tile_the_text(tmp_path):
+    text = "".join(f"line {i:04d} of a play\n" for i in range(3000))
+    corpus = data.open_corpus(write(tmp_path / "play.txt", text))
+    for fraction in (0.0, 1.0):
+        splits = data.text_splits(corpus, "char", 64, 64, 0.1, seed=0, repeat_fraction=fraction, boundary_first=True)
+        bos, decode = splits.tokenizer.bos_token_id, splits.tokenizer.decode
+        for rows in (take(splits.train, 200), splits.validation["input_ids"]):
+            assert all(len(ids) == 64 and ids[0] == bos and bos not in ids[1:] for ids in rows)
+        if fraction == 0.0:  # plain: 63 characters of text each, one after the other
+            first_epoch = [decode(ids[1:]) for ids in take(splits.train, int(len(text) * 0.9) // 63)]
+            assert sorted(first_epoch) == sorted(text[i : i + 63] for i in range(0, int(len(text) * 0.9) - 62, 63))
 
 
 def test_long_lines_are_read_in_pieces_that_put_the_text_back(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
 from explorer import head_insights
@@ -14,13 +14,15 @@ from explorer.ui.insights import Insights
 from helpers import REPO
 
 LAB_MODEL = REPO / "models" / "induction"
+SPECIMEN = REPO / "models" / "specimen"
 TEXT = "liamnoaholiverliamnoaholiver"  # names written twice, as the lab trained on
+PASSAGE = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n"
 
 
-def roles(folder) -> dict:
-    """The /head_roles answer for TEXT on the model in `folder` (shown in the picker under the folder's name)."""
+def roles(folder, text: str = TEXT) -> dict:
+    """The /head_roles answer for `text` on the model in `folder` (shown in the picker under the folder's name)."""
     state = DemoState.configure(extra=[str(folder)], training=False)
-    return Insights(state).head_roles(TEXT, folder.name)
+    return Insights(state).head_roles(text, folder.name)
 
 
 def assert_induction_circuit(answer: dict) -> None:
@@ -46,25 +48,43 @@ def test_the_shipped_induction_model_shows_its_circuit():
     assert ("induction", best["layer"], best["head"]) in marked  # the view outlines it
 
 
-@pytest.mark.skipif(not (LAB_MODEL / "config.json").exists(), reason="models/induction is not trained yet")
-def test_the_shipped_circuit_is_what_copies():
+@pytest.mark.parametrize("folder, text", [(LAB_MODEL, TEXT), (SPECIMEN, PASSAGE)], ids=["induction", "specimen"])
+def test_the_shipped_circuit_is_what_copies(folder, text):
     """Ablating either half of the circuit (the induction head, or the previous-token head it reads) makes the
-    repeated half as hard as the first; ablating another head of layer 1 changes nearly nothing."""
-    answer = roles(LAB_MODEL)
+    repeated half about as hard as the first; ablating another head of the induction head's layer changes nearly
+    nothing."""
+    if not (folder / "config.json").exists():
+        pytest.skip(f"models/{folder.name} is not trained yet")
+    answer = roles(folder, text)
     induction, previous = answer["top_heads"]["induction"][0], answer["top_heads"]["previous_token"][0]
-    model = AutoModelForCausalLM.from_pretrained(LAB_MODEL).eval()
-    probes = head_insights.induction_probe(list(range(1, 27)), 0, model.config.block_size, probes=4)
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    vocabulary = [i for i in range(len(tokenizer)) if i not in set(tokenizer.all_special_ids)]
+    probes = head_insights.induction_probe(vocabulary, tokenizer.bos_token_id, model.config.block_size, probes=4)
+    L, H = model.config.n_layer, model.config.n_head
 
     def losses(heads):
-        with head_insights.heads_ablated(model, head_insights.head_mask(heads, 2, 4)):
+        with head_insights.heads_ablated(model, head_insights.head_mask(heads, L, H)):
             return head_insights.induction_scores(model, probes)
 
     plain = losses([])
     for head in (induction, previous):
         ablated = losses([(head["layer"], head["head"])])
-        assert ablated["repeated_half_loss"] > 0.9 * ablated["first_half_loss"] > 5 * plain["repeated_half_loss"]
-    other = next(h for h in range(4) if h != induction["head"])
-    assert losses([(1, other)])["repeated_half_loss"] < 2 * plain["repeated_half_loss"]
+        assert ablated["repeated_half_loss"] > 0.8 * ablated["first_half_loss"] > 5 * plain["repeated_half_loss"]
+    other = next(h for h in range(H) if h != induction["head"])
+    assert losses([(induction["layer"], other)])["repeated_half_loss"] < 2 * plain["repeated_half_loss"]
+
+
+@pytest.mark.skipif(not (SPECIMEN / "config.json").exists(), reason="models/specimen is not trained yet")
+def test_the_shipped_text_specimen_shows_the_roles_its_card_claims():
+    """Issue 22's thresholds, on Hamlet's lines: an induction head >= 0.4 on the probe with the repeated half at most
+    half the first half's loss, a previous-token head >= 0.7, and a head clearly parked on the start token."""
+    answer = roles(SPECIMEN, PASSAGE)
+    induction, previous = answer["top_heads"]["induction"][0], answer["top_heads"]["previous_token"][0]
+    assert induction["score"] >= 0.4 and induction["layer"] == 1, induction
+    assert answer["probe"]["repeated_half_loss"] <= 0.5 * answer["probe"]["first_half_loss"], answer["probe"]
+    assert previous["score"] >= 0.7 and previous["layer"] == 0, previous
+    assert any(head["role"] == "first_token" for head in answer["above_chance"]), answer["top_heads"]["first_token"]
 
 
 def test_the_lab_preset_grows_an_induction_head_from_scratch(tmp_path):
