@@ -22,7 +22,8 @@ from explorer.models import SHIPPED  # noqa: E402
 from explorer.state import DemoState  # noqa: E402
 from explorer.ui.insights import Insights  # noqa: E402
 
-PASSAGE = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n"  # fits every context
+# Two lines of Hamlet: they fit every shipped context, so the start token stays first.
+PASSAGE = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n"
 
 ROLES = ("previous_token", "first_token", "self", "induction")
 
