@@ -239,15 +239,11 @@ def builtin_shakespeare() -> Path:
 
 
 def builtin_repeats(count: int = 50_000, longest: int = 15, seed: int = 0) -> Path:
-    """The induction lab's corpus: `count` lines, each a run of built-in names joined (at most `longest` letters)
-    written twice, half of them after a few letters of other names ("liamemmaavaemmaava": lines fit a context of 32
-    with their boundaries). The repeat can be predicted by looking back for the current letter's earlier occurrence
-    and copying what followed it: what an induction head does (Olsson et al. 2022). Names rather than random letters:
-    their letter pairs make a previous-token head worth having on its own, the first half of the circuit, and the
-    induction head then grows on it in minutes (on random letters, where a previous-token head is useless until the
-    induction head exists, a 2-layer model finds other ways to copy and learns slowly). Copies of every length after
-    leads of every length, so that no head looking back a fixed distance predicts as well. Seeded: every machine
-    trains on the same lines."""
+    """The induction lab's corpus: `count` lines, each a run of built-in names (at most `longest` letters) written
+    twice, half of them after a lead of other letters ("liamemmaavaemmaava"; lines fit a context of 32). The repeat is
+    predicted by finding the current letter earlier and copying what followed it: an induction head (Olsson et al.
+    2022). Names, not random letters: their letter pairs make a previous-token head, the circuit's first half, worth
+    having on its own, and the induction head grows on it in minutes (see the README's sweep). Seeded."""
     path = CACHE / f"repeats_{count}_{longest}_{seed}.txt"
     if path.exists():
         return path
@@ -256,13 +252,11 @@ def builtin_repeats(count: int = 50_000, longest: int = 15, seed: int = 0) -> Pa
 
     def run() -> str:  # names joined until the next would not fit, or at random past 8 letters
         letters = ""
-        while True:
-            name = rng.choice(names_)
-            if len(letters) + len(name) > longest:
-                return letters or name
+        while len(letters) + len(name := rng.choice(names_)) <= longest:
             letters += name
             if len(letters) >= 8 and rng.random() < 0.5:
                 return letters
+        return letters or name
 
     def line() -> str:
         copied = run()
@@ -485,12 +479,10 @@ def text_tokenizer(kind: str, corpus: Corpus, n_train_chars: int, vocab_size: in
 
 
 def with_a_repeat(window: np.ndarray, rng: random.Random, shortest: int = 8, vocabulary=None) -> np.ndarray:
-    """The window with a span repeated: its first k tokens, then the text again from m tokens back, going on as it did
-    ("... to be or not to be or not to be, that is the question"), cut to the window's length. Where the repeat
-    starts, the next tokens can be predicted only by finding the current token earlier and copying what followed it
-    (an induction head); natural text holds too few repeats in a short context to grow one quickly. With
-    `vocabulary` (token ids), the span is m random tokens of it instead, written twice where the text's span was: a
-    copy that no knowledge of the language predicts, only the context."""
+    """The window with a span repeated: its first k tokens, then the text again from m tokens back and on as it went
+    ("... to be or not to be or not to be, that is"), cut to the window's length. The repeat is predicted only by
+    finding the current token earlier and copying what followed it (an induction head). With `vocabulary` (token ids),
+    the span is m random tokens of it instead, written twice: a copy that only the context predicts."""
     block = len(window)
     k = rng.randint(block // 4, 3 * block // 4)  # where the repeat starts
     m = rng.randint(min(shortest, k), k)  # how far back it jumps: the repeated span's length, at least
@@ -532,9 +524,8 @@ def text_splits(
     span = block_size - 1 if boundary_first else block_size  # text tokens a window holds
     stride = min(stride, span)
 
-    def framed(plain: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
-        start = np.asarray([tokenizer.bos_token_id], dtype=np.int64)
-        return (np.concatenate([start, w]) for w in plain) if boundary_first else plain
+    def framed(plain: Iterator[np.ndarray]) -> Iterator[np.ndarray]:  # the start token first, with boundary_first
+        return (np.concatenate([[tokenizer.bos_token_id], w]) for w in plain) if boundary_first else plain
 
     validation = list(framed(windows(token_chunks(tail(pieces(corpus), n_train), tokenizer), span, span)))
     if not validation:

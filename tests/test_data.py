@@ -185,11 +185,19 @@ def test_builtin_corpora_need_no_download():
     assert plays.startswith("THESEUS:\nNow, fair Hippolyta") and len(plays) > 4_000_000
 
 
-def test_the_induction_labs_lines_are_a_random_run_written_over_and_over():
+def test_the_induction_labs_lines_are_names_written_twice_after_a_lead_or_not():
     lines = data.builtin_repeats().read_text().splitlines()
-    assert len(lines) == 50_000 and all(len(line) == 30 and line.isascii() and line.isalpha() for line in lines)
-    periods = [next(c for c in range(1, 31) if line == (line[:c] * 30)[:30]) for line in lines]
-    assert max(periods) == 15 and len(set(periods)) >= 13  # runs of many lengths (a run may repeat within itself)
+    names = set(data.builtin_names().read_text().split())
+    assert len(lines) == 50_000 and all(len(line) <= 30 and line.isascii() and line.isalpha() for line in lines)
+    copies = []
+    for line in lines:  # the longest ending written twice: the copied run, at most 15 letters
+        c = max(c for c in range(1, len(line) // 2 + 1) if line[-2 * c : -c] == line[-c:])
+        assert c <= 15 and len(line) - 2 * c <= 30 - 2 * c
+        copies.append(c)
+    assert len(set(copies)) >= 12  # copies of many lengths: no fixed look-back predicts them
+    led = sum(len(line) > 2 * c for line, c in zip(lines, copies)) / len(lines)
+    assert 0.3 < led < 0.5  # half the lines draw a lead, some of them empty (a copy of 15 letters leaves no room)
+    assert sum(line[-c:] in names for line, c in zip(lines, copies)) > len(lines) / 10  # runs of names (one, or more)
     assert data.builtin_repeats().read_text().splitlines() == lines  # seeded: the same lines every time
 
 

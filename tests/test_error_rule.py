@@ -204,7 +204,7 @@ MISTAKES = {
         (dict(text=""), "The text is empty"),
     ],
     "/train": [
-        (dict(data="wikipedia"), "data must be one of names, shakespeare, text"),
+        (dict(data="wikipedia"), "data must be one of names, shakespeare, induction, text"),
         (dict(n_layer="two"), "Layers must be a number, got 'two'"),
         (dict(name="../../etc"), "is not allowed"),
         (dict(name="tiny-names"), "is taken"),
