@@ -18,6 +18,7 @@ from explorer.attention_export import GRID_SVG_UP_TO, grid_png, grid_svg, map_pn
 from explorer.attention_maps import Window, head_matrix, query_weights, trace_steps, trace_table
 from explorer.choices import head_index, layer_index, number, token_position
 from explorer.errors import VisitorError
+from explorer.links import read_link
 from explorer.state import DemoState
 from explorer.texts import TextView, text_label
 from explorer.ui.components import notes_markdown, unchecked
@@ -44,9 +45,9 @@ def checked_head(view: TextView, layer, head) -> tuple[int, int | str]:
     return layer_index(layer, config.n_layer), head_index(head, config.n_head)
 
 
-def layer_and_head_choices(n_layer: int, n_head: int):
-    layers = gr.Dropdown(choices=[(f"layer {i}", i) for i in range(n_layer)], value=0)
-    heads = gr.Dropdown(choices=[(f"head {h}", str(h)) for h in range(n_head)] + [("average", "mean")], value="0")
+def layer_and_head_choices(n_layer: int, n_head: int, layer: int = 0, head: int | str = 0):
+    layers = gr.Dropdown(choices=[(f"layer {i}", i) for i in range(n_layer)], value=layer)
+    heads = gr.Dropdown(choices=[(f"head {h}", str(h)) for h in range(n_head)] + [("average", "mean")], value=str(head))
     return layers, heads
 
 
@@ -74,6 +75,19 @@ class AttentionMaps:
             *layer_and_head_choices(config.n_layer, config.n_head),
             shown,
         )
+
+    def open_link(self, text: str, model: str, request: gr.Request):
+        """The page opens: the view its link names (?model=&text=&layer=&head=&query=, explorer/links.py), else the
+        text and model in the boxes; the link's choices go on to the step view (`link`)."""
+        link = read_link(request.query_params if request is not None else {})
+        text, model = link.get("text", text), link.get("model", model)
+        notes, grid, large, trace, layer, head, shown = self.attention(text, model)
+        if "layer" in link or "head" in link:
+            view = self.state.text_view(model, text)
+            chosen = checked_head(view, link.get("layer", 0), link.get("head", 0))
+            layer, head = layer_and_head_choices(view.lm.model.config.n_layer, view.lm.model.config.n_head, *chosen)
+            large = self.show_head(shown, *chosen)
+        return text, model, notes, grid, large, trace, layer, head, shown, link or None
 
     def show_head(self, shown: dict | None, layer: int, head: str):
         if not shown:
@@ -241,6 +255,7 @@ class AttentionMaps:
         gr.Markdown("### Shape trace of the attention sublayer (layer 0)")
         trace = gr.Dataframe(label="Shape trace", interactive=False, wrap=True, elem_id="shape-trace")
         shown = gr.State(None)
+        link = gr.State(None)  # the choices of the link the page was opened with, until the step view takes them
         outputs = [notes, grid, large, trace, layer, head, shown]
 
         private = dict(api_visibility="private")
@@ -259,7 +274,7 @@ class AttentionMaps:
             (button.click(self.attention, asked, outputs, api_name="attention"), asked),
             (text.submit(self.attention, asked, outputs, **private), asked),
             (model.input(self.attention, asked, outputs, **private), asked),
-            (demo.load(self.attention, asked, outputs, **private), asked),
+            (demo.load(self.open_link, asked, [text, model, *outputs, link], **private), asked),
             (names_shown, [g.first_name, g.names_model]),
             (text_shown, [g.text_out, g.text_model]),
         ]
@@ -272,4 +287,5 @@ class AttentionMaps:
         export_button.click(self.export_shown, [shown, export_what, layer, head], export_file, **private)
         gr.api(self.attention_export, api_name="attention_export")
         gr.api(self.attention_values, api_name="attention_values")
-        return SimpleNamespace(shown=shown, large=large, layer=layer, head=head, pick_head=self.pick_head)
+        parts = dict(shown=shown, large=large, layer=layer, head=head, text=text, model=model, link=link)
+        return SimpleNamespace(**parts, pick_head=self.pick_head)

@@ -12,8 +12,11 @@ from explorer.ui.generation import Generation
 from explorer.ui.insights import Insights
 from explorer.ui.steps import StepByStep
 from explorer.ui.training import Training
+from explorer.views.assets import asset
 from explorer.views.insights import INSIGHT_CSS
 from explorer.views.maps import MAPS_CSS
+
+LINK_JS = asset("link.js")
 
 INTRO = """# MiniGPT: watch attention at work
 A small GPT written to be read, as a 🤗 `transformers` model. Generate **names** or **text**, then look at how every
@@ -42,11 +45,21 @@ def build_demo(state: DemoState) -> gr.Blocks:
             maps, sampling, generated.prompt, generated.text_out, generated.text_model, generated.text_event
         )
         pickers_follow_training(demo, state, training)
-        StepByStep(state).layout(maps.shown, maps.large)
+        query = StepByStep(state).layout(maps.shown, maps.large, maps.link)
+        share_link(maps, query)
     for block_function in demo.fns.values():  # the error rule, alike on every event and endpoint
         if block_function.fn is not None:
             block_function.fn = answers_visitors(block_function.fn)
     return demo
+
+
+def share_link(maps, query: gr.Dropdown) -> None:
+    """A button that puts a link to the view shown (model, text, enlarged head, step-view query) in the address bar,
+    the clipboard and a box: opened, the link shows that view again (AttentionMaps.open_link)."""
+    with gr.Row(equal_height=True):
+        button = gr.Button("Copy a link to this view", scale=1)
+        box = gr.Textbox(label="Link to this view", interactive=False, scale=3, elem_id="view-link")
+    button.click(None, [maps.text, maps.model, maps.layer, maps.head, query], box, js=LINK_JS)
 
 
 def pickers_follow_training(demo: gr.Blocks, state: DemoState, training_events: list) -> None:

@@ -58,9 +58,13 @@ class StepByStep:
             belongs_to(shown["key"], shown["label"], steps_html(numbers)),
         )
 
-    def step_view_of_new_text(self, shown: dict | None, layer, head, training, seed):
-        """The maps show another text: its last token is the query."""
-        return self.step_view(shown, layer, head, None, training, seed)
+    def step_view_of_new_text(self, shown: dict | None, layer, head, training, seed, link: dict | None):
+        """The maps show another text: its last token is the query; or, for the text of the link the page was opened
+        with, the link's layer, head and query (taken once: the link is then spent)."""
+        if link and shown and (link.get("text"), link.get("model")) == (shown["text"], shown["model"]):
+            layer, head, query = link.get("layer", layer), link.get("head", head), link.get("query")
+            return *self.step_view(shown, layer, head, query, training, seed), None
+        return *self.step_view(shown, layer, head, None, training, seed), gr.skip()
 
     def step_view_at_row(self, shown: dict | None, layer, head, training, seed, event: gr.EventData):
         """A click on a row of the enlarged head (its `query` event: layer, head, query row): that token is the query,
@@ -69,9 +73,10 @@ class StepByStep:
         head = head if clicked["head"] == "mean" else int(clicked["head"])
         return self.step_view(shown, int(clicked["layer"]), head, int(clicked["query"]), training, seed)
 
-    def layout(self, shown: gr.State, large: gr.HTML) -> None:
-        """The Step by step view, driven by the text and model of the maps (`shown`), and by clicks on the enlarged
-        head's rows; and the `step` endpoint."""
+    def layout(self, shown: gr.State, large: gr.HTML, link: gr.State) -> gr.Dropdown:
+        """The Step by step view, driven by the text and model of the maps (`shown`), by clicks on the enlarged
+        head's rows and by the link the page was opened with (`link`); and the `step` endpoint. Returns the query
+        picker (the page's link names it)."""
         gr.Markdown(
             "## Attention, step by step\nHow one head turns one token's input into its output, with the model's "
             "real numbers: pick a layer, a head and the query token, or click a row of the enlarged head above."
@@ -84,8 +89,11 @@ class StepByStep:
             seed = unchecked(gr.Number(value=0, precision=0, label="Dropout seed"))
         view = gr.HTML(css_template=STEPS_CSS, js_on_load=None, elem_id="step-view")
         controls, private = [layer, head, query, view], dict(api_visibility="private")
-        shown.change(self.step_view_of_new_text, [shown, layer, head, training, seed], controls, **private)
+        shown.change(
+            self.step_view_of_new_text, [shown, layer, head, training, seed, link], [*controls, link], **private
+        )
         for control in (layer, head, query, training, seed):
             control.input(self.step_view, [shown, layer, head, query, training, seed], controls, **private)
         large.query(self.step_view_at_row, [shown, layer, head, training, seed], controls, **private)
         gr.api(self.step, api_name="step")
+        return query

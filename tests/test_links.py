@@ -1,0 +1,39 @@
+"""Links that reopen a view: the query string read back (explorer/links.py), and in Chromium a link opened in a fresh
+browser shows the head and query it names, and the page's "Copy a link" gives the link that shows the same again."""
+
+from explorer.choices import MAX_TEXT_CHARS
+from explorer.links import read_link
+from helpers import CHROMIUM, CHROMIUM_ARGS, needs_chromium
+
+
+def test_a_link_keeps_the_known_keys_and_a_text_of_a_texts_length():
+    params = {"model": "names", "text": "emma", "layer": "2", "head": "1", "query": "3", "tab": "x", "step": ""}
+    assert read_link(params) == {"model": "names", "text": "emma", "layer": "2", "head": "1", "query": "3"}
+    assert read_link({}) == {} and read_link({"text": "", "model": ""}) == {}  # no link: the page's defaults
+    assert len(read_link({"text": "a" * (MAX_TEXT_CHARS + 5)})["text"]) == MAX_TEXT_CHARS
+
+
+@needs_chromium
+def test_a_link_opened_in_a_fresh_browser_shows_its_head_and_query(page_url):
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=90_000)  # a busy 2-core machine: generous, it only matters when something is wrong
+    link = f"{page_url}?model=names&text=emma&layer=2&head=1&query=3"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        copied = None
+        for opened in (link, None):  # the link, then the link the page's button makes of that view
+            context = browser.new_context(viewport={"width": 1280, "height": 1000})  # fresh: no state carried
+            page = context.new_page()
+            page.set_default_timeout(90_000)
+            page.goto(opened or copied)
+            expect(page.locator("#attention-head figcaption").first).to_have_text("layer 2, head 1")
+            expect(page.locator("#step-view")).to_contain_text('Layer 2, head 1, query token 3 "m"')
+            expect(page.locator("#current-text")).to_contain_text("emma")
+            page.get_by_role("button", name="Copy a link to this view").click()
+            box = page.locator("#view-link textarea, #view-link input").first
+            expect(box).to_have_value(link)  # the same keys, in the same order
+            copied = box.input_value()
+            assert page.url == copied  # in the address bar too
+            context.close()
+        browser.close()
