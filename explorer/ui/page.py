@@ -1,6 +1,6 @@
 """The page: the sections in the order a visitor meets them (generation, the Train tab beside it, the attention maps,
-what the heads do, attention step by step), each built by its module from the one state; then the error rule on every
-event and endpoint."""
+attention step by step and a link to the view, then what the heads do), each built by its module from the one state;
+then the error rule on every event and endpoint."""
 
 import gradio as gr
 
@@ -22,6 +22,10 @@ INTRO = """# MiniGPT: watch attention at work
 A small GPT written to be read, as a 🤗 `transformers` model. Generate **names** or **text**, then look at how every
 attention head of every layer spreads its attention over the tokens: each small map is one head (rows: the token that
 looks; columns: the tokens it looks at; grey: future tokens it cannot see). Click a map to see it large.
+
+**Start here:** generate a few names, click a map, then a row of the large map: *Attention, step by step* shows how
+that head computed that row, with the model's real numbers. The `specimen` model (pick it in *Model*) has a
+previous-token head and an induction head to find with *Head roles*.
 """
 
 
@@ -41,12 +45,12 @@ def build_demo(state: DemoState) -> gr.Blocks:
             generated = generation.tabs(sampling)
             training = Training(state).tab()
         maps = AttentionMaps(state).layout(demo, generated)
+        query = StepByStep(state).layout(maps.shown, maps.large, maps.link)  # the basics before the head tools
+        share_link(maps, query)
         Insights(state).layout(
             maps, sampling, generated.prompt, generated.text_out, generated.text_model, generated.text_event
         )
         pickers_follow_training(demo, state, training)
-        query = StepByStep(state).layout(maps.shown, maps.large, maps.link)
-        share_link(maps, query)
     for block_function in demo.fns.values():  # the error rule, alike on every event and endpoint
         if block_function.fn is not None:
             block_function.fn = answers_visitors(block_function.fn)
