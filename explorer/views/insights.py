@@ -178,7 +178,6 @@ def importance_html(answer: dict) -> str:
     )
 
 
-# Each role: its title, one plain sentence, and a tiny example of its pattern on 5 tokens (query row -> marked key).
 # Each role: its title, one plain sentence, and a tiny example: five tokens and, per query row, the key it marks.
 ROLES = {
     "previous_token": (
