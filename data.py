@@ -267,7 +267,6 @@ def builtin_repeats(count: int = 50_000, longest: int = 15, seed: int = 0) -> Pa
     return path
 
 
-# The built-in corpora by name: the names and induction presets train on theirs, every other preset on Shakespeare.
 BUILTIN_CORPORA = {"names": builtin_names, "shakespeare": builtin_shakespeare, "induction": builtin_repeats}
 
 
