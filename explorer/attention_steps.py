@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from explorer.attention_maps import trace_steps
+from explorer.block_steps import block_parts, embedding_parts, probability_parts
 from explorer.errors import VisitorError
 
 
@@ -40,6 +41,12 @@ class StepChoiceError(VisitorError):
 # Each step: its title, one sentence of explanation, and the shape-trace rows (attention_maps.trace_steps, by name)
 # of the tensors it works on inside the model.
 STEPS = {
+    "embeddings": (
+        "Tokens and embeddings",
+        "Each token id picks a row of the token embedding table, its position a row of the position "
+        "embedding table; their sum is the residual stream entering block 0.",
+        [],
+    ),
     "inputs": (
         "The inputs",
         "The attention sublayer reads the residual stream after its layer norm (attn_norm): one "
@@ -71,7 +78,7 @@ STEPS = {
         "Causal mask and softmax",
         "Keys after i are future tokens: their scores are set to -inf, so that "
         "their weight is exactly 0. The softmax turns the row into weights that are positive and sum to 1: "
-        "the row of the heatmap.",
+        "exp(s_j - max s) for each key, divided by their sum. The row of the heatmap.",
         ["weights"],
     ),
     "dropout": (
@@ -102,10 +109,28 @@ STEPS = {
         "numbers, up to float rounding. Both without dropout.",
         [],
     ),
+    "block": (
+        "The block around attention",
+        "Pre-LayerNorm: the stream is normalised (mean 0, variance 1, then the "
+        "norm's scale and shift) before each sublayer, and each sublayer's output is added back onto it. The MLP "
+        "works on each token alone: C numbers to 4C neurons, GELU, back to C.",
+        [],
+    ),
+    "probabilities": (
+        "Next-token probabilities",
+        "After the last block: the final layer norm, the LM head (one logit per "
+        "vocabulary token) and a softmax over the whole vocabulary.",
+        [],
+    ),
 }
 
 # The numbers of each step: name -> (shape in letters, what it is). Their order is the order they are drawn in.
 NUMBERS = {
+    "embeddings": {
+        "token_i": ("(C,)", "token embedding: row id_i of token_embedding.weight"),
+        "position_i": ("(C,)", "position embedding: row i of position_embedding.weight"),
+        "sum_i": ("(C,)", "their sum: the stream entering block 0"),
+    },
     "inputs": {
         "x_i": ("(C,)", "x_i, the query token's input"),
         "x_j": ("(i+1, C)", "x_j, the inputs it may look at (j <= i)"),
@@ -118,7 +143,11 @@ NUMBERS = {
     },
     "qkv": {"q_i": ("(D,)", "q_i"), "k_j": ("(i+1, D)", "k_j"), "v_j": ("(i+1, D)", "v_j")},
     "scores": {"scores": ("(i+1,)", "q_i . k_j"), "scaled": ("(i+1,)", "q_i . k_j / sqrt(D)")},
-    "softmax": {"masked": ("(T,)", "masked scores"), "weights": ("(T,)", "w_ij = softmax")},
+    "softmax": {
+        "masked": ("(T,)", "masked scores"),
+        "exps": ("(i+1,)", "exp(s_j - max s)"),
+        "weights": ("(T,)", "w_ij = softmax"),
+    },
     "dropout": {"keep": ("(i+1,)", "kept (1) or dropped (0)"), "weights": ("(T,)", "weights after dropout")},
     "output": {
         "z_i": ("(D,)", "z_i = sum_j w_ij v_j"),
@@ -130,7 +159,30 @@ NUMBERS = {
         "separate_i": ("(C,)", "H single-head modules, stacked"),
         "fused_i": ("(C,)", "fused projection split into heads"),
     },
+    "block": {
+        "attn_norm_hat": ("(C,)", "x̂ = (x - mean) / sqrt(variance + eps): the stream entering the block, normalised"),
+        "attn_norm_scale": ("(C,)", "γ: attn_norm's scale"),
+        "attn_norm_shift": ("(C,)", "β: attn_norm's shift"),
+        "attn_norm_out": ("(C,)", "γ x̂ + β: attn_norm's output, the attention's input x_i"),
+        "middle_i": ("(C,)", "stream + attention output"),
+        "mlp_norm_hat": ("(C,)", "x̂: that stream, normalised"),
+        "mlp_norm_scale": ("(C,)", "γ: mlp_norm's scale"),
+        "mlp_norm_shift": ("(C,)", "β: mlp_norm's shift"),
+        "mlp_norm_out": ("(C,)", "γ x̂ + β: mlp_norm's output, the MLP's input"),
+        "pre_activation_i": ("(4C,)", "fc_in: each neuron's input"),
+        "activation_i": ("(4C,)", "GELU: the neurons' activations"),
+        "mlp_out_i": ("(C,)", "out_proj: the MLP's output"),
+        "after_i": ("(C,)", "stream + MLP output: the next block's input"),
+    },
+    "probabilities": {
+        "final_i": ("(C,)", "final_norm of the stream leaving the last block"),
+        "top_logits": ("(k,)", "logits of the most likely next tokens"),
+        "top_probabilities": ("(k,)", "their probabilities: softmax over all V logits"),
+    },
 }
+
+
+NORMS = ("attn_norm", "mlp_norm")  # the block's two layer norms, by their module names
 
 
 def model_eager_attention(attn):
@@ -262,6 +314,9 @@ def attention_steps(
     p = config.attention_dropout if training else 0.0
     keep = (dropped[seen] != 0).int() if training else None  # dropout zeroes a weight, or scales it by 1/(1-p)
     trace = {s.step: s for s in trace_steps(attn, recorded, layer)}
+    exps = (masked[seen] - masked[seen].max()).exp()  # (i+1,): the softmax's numerators
+    block, leaving = block_parts(model, recorded, layer, i), probability_parts(model, recorded, i)
+    norms = {f"{norm}_{part}": block[norm][part] for norm in NORMS for part in ("hat", "scale", "shift", "out")}
     return {
         "meta": dict(
             L=config.n_layer,
@@ -282,11 +337,12 @@ def attention_steps(
             max_abs_difference=float((separate - recorded.merged_heads[layer]).abs().max()),
         ),
         "trace": {name: [trace[row] for row in rows] for name, (_, _, rows) in STEPS.items()},
+        "embeddings": embedding_parts(model, recorded, i),
         "inputs": {"x_i": x[i], "x_j": x[seen], "residual_i": stream[i]},
         "no_weights": {"scores": plain_scores, "weights": plain_weights, "output": plain_weights @ x[seen]},
         "qkv": {"q_i": q[h, i], "k_j": k[h, seen], "v_j": v[h, seen]},
         "scores": {"scores": scores, "scaled": masked[seen]},
-        "softmax": {"masked": masked, "weights": weights},
+        "softmax": {"masked": masked, "exps": exps, "weights": weights},
         "dropout": {"keep": keep, "weights": dropped},
         "output": {
             "z_i": merged[i, h * D : (h + 1) * D],
@@ -295,6 +351,24 @@ def attention_steps(
             "next_i": stream[i] + out[i],
         },
         "multi_head": {"separate_i": separate[i], "fused_i": recorded.merged_heads[layer, i]},
+        "block": {
+            **norms,
+            "middle_i": block["middle"],
+            "pre_activation_i": block["pre_activation"],
+            "activation_i": block["activation"],
+            "mlp_out_i": block["mlp_output"],
+            "after_i": block["after"],
+        },
+        "probabilities": {key: leaving[key] for key in NUMBERS["probabilities"]},
+        # What each of those steps says besides its vectors: plain numbers, for steps_json to pass on.
+        "extras": {
+            "embeddings": {"token_id": recorded.input_ids[i], "ids": list(recorded.input_ids)},
+            "block": {
+                **{norm: {k: block[norm][k] for k in ("mean", "variance", "eps")} for norm in NORMS},
+                **{k: block[k] for k in ("top_neurons", "attention_update", "mlp_update")},
+            },
+            "probabilities": {k: leaving[k] for k in ("top_ids", "next_id", "next_probability", "vocabulary")},
+        },
     }
 
 
@@ -310,9 +384,10 @@ def as_lists(tensor: torch.Tensor | None):
     return values
 
 
-def steps_json(steps: dict, tokens: list[str], model: str = "", notes: list[str] = ()) -> dict:
+def steps_json(steps: dict, tokens: list[str], model: str = "", notes: list[str] = (), label=None) -> dict:
     """`attention_steps`' result as plain JSON: numbers as (nested) lists of floats, exact (float32 values), masked
-    scores as "-inf"; each step with its title, explanation and shapes (in the model and of each number shown)."""
+    scores as "-inf"; each step with its title, explanation and shapes (in the model and of each number shown).
+    `label` turns token ids into the readable labels of the text's tokens (the next tokens' names); none: the ids."""
     meta = steps["meta"]
     chosen = {k: meta[k] for k in ("layer", "head", "query", "training", "seed")}
     out = {
@@ -342,7 +417,14 @@ def steps_json(steps: dict, tokens: list[str], model: str = "", notes: list[str]
         rows={k: list(r) for k, r in meta["rows"].items()},
     )
     s["scores"].update(D=meta["D"], scale=meta["scale"])
-    s["softmax"]["sum"] = float(steps["softmax"]["weights"].sum())
+    s["softmax"].update(sum=float(steps["softmax"]["weights"].sum()), exp_sum=float(steps["softmax"]["exps"].sum()))
     s["dropout"].update(applied=meta["training"], p=meta["dropout_p"], seed=meta["seed"], scale=meta["keep_scale"])
+    s["dropout"]["sum"] = float(steps["dropout"]["weights"].sum())  # 1 only on average once dropout is applied
     s["multi_head"]["max_abs_difference"] = meta["max_abs_difference"]
+    for name, extras in steps["extras"].items():
+        s[name].update(extras)
+    label = label or (lambda ids: [str(i) for i in ids])
+    leaving = s["probabilities"]
+    leaving["top_tokens"] = label(leaving["top_ids"])
+    leaving["next_token"] = label([leaving["next_id"]])[0] if leaving["next_id"] is not None else None
     return out

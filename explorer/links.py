@@ -1,10 +1,13 @@
-"""Links that reopen a view: the page's state (model, text, the enlarged head, the step view's query) as a URL query,
-`?model=names&text=emma&layer=2&head=1&query=3`, read back when a page opens. No Gradio here: a dict of the query's
+"""Links that reopen a view: the page's state (the top tab, model, text, the enlarged head, the lesson's query, step and
+depth) as a URL query, `?tab=names&model=names&text=emma&layer=2&head=1&query=3&step=5&depth=plain`, read back when a
+page opens. No Gradio here: a dict of the query's
 strings in, the choices out; what does not fit the model is left to the views' own checks, which say what to change."""
 
 from explorer.choices import MAX_TEXT_CHARS
 
-LINK_KEYS = ("model", "text", "layer", "head", "query")
+LINK_KEYS = ("tab", "model", "text", "layer", "head", "query", "step", "depth")
+
+TABS = ("names", "text", "train")  # the top tabs, by id
 
 
 def read_link(params) -> dict:

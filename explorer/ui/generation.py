@@ -1,5 +1,5 @@
-"""Generation: names (a batch of N from the names model) and text (streamed as it is written), with the sampling
-settings every section shares. Endpoints: /names, /text (streamed)."""
+"""Generation: names (a batch of N from the names model) and text (streamed as it is written), each tab with its
+sampling settings. Endpoints: /names, /text (streamed)."""
 
 import asyncio
 import contextlib
@@ -98,8 +98,9 @@ class Generation:
         yield shown + lm.tokenizer.decode(new, skip_special_tokens=True), notes_markdown(notes)
 
     def sampling_controls(self) -> list:
-        """Temperature, top-k, top-p and seed: used by every generation on the page, the ablated one too."""
-        with gr.Accordion("Sampling", open=True):
+        """Temperature, top-k, top-p and seed, inside a generation tab (the Text tab's also serve the head tools'
+        generations: the ablated text, the sampled probabilities)."""
+        with gr.Accordion("Sampling settings", open=False):
             with gr.Row():
                 temperature = unchecked(gr.Slider(0, 2, value=1.0, step=0.05, label="Temperature (0 = greedy)"))
                 top_k = unchecked(gr.Number(value=0, precision=0, label="Top-k (0 = off)"))
@@ -107,37 +108,39 @@ class Generation:
                 seed = unchecked(gr.Number(value=-1, precision=0, label="Seed (-1 = random; same seed, same output)"))
         return [temperature, top_k, top_p, seed]
 
-    def tabs(self, sampling: list) -> SimpleNamespace:
-        """The Names and Text tabs (inside the page's gr.Tabs), wired; returns what the later sections follow: each
-        generation's event and output, and its model."""
+    def tabs(self) -> SimpleNamespace:
+        """The Names and Text tabs (inside the page's gr.Tabs), each with its sampling settings, wired; returns what
+        the later sections follow: each generation's event, output, model and sampling settings."""
         state = self.state
-        with gr.Tab("Names"):
+        with gr.Tab("Names", id="names") as names_tab:
             with gr.Row():
                 names_model = unchecked(gr.Dropdown(state.picker.names, value=state.names_default, label="Model"))
                 prefix = gr.Textbox("", label="Starts with (optional)", placeholder="e.g. em")
                 count = unchecked(gr.Number(value=10, precision=0, label=f"How many names (1-{MAX_NAMES})"))
+            names_sampling = self.sampling_controls()
             names_button = gr.Button("Generate names", variant="primary")
             names_out = gr.Textbox(label="Names", lines=6, elem_id="names-output")
             names_notes = gr.Markdown(label="Notes")
             first_name = gr.State("")
-        with gr.Tab("Text"):
+        with gr.Tab("Text", id="text") as text_tab:
             with gr.Row():
                 text_model = unchecked(gr.Dropdown(state.picker.names, value=state.text_default, label="Model"))
                 max_new = unchecked(gr.Number(value=200, precision=0, label=f"Max new tokens (1-{MAX_NEW_TOKENS})"))
             prompt = gr.Textbox("", label="Prompt (may be empty)", lines=3, placeholder="ROMEO:")
+            text_sampling = self.sampling_controls()
             text_button = gr.Button("Generate text", variant="primary")
             text_out = gr.Textbox(label="Text", lines=10, elem_id="text-output")
             text_notes = gr.Markdown(label="Notes")
         names_event = names_button.click(
             self.names,
-            [prefix, count, *sampling, names_model],
+            [prefix, count, *names_sampling, names_model],
             [names_out, names_notes, first_name],
             api_name="names",
             concurrency_limit=None,  # every request goes to the model's batch, which has its own limits
         )
         text_event = text_button.click(
             self.text,
-            [prompt, max_new, *sampling, text_model],
+            [prompt, max_new, *text_sampling, text_model],
             [text_out, text_notes],
             api_name="text",
             concurrency_limit=None,
@@ -150,4 +153,6 @@ class Generation:
             text_out=text_out,
             text_model=text_model,
             prompt=prompt,
+            text_sampling=text_sampling,
+            tabs={"names": names_tab, "text": text_tab},
         )

@@ -1,9 +1,10 @@
-"""The page: the sections in the order a visitor meets them (generation, the Train tab beside it, the attention maps,
-attention step by step and a link to the view, then what the heads do), each built by its module from the one state;
-then the error rule on every event and endpoint."""
+"""The page: the sections in the order a visitor meets them (what this is and where to start; generation, the Train
+tab beside it; the attention maps; the lesson through the block, step by step, and a link to the view; then the head
+tools, folded), each built by its module from the one state; then the error rule on every event and endpoint."""
 
 import gradio as gr
 
+from explorer.links import TABS, read_link
 from explorer.state import DemoState
 from explorer.ui.attention import AttentionMaps
 from explorer.ui.components import unchecked
@@ -23,9 +24,10 @@ A small GPT written to be read, as a 🤗 `transformers` model. Generate **names
 attention head of every layer spreads its attention over the tokens: each small map is one head (rows: the token that
 looks; columns: the tokens it looks at; grey: future tokens it cannot see). Click a map to see it large.
 
-**Start here:** generate a few names, click a map, then a row of the large map: *Attention, step by step* shows how
-that head computed that row, with the model's real numbers. The `specimen` model (pick it in *Model*) has a
-previous-token head and an induction head to find with *Head roles*.
+**Start here:** generate a few names, then follow the *Lesson* below the maps: twelve steps through the whole model,
+from your name's letters to its next-letter probabilities, each with the model's real numbers on your text, in plain
+words or with formulas. Click a map to see it large, and a row of it to follow that token through the lesson. The
+`specimen` model (pick it in *Model*) has a previous-token head and an induction head (lesson step 11).
 """
 
 
@@ -39,17 +41,23 @@ def build_demo(state: DemoState) -> gr.Blocks:
     # cache; every 10 minutes, the files older than 30 go, so that a Space does not fill its disk.
     with gr.Blocks(title="MiniGPT attention explorer", delete_cache=(600, 1800)) as demo:
         gr.Markdown(INTRO)
-        generation = Generation(state)
-        sampling = generation.sampling_controls()
-        with gr.Tabs():
-            generated = generation.tabs(sampling)
-            training = Training(state).tab()
+        generation, trainer, insights = Generation(state), Training(state), Insights(state)
+        with gr.Tabs() as tabs:
+            generated = generation.tabs()
+            training = trainer.tab()
+        tab = tab_followed(demo, tabs, {**generated.tabs, "train": trainer.block})
         maps = AttentionMaps(state).layout(demo, generated)
-        query = StepByStep(state).layout(maps.shown, maps.large, maps.link)  # the basics before the head tools
-        share_link(maps, query)
-        Insights(state).layout(
-            maps, sampling, generated.prompt, generated.text_out, generated.text_model, generated.text_event
-        )
+        lesson = StepByStep(state, insights.head_roles).layout(maps)  # the basics before the head tools
+        share_link(maps, lesson, tab)
+        with gr.Accordion("Head tools: what does this head do?", open=False, elem_id="head-tools"):
+            insights.layout(
+                maps,
+                generated.text_sampling,
+                generated.prompt,
+                generated.text_out,
+                generated.text_model,
+                generated.text_event,
+            )
         pickers_follow_training(demo, state, training)
     for block_function in demo.fns.values():  # the error rule, alike on every event and endpoint
         if block_function.fn is not None:
@@ -57,13 +65,30 @@ def build_demo(state: DemoState) -> gr.Blocks:
     return demo
 
 
-def share_link(maps, query: gr.Dropdown) -> None:
-    """A button that puts a link to the view shown (model, text, enlarged head, step-view query) in the address bar,
-    the clipboard and a box: opened, the link shows that view again (AttentionMaps.open_link)."""
+def share_link(maps, lesson, tab: gr.State) -> None:
+    """A button that puts a link to the view shown (tab, model, text, enlarged head, the lesson's query, step and depth)
+    in the address bar, the clipboard and a box: opened, the link shows that view again (AttentionMaps.open_link,
+    tab_followed)."""
     with gr.Row(equal_height=True):
         button = gr.Button("Copy a link to this view", scale=1)
         box = gr.Textbox(label="Link to this view", interactive=False, scale=3, elem_id="view-link")
-    button.click(None, [maps.text, maps.model, maps.layer, maps.head, query], box, js=LINK_JS)
+    shown = [tab, maps.model, maps.text, maps.layer, maps.head, lesson.query, lesson.lesson, lesson.depth]
+    button.click(None, shown, box, js=LINK_JS)
+
+
+def tab_followed(demo: gr.Blocks, tabs: gr.Tabs, by_id: dict) -> gr.State:
+    """The top tabs' selected tab, by id, kept for the page's link (a State: Tabs is no input); a link naming a tab
+    (?tab=text) opens on it."""
+    selected = gr.State("names")
+    for tab_id, tab in by_id.items():
+        tab.select(lambda tab_id=tab_id: tab_id, None, selected, api_visibility="private")
+
+    def open_tab(request: gr.Request):
+        chosen = read_link(request.query_params if request is not None else {}).get("tab")
+        return (gr.Tabs(selected=chosen), chosen) if chosen in TABS else (gr.skip(), gr.skip())
+
+    demo.load(open_tab, None, [tabs, selected], api_visibility="private")
+    return selected
 
 
 def pickers_follow_training(demo: gr.Blocks, state: DemoState, training_events: list) -> None:

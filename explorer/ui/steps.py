@@ -1,21 +1,30 @@
 """The step by step section: how one head turns one token's input into its output, with the model's real numbers
 (explorer/attention_steps.py computes, views/steps.py draws). Endpoint: /step."""
 
+from types import SimpleNamespace
+
 import gradio as gr
 
+from explorer.attention_maps import token_labels
 from explorer.attention_steps import attention_steps, steps_json
+from explorer.block_steps import parameter_counts
 from explorer.choices import flag, kept_choice, number
+from explorer.lesson import DEPTHS, LESSON_CHOICES, lesson_number, next_step
 from explorer.state import DemoState
 from explorer.ui.components import unchecked
 from explorer.views.insights import belongs_to
+from explorer.views.lesson import LESSON_CSS, LESSON_JS, lesson_html
 from explorer.views.steps import STEPS_CSS, steps_html
+
+SPECIMEN = "specimen"  # the shipped model whose heads lesson step 11 shows (an induction head, a previous-token head)
 
 
 class StepByStep:
-    """The section's endpoint, on the demo's state; `layout` builds it on the page."""
+    """The section's endpoint, on the demo's state; `layout` builds it on the page. `roles` is the head roles'
+    endpoint (text, model) -> its JSON, which lesson step 11 draws."""
 
-    def __init__(self, state: DemoState):
-        self.state = state
+    def __init__(self, state: DemoState, roles):
+        self.state, self.roles = state, roles
 
     def step(
         self,
@@ -40,60 +49,112 @@ class StepByStep:
             seed=number("Seed", seed, 0, int),
         )
         steps = attention_steps(view.lm.model, view.recorded, **choice, rng_lock=self.state.rng_lock)
-        return steps_json(steps, view.tokens, model=model, notes=view.notes)
+        label = lambda ids: token_labels(view.lm.tokenizer, ids)  # noqa: E731
+        return steps_json(steps, view.tokens, model=model, notes=view.notes, label=label)
 
-    def step_view(self, shown: dict | None, layer, head, query, training, seed):
-        """The step view of the text the maps show: its layer, head and query choices (kept where they still fit) and
-        the steps drawn from exactly what the `step` endpoint returns."""
+    def lesson_parts(self, number: int, shown: dict) -> dict:
+        """What lesson steps 11 and 12 show besides the step view's numbers: the head roles, by the head roles' own
+        endpoint, of the specimen model (the one with an induction head; else the model shown) on the text, and where
+        the shown model's weights are."""
+        if number == 11:
+            roles_of = SPECIMEN if SPECIMEN in self.state.picker.names else shown["model"]
+            return dict(roles=self.roles(shown["text"], roles_of), roles_of=roles_of)
+        if number == 12:
+            return dict(weights=parameter_counts(self.state.picker.get(shown["model"]).model))
+        return {}
+
+    def step_view(self, shown: dict | None, layer, head, query, training, seed, lesson=1, depth="plain"):
+        """The step view of the text the maps show: its layer, head and query choices (kept where they still fit), the
+        lesson step, and the view: that lesson step, or every step at once, drawn from exactly what the `step`
+        endpoint returns."""
         if not shown:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         config = self.state.picker.get(shown["model"]).model.config
         layer, head = kept_choice(layer, config.n_layer), kept_choice(head, config.n_head)
         numbers = self.step(shown["text"], shown["model"], layer, head, query, training, seed)
-        tokens = numbers["tokens"]
+        tokens, depth = numbers["tokens"], depth if depth in DEPTHS else "plain"
+        number = lesson_number(lesson)
+        if number:
+            drawn = lesson_html(number, depth, numbers, **self.lesson_parts(number, shown))
+        else:
+            drawn = steps_html(numbers, depth)
         return (
             gr.Dropdown(choices=[(f"layer {n}", n) for n in range(config.n_layer)], value=layer),
             gr.Dropdown(choices=[(f"head {n}", n) for n in range(config.n_head)], value=head),
             gr.Dropdown(choices=[(f"{j}: {t}", j) for j, t in enumerate(tokens)], value=numbers["query"]),
-            belongs_to(shown["key"], shown["label"], steps_html(numbers)),
+            number,
+            belongs_to(shown["key"], shown["label"], drawn),
         )
 
-    def step_view_of_new_text(self, shown: dict | None, layer, head, training, seed, link: dict | None):
+    def step_view_of_new_text(self, shown: dict | None, layer, head, training, seed, lesson, depth, link: dict | None):
         """The maps show another text: its last token is the query; or, for the text of the link the page was opened
-        with, the link's layer, head and query (taken once: the link is then spent)."""
+        with, the link's layer, head, query, lesson step and depth (taken once: the link is then spent)."""
         if link and shown and (link.get("text"), link.get("model")) == (shown["text"], shown["model"]):
             layer, head, query = link.get("layer", layer), link.get("head", head), link.get("query")
-            return *self.step_view(shown, layer, head, query, training, seed), None
-        return *self.step_view(shown, layer, head, None, training, seed), gr.skip()
+            lesson, depth = link.get("step", lesson), link.get("depth", depth)
+            view = self.step_view(shown, layer, head, query, training, seed, lesson, depth)
+            return *view, depth if depth in DEPTHS else gr.skip(), None
+        return *self.step_view(shown, layer, head, None, training, seed, lesson, depth), gr.skip(), gr.skip()
 
-    def step_view_at_row(self, shown: dict | None, layer, head, training, seed, event: gr.EventData):
+    def step_view_at_row(self, shown: dict | None, layer, head, training, seed, lesson, depth, event: gr.EventData):
         """A click on a row of the enlarged head (its `query` event: layer, head, query row): that token is the query,
         in the clicked map's layer and head (the step view's own head when the map is the layer's average)."""
         clicked = event._data
         head = head if clicked["head"] == "mean" else int(clicked["head"])
-        return self.step_view(shown, int(clicked["layer"]), head, int(clicked["query"]), training, seed)
+        return self.step_view(shown, int(clicked["layer"]), head, int(clicked["query"]), training, seed, lesson, depth)
 
-    def layout(self, shown: gr.State, large: gr.HTML, link: gr.State) -> gr.Dropdown:
-        """The Step by step view, driven by the text and model of the maps (`shown`), by clicks on the enlarged
-        head's rows and by the link the page was opened with (`link`); and the `step` endpoint. Returns the query
-        picker (the page's link names it)."""
+    def step_view_of_box(self, shown: dict | None, layer, head, query, training, seed, depth, event: gr.EventData):
+        """A click on a box of the lesson's block diagram (the `go` event: {step}): the lesson step that explains it."""
+        return self.step_view(shown, layer, head, query, training, seed, event._data.get("step"), depth)
+
+    def layout(self, maps) -> SimpleNamespace:
+        """The lesson and Step by step view, driven by the text and model of the maps (`maps.shown`), by clicks on the
+        enlarged head's rows (`maps.large`) and by the link the page was opened with (`maps.link`); and the `step`
+        endpoint. A click on a head in the lesson's head roles opens its map (`maps.pick_head`). Returns the controls
+        the page's link names (query, lesson step, depth)."""
+        shown, large, link = maps.shown, maps.large, maps.link
         gr.Markdown(
-            "## Attention, step by step\nHow one head turns one token's input into its output, with the model's "
-            "real numbers: pick a layer, a head and the query token, or click a row of the enlarged head above."
+            "## Lesson: the block, step by step\nHow the model turns your text into next-token probabilities, one step "
+            "at a time, with its real numbers on the text above: pick a lesson step (or every step at once), a layer, "
+            "a head and the query token, or click a row of the enlarged head above, or a box of the diagram."
         )
+        with gr.Row(equal_height=True):
+            back = gr.Button("◀ Back", scale=1, elem_id="lesson-back")
+            lesson = unchecked(
+                gr.Dropdown(LESSON_CHOICES, value=1, label="Lesson step", scale=4, elem_id="lesson-step")
+            )
+            forward = gr.Button("Next ▶", scale=1, elem_id="lesson-next")
+            depth = unchecked(
+                gr.Radio(
+                    [("Plain words", "plain"), ("Formulas and shapes", "formulas")],
+                    value="plain",
+                    label="Depth",
+                    scale=2,
+                    elem_id="lesson-depth",
+                )
+            )
         with gr.Row():
             layer = gr.Dropdown([0], value=0, label="Layer", interactive=True)
             head = gr.Dropdown([0], value=0, label="Head", interactive=True)
             query = gr.Dropdown([0], value=0, label="Query token", interactive=True)
             training = gr.Checkbox(False, label="Training mode (the model's attention dropout)")
             seed = unchecked(gr.Number(value=0, precision=0, label="Dropout seed"))
-        view = gr.HTML(css_template=STEPS_CSS, js_on_load=None, elem_id="step-view")
-        controls, private = [layer, head, query, view], dict(api_visibility="private")
+        view = gr.HTML(css_template=STEPS_CSS + LESSON_CSS, js_on_load=LESSON_JS, elem_id="step-view")
+        controls, private = [layer, head, query, lesson, view], dict(api_visibility="private")
+        chosen = [shown, layer, head, query, training, seed]
         shown.change(
-            self.step_view_of_new_text, [shown, layer, head, training, seed, link], [*controls, link], **private
+            self.step_view_of_new_text,
+            [shown, layer, head, training, seed, lesson, depth, link],
+            [*controls, depth, link],
+            **private,
         )
-        for control in (layer, head, query, training, seed):
-            control.input(self.step_view, [shown, layer, head, query, training, seed], controls, **private)
-        large.query(self.step_view_at_row, [shown, layer, head, training, seed], controls, **private)
+        for control in (layer, head, query, training, seed, lesson, depth):
+            control.input(self.step_view, [*chosen, lesson, depth], controls, **private)
+        for button, by in ((back, -1), (forward, +1)):
+            moved = lambda *values, by=by: self.step_view(*values[:-2], next_step(values[-2], by), values[-1])  # noqa: E731
+            button.click(moved, [*chosen, lesson, depth], controls, **private)
+        large.query(self.step_view_at_row, [shown, layer, head, training, seed, lesson, depth], controls, **private)
+        view.go(self.step_view_of_box, [*chosen, depth], controls, **private)
+        view.pick(maps.pick_head, [shown], [maps.layer, maps.head, large], **private)
         gr.api(self.step, api_name="step")
-        return query
+        return SimpleNamespace(query=query, lesson=lesson, depth=depth, view=view)

@@ -50,7 +50,7 @@ def viridis_css(value: float) -> str:
     return f"background: rgb({r},{g},{b}); color: {'#000' if value > 0.6 else '#fff'}"
 
 
-def _diverging(value: float, scale: float) -> str:
+def diverging_css(value: float, scale: float) -> str:
     """Red for a rise, blue for a fall, white for none; `scale` is the value drawn at full strength."""
     strength = 0.0 if scale <= 0 else min(abs(value) / scale, 1.0)
     fade = round(255 * (1 - strength))
@@ -72,7 +72,7 @@ def head_table(
     """A layer x head grid of numbers, each cell coloured by its value (0..1 on viridis, or red / blue for +/-); a
     click on a cell opens that head's map (pick_head.js). `marked` (layer, head) cells are outlined."""
     scale = max((abs(v) for row in scores for v in row), default=0.0)
-    colour = (lambda v: _diverging(v, scale)) if diverging else viridis_css
+    colour = (lambda v: diverging_css(v, scale)) if diverging else viridis_css
     shown = f"{{:{'+' if diverging else ''}.{digits}f}}"  # signed for a change, plain for a score
     rows = ["<tr><th></th>" + "".join(f"<th>head {h}</th>" for h in range(len(scores[0]))) + "</tr>"]
     for layer, row in enumerate(scores):
@@ -138,7 +138,8 @@ def loss_strip(tokens: list[str], before: list[float], after: list[float] | None
     if after is not None:
         scale = max((abs(a - b) for a, b in zip(after, before)), default=0.0)
         after_cells = "".join(
-            f'<td style="{_diverging(a - b, scale)}" data-change="{a - b:.6f}" title="change {a - b:+.4f}">{a:.2f}</td>'
+            f'<td style="{diverging_css(a - b, scale)}" data-change="{a - b:.6f}" '
+            f'title="change {a - b:+.4f}">{a:.2f}</td>'
             for a, b in zip(after, before)
         )
         rows += f"<tr><th>loss after</th>{after_cells}</tr>"

@@ -1,9 +1,9 @@
-// "Copy a link to this view": the model, text, enlarged head and step-view query as the page's URL query (read back
-// by explorer/links.py when a page opens), put in the address bar, the clipboard (where the browser allows it) and
-// the box beside the button.
-(text, model, layer, head, query) => {
+// "Copy a link to this view": the top tab, model, text, enlarged head and the lesson's query, step and depth as the
+// page's URL query (read back by explorer/links.py when a page opens), put in the address bar, the clipboard (where
+// the browser allows it) and the box beside the button.
+(tab, model, text, layer, head, query, step, depth) => {
   const params = new URLSearchParams();
-  const values = { model, text, layer, head, query };
+  const values = { tab, model, text, layer, head, query, step, depth };
   for (const [key, value] of Object.entries(values)) {
     if (value !== null && value !== undefined && value !== "") params.set(key, String(value));
   }
