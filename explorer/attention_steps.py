@@ -1,14 +1,17 @@
-"""Attention, step by step: how one head of one layer turns one query token's input into its output, with the model's
-real numbers, in the order of the textbook derivation.
+"""The block, step by step: how one token of the text goes through the model, and in detail how one head of one layer
+turns the token's input into its output, with the model's real numbers, in the order of the textbook derivation.
 
+    0. the tokens' embeddings: token and position rows, their sum (block_steps.py)
     1. the inputs: x_i (after the layer norm) and every x_j it may look at (j <= i)
     2. for contrast, attention without trainable weights: x_i . x_j, softmax, the weighted sum of the x_j
     3. q_i, k_j, v_j of the head: D-wide slices (rows of the fused qkv_proj weight) of the layer's projection
     4. the scores q_i . k_j, scaled by 1/sqrt(D)
-    5. the causal mask (-inf after i) and the softmax
+    5. the causal mask (-inf after i) and the softmax: the exponentials, their sum, the weights
     6. dropout: identity in evaluation; in training mode the model's own, under a seed
     7. z_i = sum_j w_ij v_j, all heads' z_i side by side, the output projection, the residual add
     +  multi-head two ways: H single-head modules cut from the fused weight, against the fused projection split in heads
+    +  the block around attention: both layer norms written out, the residual adds, the MLP (block_steps.py)
+    +  what leaves the last block: the final norm, the top next tokens' logits and probabilities (block_steps.py)
 
 Every number comes from the model's own modules and weights. The recorded forward pass (forward_pass.py) gives the
 sublayer's input, its attention weights, its merged heads and its output; the layer's `qkv_proj` and `split_heads` give

@@ -256,7 +256,9 @@ needs_chromium = pytest.mark.skipif(
 
 def captured(model, ids: list[int], layer: int) -> dict[str, torch.Tensor]:
     """The model's own tensors for one layer, read by hooks on its modules during one plain forward pass with
-    `output_attentions=True`: block input, qkv_proj's input and output, out_proj's input, the sublayer's output."""
+    `output_attentions=True`: the embedded text (block 0's input), the block's input, attn_norm's output, qkv_proj's
+    input and output, out_proj's input, the sublayer's output, mlp_norm's input and output, the MLP's fc_in, GELU and
+    output, the block's output, the final norm's output; and the weights and logits the model returns."""
     block, seen = model.model.layers[layer], {}
 
     def keep(name, from_output, index=0):
@@ -267,7 +269,16 @@ def captured(model, ids: list[int], layer: int) -> dict[str, torch.Tensor]:
         return hook
 
     handles = [
+        model.model.layers[0].register_forward_pre_hook(keep("embedded", False)),
         block.register_forward_pre_hook(keep("block_in", False)),
+        block.attn_norm.register_forward_hook(keep("attn_norm_out", True)),
+        block.mlp_norm.register_forward_pre_hook(keep("mlp_norm_in", False)),
+        block.mlp_norm.register_forward_hook(keep("mlp_norm_out", True)),
+        block.mlp.fc_in.register_forward_hook(keep("fc_out", True)),
+        block.mlp.act.register_forward_hook(keep("act_out", True)),
+        block.mlp.register_forward_hook(keep("mlp_out", True)),
+        block.register_forward_hook(keep("block_out", True)),
+        model.model.final_norm.register_forward_hook(keep("final_out", True)),
         block.attn.qkv_proj.register_forward_pre_hook(keep("qkv_in", False)),
         block.attn.qkv_proj.register_forward_hook(keep("qkv_out", True)),
         block.attn.out_proj.register_forward_pre_hook(keep("heads", False)),
@@ -280,11 +291,15 @@ def captured(model, ids: list[int], layer: int) -> dict[str, torch.Tensor]:
         for handle in handles:
             handle.remove()
     seen["weights"] = out.attentions[layer][0]  # (H, T, T)
+    seen["logits"] = out.logits[0]  # (T, V)
     return seen
 
 
 def close(actual, expected, what: str) -> None:
-    torch.testing.assert_close(torch.tensor(actual), expected.float(), atol=1e-5, rtol=1e-5, msg=what)
+    if expected is None:  # a model without biases has no layer norm shift: none returned
+        assert actual is None, what
+        return
+    torch.testing.assert_close(torch.tensor(actual), expected.detach().float(), atol=1e-5, rtol=1e-5, msg=what)
 
 
 def assert_every_number_is_the_models(numbers: dict, model, ids: list[int]) -> None:
@@ -297,7 +312,18 @@ def assert_every_number_is_the_models(numbers: dict, model, ids: list[int]) -> N
     t = captured(model, ids, layer)
     x, qkv, s = t["qkv_in"], t["qkv_out"], numbers["steps"]
     q, k, v = (qkv[:, part * C + h * D : part * C + (h + 1) * D] for part in range(3))  # (T, D) each: the head's rows
+    scaled = k[: i + 1] @ q[i] / D**0.5
+    embeddings = model.model
+    block = model.model.layers[layer]
+    normalised = lambda v: torch.nn.functional.layer_norm(v, (C,), eps=block.attn_norm.eps)  # noqa: E731
+    probabilities = t["logits"][i].softmax(-1)
+    top = probabilities.topk(len(s["probabilities"]["top_probabilities"]))
     expected = {
+        "embeddings": {
+            "token_i": embeddings.token_embedding.weight[ids[i]],
+            "position_i": embeddings.position_embedding.weight[i],
+            "sum_i": t["embedded"][i],
+        },
         "inputs": {"x_i": x[i], "x_j": x[: i + 1], "residual_i": t["block_in"][i]},
         "no_weights": {
             "scores": x[: i + 1] @ x[i],
@@ -306,7 +332,7 @@ def assert_every_number_is_the_models(numbers: dict, model, ids: list[int]) -> N
         },
         "qkv": {"q_i": q[i], "k_j": k[: i + 1], "v_j": v[: i + 1]},
         "scores": {"scores": k[: i + 1] @ q[i], "scaled": k[: i + 1] @ q[i] / D**0.5},
-        "softmax": {"weights": t["weights"][h, i]},
+        "softmax": {"weights": t["weights"][h, i], "exps": (scaled - scaled.max()).exp()},
         "dropout": {"weights": t["weights"][h, i]},
         "output": {
             "z_i": t["heads"][i, h * D : (h + 1) * D],
@@ -315,6 +341,26 @@ def assert_every_number_is_the_models(numbers: dict, model, ids: list[int]) -> N
             "next_i": t["block_in"][i] + t["sublayer_out"][i],
         },
         "multi_head": {"separate_i": t["heads"][i], "fused_i": t["heads"][i]},
+        "block": {
+            "attn_norm_hat": normalised(t["block_in"][i]),
+            "attn_norm_scale": block.attn_norm.weight,
+            "attn_norm_shift": block.attn_norm.bias,
+            "attn_norm_out": t["attn_norm_out"][i],
+            "middle_i": t["mlp_norm_in"][i],
+            "mlp_norm_hat": normalised(t["mlp_norm_in"][i]),
+            "mlp_norm_scale": block.mlp_norm.weight,
+            "mlp_norm_shift": block.mlp_norm.bias,
+            "mlp_norm_out": t["mlp_norm_out"][i],
+            "pre_activation_i": t["fc_out"][i],
+            "activation_i": t["act_out"][i],
+            "mlp_out_i": t["mlp_out"][i],
+            "after_i": t["block_out"][i],
+        },
+        "probabilities": {
+            "final_i": t["final_out"][i],
+            "top_logits": t["logits"][i][top.indices],
+            "top_probabilities": top.values,
+        },
     }
     for step, values in expected.items():
         for key, tensor in values.items():
@@ -328,6 +374,20 @@ def assert_every_number_is_the_models(numbers: dict, model, ids: list[int]) -> N
     }
     assert s["scores"]["D"] == D and s["scores"]["scale"] == pytest.approx(D**-0.5)
     assert s["multi_head"]["max_abs_difference"] <= 1e-5
+    assert s["embeddings"]["token_id"] == ids[i] and s["embeddings"]["ids"] == ids
+    close(s["softmax"]["exp_sum"], (scaled - scaled.max()).exp().sum(), "softmax.exp_sum")
+    for norm, entering in (("attn_norm", t["block_in"][i]), ("mlp_norm", t["mlp_norm_in"][i])):
+        close(s["block"][norm]["mean"], entering.mean(), f"block.{norm}.mean")
+        close(s["block"][norm]["variance"], entering.var(unbiased=False), f"block.{norm}.variance")
+    close(s["block"]["attention_update"], t["sublayer_out"][i].norm(), "block.attention_update")
+    close(s["block"]["mlp_update"], t["mlp_out"][i].norm(), "block.mlp_update")
+    neurons = t["act_out"][i].abs().topk(len(s["block"]["top_neurons"])).indices.tolist()
+    assert [n for n, _ in s["block"]["top_neurons"]] == neurons
+    leaving = s["probabilities"]
+    assert leaving["top_ids"] == top.indices.tolist() and leaving["vocabulary"] == t["logits"].shape[-1]
+    if i + 1 < len(ids):
+        assert leaving["next_id"] == ids[i + 1]
+        close(leaving["next_probability"], probabilities[ids[i + 1]], "probabilities.next_probability")
     checked = {(step, key) for step, values in expected.items() for key in values} | {
         ("softmax", "masked"),
         ("dropout", "keep"),
@@ -370,3 +430,38 @@ def assert_tokenizer_loads_silently(folder, home):
     """No prompt on stdout, nothing on stderr (no warning), model_max_length = the model's context."""
     done = load_tokenizer_in_a_fresh_process(folder, home)
     assert (done.returncode, done.stdout, done.stderr) == (0, "OK\n", ""), done.stdout[-2000:] + done.stderr[-2000:]
+
+
+# ---- the step view's numbers as a page draws them -------------------------------------------------------------------
+
+
+def flattened(value) -> list[float]:
+    """A JSON number, list or list of lists as one list of floats (the string "-inf" included)."""
+    return [x for v in value for x in flattened(v)] if isinstance(value, list) else [float(value)]
+
+
+def numbers_drawn(page) -> dict[str, list[str]]:
+    """Every number under a data key in the step view, by key (step.number, or step.part.number): their titles, the
+    exact values, in page order."""
+    drawn = page.eval_on_selector_all(
+        "#step-view [data-key]",
+        "els => els.map(e => [e.dataset.key, [...e.querySelectorAll('.n')].map(n => n.title)])",
+    )
+    on_page: dict[str, list[str]] = {}
+    for key, titles in drawn:
+        on_page.setdefault(key, []).extend(titles)
+    return on_page
+
+
+def assert_drawn_exactly(drawn: dict[str, list[str]], numbers: dict) -> None:
+    """Each number drawn is the endpoint's, exactly (the float JSON holds), in its order."""
+    for key, titles in drawn.items():
+        value = numbers["steps"]
+        for part in key.split("."):
+            value = value[part]
+        assert [float(t) for t in titles] == flattened(value), key
+
+
+def open_head_tools(page) -> None:
+    """Unfold the page's head tools (folded under the lesson, as a newcomer first meets the page)."""
+    page.locator("#head-tools").get_by_text("Head tools").first.click()

@@ -5,7 +5,7 @@ import os
 import re
 import shutil
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, call, needs_chromium
+from helpers import CHROMIUM, CHROMIUM_ARGS, call, needs_chromium, open_head_tools
 
 pytestmark = needs_chromium  # page_url (the app on the fixture models): conftest.py
 
@@ -60,8 +60,10 @@ def test_generate_names_and_text_and_see_the_maps(page_url, tmp_path):
 
             # Text: the output, then the maps of the text model (2 layers x (2 heads + average)). A fixed seed: the
             # fixture's random weights give its end token 1/97 a step, so a random seed often ends the text early.
-            page.get_by_label("Seed (-1 = random; same seed, same output)").fill("7")
             page.get_by_role("tab", name="Text").click()
+            sampling = page.locator("#text-sampling")  # the Text tab's own sampling settings, folded
+            sampling.get_by_text("Sampling settings").first.click()
+            sampling.get_by_label("Seed (-1 = random; same seed, same output)").fill("7")
             page.get_by_label("Prompt (may be empty)").fill("to be")
             page.get_by_role("button", name="Generate text").click()
             expect(page.get_by_text(re.compile(r"^\d+ new tokens"))).to_be_visible()  # the note that ends each run
@@ -186,6 +188,7 @@ def test_every_view_shows_the_current_texts_numbers_or_says_whose_they_are(page_
                 return note.text_content() if note.count() else None
 
             assert hover(3, 1) == expected_tip("emma", "tiny-names", 3, 1)
+            open_head_tools(page)
             for button in (
                 "Next-token probabilities and logit lens",
                 "Ablate",

@@ -12,10 +12,12 @@ from helpers import (
     CHROMIUM_ARGS,
     LOWERCASE,
     app_error,
+    assert_drawn_exactly,
     assert_every_number_is_the_models,
     call,
     char_tokenizer,
     needs_chromium,
+    numbers_drawn,
     running_app,
     save_fixture_model,
     server_log,
@@ -48,11 +50,6 @@ def served_model(folder: Path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     return AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
-
-
-def flattened(value) -> list[float]:
-    """A JSON number, list or list of lists as one list of floats (the string "-inf" included)."""
-    return [x for v in value for x in flattened(v)] if isinstance(value, list) else [float(value)]
 
 
 def test_step_endpoint_lists_its_parameters_with_defaults(client):
@@ -113,7 +110,7 @@ def test_clicking_a_row_of_the_enlarged_head_shows_that_query_with_the_endpoints
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.set_default_timeout(90_000)
-            page.goto(server[0])
+            page.goto(server[0] + "?model=tiny-names&text=emma&step=0")  # every step at once
             view = page.locator("#step-view .steps > .head")
             expect(view).to_have_attribute("data-query", "4")  # on load: the maps' text 'emma', its last token
             page.locator('#attention-grid svg[data-layer="2"][data-head="1"]').click()
@@ -125,18 +122,23 @@ def test_clicking_a_row_of_the_enlarged_head_shows_that_query_with_the_endpoints
             expect(view).to_have_attribute("data-query", "2")
             expect(view).to_have_attribute("data-layer", "2")
             expect(view).to_have_attribute("data-head", "1")
-            drawn = page.eval_on_selector_all(  # every number under a data key, by key (step.number)
-                "#step-view [data-key]",
-                "els => els.map(e => [e.dataset.key, [...e.querySelectorAll('.n')].map(n => n.title)])",
-            )
+            drawn = numbers_drawn(page)
         finally:
             browser.close()
     numbers = call(client, "/step", text="emma", model="tiny-names", layer=2, head=1, query=2)
-    on_page: dict[str, list[str]] = {}
-    for key, titles in drawn:
-        on_page.setdefault(key, []).extend(titles)
-    for key, titles in on_page.items():
-        step, name = key.split(".")
-        assert [float(t) for t in titles] == flattened(numbers["steps"][step][name]), key  # exactly the endpoint's
+    assert_drawn_exactly(drawn, numbers)
     every = {f"{step}.{key}" for step, keys in NUMBERS.items() for key in keys} - {"dropout.keep"}  # eval: no mask
-    assert set(on_page) == every | {"scores.scale", "softmax.sum", "multi_head.max_abs_difference"}
+    assert set(drawn) == every | SCALARS_DRAWN
+
+
+# The numbers the view draws besides each step's vectors (NUMBERS), by data key.
+SCALARS_DRAWN = {
+    "scores.scale",
+    "softmax.sum",
+    "softmax.exp_sum",
+    "multi_head.max_abs_difference",
+    *(f"block.{norm}.{moment}" for norm in ("attn_norm", "mlp_norm") for moment in ("mean", "variance")),
+    "block.attention_update",
+    "block.mlp_update",
+    "probabilities.next_probability",
+}

@@ -114,8 +114,12 @@ def test_the_page_draws_the_json_numbers_exactly_and_summarises_long_texts():
     page = steps_html(numbers)
     for step, key in [("inputs", "x_i"), ("qkv", "q_i"), ("output", "z_i"), ("output", "next_i")]:
         assert [float(t) for t in titles(page, f"{step}.{key}")] == numbers["steps"][step][key]  # exact, all of it
-    weights = re.findall(r'data-key="softmax\.weights"><span class="n[^"]*" title="([^"]*)"', page)
+    weights = re.findall(r'data-key="softmax\.weights"><span class="n[^"]*"(?: style="[^"]*")? title="([^"]*)"', page)
     assert [float(w) for w in weights] == numbers["steps"]["softmax"]["weights"]  # every key, 128 rows
+    # The weights as bars: on a long text the 16 largest, largest first.
+    bars = re.findall(r'class="bar-row"><span class="tok">(\d+) ', page)
+    largest_first = sorted(range(101), key=lambda j: -numbers["steps"]["softmax"]["weights"][j])[:16]
+    assert [int(j) for j in bars] == largest_first
     drawn = re.search(r'data-key="inputs\.x_j">(.*?)</table>', page, re.DOTALL).group(1)
     rows = [int(j) for j in re.findall(r'data-j="(\d+)"', drawn)]
     assert len(rows) == 32 and 100 in rows  # 32 of the 101 rows, the query's among them

@@ -1,7 +1,7 @@
 """The "What does this head do?" section in a real browser (Debian Chromium driven by Playwright): tick a head, ablate,
 and see the per-token loss strip change; click a token to see its next-token probabilities."""
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, needs_chromium
+from helpers import CHROMIUM, CHROMIUM_ARGS, needs_chromium, open_head_tools
 
 pytestmark = needs_chromium  # page_url (the app on the fixture models): conftest.py
 
@@ -16,6 +16,7 @@ def test_tick_a_head_ablate_and_see_the_loss_strip_change(page_url):
         page.set_default_timeout(90_000)
         page.goto(page_url)
         expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(20)  # the example text's maps
+        open_head_tools(page)
 
         # Tick head 1.2 (4 layers x 4 heads of the names fixture are offered), ablate: the strip shows the change.
         heads = page.locator("#ablate-heads")

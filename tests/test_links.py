@@ -7,8 +7,9 @@ from helpers import CHROMIUM, CHROMIUM_ARGS, needs_chromium
 
 
 def test_a_link_keeps_the_known_keys_and_a_text_of_a_texts_length():
-    params = {"model": "names", "text": "emma", "layer": "2", "head": "1", "query": "3", "tab": "x", "step": ""}
-    assert read_link(params) == {"model": "names", "text": "emma", "layer": "2", "head": "1", "query": "3"}
+    params = {"model": "names", "text": "emma", "layer": "2", "head": "1", "query": "3", "tab": "text", "step": ""}
+    kept = {"tab": "text", "model": "names", "text": "emma", "layer": "2", "head": "1", "query": "3"}
+    assert read_link({**params, "other": "x"}) == kept  # unknown keys and empty values left out
     assert read_link({}) == {} and read_link({"text": "", "model": ""}) == {}  # no link: the page's defaults
     assert len(read_link({"text": "a" * (MAX_TEXT_CHARS + 5)})["text"]) == MAX_TEXT_CHARS
 
@@ -19,20 +20,31 @@ def test_a_link_opened_in_a_fresh_browser_shows_its_head_and_query(page_url):
 
     expect.set_options(timeout=90_000)  # a busy 2-core machine: generous, it only matters when something is wrong
     link = f"{page_url}?model=names&text=emma&layer=2&head=1&query=3"
+    # What the page's button makes of it: every key, the page's defaults for those the link leaves out.
+    full = f"{page_url}?tab=names&model=names&text=emma&layer=2&head=1&query=3&step=1&depth=plain"
+    # A link to another tab and lesson step, at the other depth.
+    other = f"{page_url}?tab=text&model=names&text=emma&layer=1&head=0&query=2&step=7&depth=formulas"
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         copied = None
-        for opened in (link, None):  # the link, then the link the page's button makes of that view
+        for opened, expected in ((link, full), (None, full), (other, other)):  # the link, the page's link of it, ...
             context = browser.new_context(viewport={"width": 1280, "height": 1000})  # fresh: no state carried
             page = context.new_page()
             page.set_default_timeout(90_000)
             page.goto(opened or copied)
-            expect(page.locator("#attention-head figcaption").first).to_have_text("layer 2, head 1")
-            expect(page.locator("#step-view")).to_contain_text('Layer 2, head 1, query token 3 "m"')
+            layer, head, query = (1, 0, 2) if opened == other else (2, 1, 3)
+            expect(page.locator("#attention-head figcaption").first).to_have_text(f"layer {layer}, head {head}")
+            expect(page.locator("#step-view")).to_contain_text(f"Layer {layer}, head {head}, query token {query}")
             expect(page.locator("#current-text")).to_contain_text("emma")
+            lesson = page.locator("#step-view .lesson")
+            step, depth = (7, "formulas") if opened == other else (1, "plain")
+            expect(lesson).to_have_attribute("data-lesson-step", str(step))
+            expect(lesson).to_have_attribute("data-depth", depth)
+            tab = "Text" if opened == other else "Names"
+            expect(page.get_by_role("tab", name=tab)).to_have_attribute("aria-selected", "true")
             page.get_by_role("button", name="Copy a link to this view").click()
             box = page.locator("#view-link textarea, #view-link input").first
-            expect(box).to_have_value(link)  # the same keys, in the same order
+            expect(box).to_have_value(expected)  # the same keys, in the same order
             copied = box.input_value()
             assert page.url == copied  # in the address bar too
             context.close()

@@ -97,10 +97,10 @@ class Generation:
         notes.append(f"{len(new)} new tokens{ended}.")
         yield shown + lm.tokenizer.decode(new, skip_special_tokens=True), notes_markdown(notes)
 
-    def sampling_controls(self) -> list:
+    def sampling_controls(self, tab: str) -> list:
         """Temperature, top-k, top-p and seed, inside a generation tab (the Text tab's also serve the head tools'
         generations: the ablated text, the sampled probabilities)."""
-        with gr.Accordion("Sampling settings", open=False):
+        with gr.Accordion("Sampling settings", open=False, elem_id=f"{tab}-sampling"):
             with gr.Row():
                 temperature = unchecked(gr.Slider(0, 2, value=1.0, step=0.05, label="Temperature (0 = greedy)"))
                 top_k = unchecked(gr.Number(value=0, precision=0, label="Top-k (0 = off)"))
@@ -112,22 +112,22 @@ class Generation:
         """The Names and Text tabs (inside the page's gr.Tabs), each with its sampling settings, wired; returns what
         the later sections follow: each generation's event, output, model and sampling settings."""
         state = self.state
-        with gr.Tab("Names", id="names") as names_tab:
+        with gr.Tab("Names", id="names"):
             with gr.Row():
                 names_model = unchecked(gr.Dropdown(state.picker.names, value=state.names_default, label="Model"))
                 prefix = gr.Textbox("", label="Starts with (optional)", placeholder="e.g. em")
                 count = unchecked(gr.Number(value=10, precision=0, label=f"How many names (1-{MAX_NAMES})"))
-            names_sampling = self.sampling_controls()
+            names_sampling = self.sampling_controls("names")
             names_button = gr.Button("Generate names", variant="primary")
             names_out = gr.Textbox(label="Names", lines=6, elem_id="names-output")
             names_notes = gr.Markdown(label="Notes")
             first_name = gr.State("")
-        with gr.Tab("Text", id="text") as text_tab:
+        with gr.Tab("Text", id="text"):
             with gr.Row():
                 text_model = unchecked(gr.Dropdown(state.picker.names, value=state.text_default, label="Model"))
                 max_new = unchecked(gr.Number(value=200, precision=0, label=f"Max new tokens (1-{MAX_NEW_TOKENS})"))
             prompt = gr.Textbox("", label="Prompt (may be empty)", lines=3, placeholder="ROMEO:")
-            text_sampling = self.sampling_controls()
+            text_sampling = self.sampling_controls("text")
             text_button = gr.Button("Generate text", variant="primary")
             text_out = gr.Textbox(label="Text", lines=10, elem_id="text-output")
             text_notes = gr.Markdown(label="Notes")
@@ -154,5 +154,4 @@ class Generation:
             text_model=text_model,
             prompt=prompt,
             text_sampling=text_sampling,
-            tabs={"names": names_tab, "text": text_tab},
         )

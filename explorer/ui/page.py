@@ -45,10 +45,10 @@ def build_demo(state: DemoState) -> gr.Blocks:
         with gr.Tabs() as tabs:
             generated = generation.tabs()
             training = trainer.tab()
-        tab = tab_followed(demo, tabs, {**generated.tabs, "train": trainer.block})
+        tab_from_link(demo, tabs)
         maps = AttentionMaps(state).layout(demo, generated)
         lesson = StepByStep(state, insights.head_roles).layout(maps)  # the basics before the head tools
-        share_link(maps, lesson, tab)
+        share_link(maps, lesson)
         with gr.Accordion("Head tools: what does this head do?", open=False, elem_id="head-tools"):
             insights.layout(
                 maps,
@@ -65,30 +65,25 @@ def build_demo(state: DemoState) -> gr.Blocks:
     return demo
 
 
-def share_link(maps, lesson, tab: gr.State) -> None:
-    """A button that puts a link to the view shown (tab, model, text, enlarged head, the lesson's query, step and depth)
-    in the address bar, the clipboard and a box: opened, the link shows that view again (AttentionMaps.open_link,
-    tab_followed)."""
+def share_link(maps, lesson) -> None:
+    """A button that puts a link to the view shown (the top tab, model, text, enlarged head, the lesson's query, step
+    and depth) in the address bar, the clipboard and a box: opened, the link shows that view again
+    (AttentionMaps.open_link, tab_from_link)."""
     with gr.Row(equal_height=True):
         button = gr.Button("Copy a link to this view", scale=1)
         box = gr.Textbox(label="Link to this view", interactive=False, scale=3, elem_id="view-link")
-    shown = [tab, maps.model, maps.text, maps.layer, maps.head, lesson.query, lesson.lesson, lesson.depth]
+    shown = [maps.model, maps.text, maps.layer, maps.head, lesson.query, lesson.lesson, lesson.depth]
     button.click(None, shown, box, js=LINK_JS)
 
 
-def tab_followed(demo: gr.Blocks, tabs: gr.Tabs, by_id: dict) -> gr.State:
-    """The top tabs' selected tab, by id, kept for the page's link (a State: Tabs is no input); a link naming a tab
-    (?tab=text) opens on it."""
-    selected = gr.State("names")
-    for tab_id, tab in by_id.items():
-        tab.select(lambda tab_id=tab_id: tab_id, None, selected, api_visibility="private")
+def tab_from_link(demo: gr.Blocks, tabs: gr.Tabs) -> None:
+    """A link naming a top tab (?tab=text, by the tabs' ids, explorer/links.py TABS) opens the page on it."""
 
     def open_tab(request: gr.Request):
         chosen = read_link(request.query_params if request is not None else {}).get("tab")
-        return (gr.Tabs(selected=chosen), chosen) if chosen in TABS else (gr.skip(), gr.skip())
+        return gr.Tabs(selected=chosen) if chosen in TABS else gr.skip()
 
-    demo.load(open_tab, None, [tabs, selected], api_visibility="private")
-    return selected
+    demo.load(open_tab, None, tabs, api_visibility="private")
 
 
 def pickers_follow_training(demo: gr.Blocks, state: DemoState, training_events: list) -> None:

@@ -1,5 +1,6 @@
-"""The step by step section: how one head turns one token's input into its output, with the model's real numbers
-(explorer/attention_steps.py computes, views/steps.py draws). Endpoint: /step."""
+"""The lesson section: the block, step by step, with the model's real numbers on the text the maps show
+(explorer/attention_steps.py computes, explorer/lesson.py says, views/steps.py and views/lesson.py draw): one lesson
+step at a time, with Back, Next and a depth, or every step at once. Endpoint: /step."""
 
 from types import SimpleNamespace
 
@@ -12,6 +13,7 @@ from explorer.choices import flag, kept_choice, number
 from explorer.lesson import DEPTHS, LESSON_CHOICES, lesson_number, next_step
 from explorer.state import DemoState
 from explorer.ui.components import unchecked
+from explorer.ui.insights import Insights
 from explorer.views.insights import belongs_to
 from explorer.views.lesson import LESSON_CSS, LESSON_JS, lesson_html
 from explorer.views.steps import STEPS_CSS, steps_html
@@ -21,10 +23,10 @@ SPECIMEN = "specimen"  # the shipped model whose heads lesson step 11 shows (an 
 
 class StepByStep:
     """The section's endpoint, on the demo's state; `layout` builds it on the page. `roles` is the head roles'
-    endpoint (text, model) -> its JSON, which lesson step 11 draws."""
+    endpoint (text, model) -> its JSON, which lesson step 11 draws (left out: the head tools' own, on `state`)."""
 
-    def __init__(self, state: DemoState, roles):
-        self.state, self.roles = state, roles
+    def __init__(self, state: DemoState, roles=None):
+        self.state, self.roles = state, roles or Insights(state).head_roles
 
     def step(
         self,

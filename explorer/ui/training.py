@@ -167,7 +167,7 @@ class Training:
     def tab(self) -> list:
         """The Train tab, wired; returns the events whose end may bring a new model (for `pickers_follow_training`)."""
         default = training_runs.defaults("names")
-        with gr.Tab("Train", id="train", elem_id="train-tab") as self.block:
+        with gr.Tab("Train", id="train", elem_id="train-tab"):
             gr.Markdown(TRAIN_INTRO)
             with gr.Row():
                 data = unchecked(gr.Radio(DATA_CHOICES, value="names", label="Data"))

@@ -63,8 +63,10 @@ def keys_table(tokens: list[str], query: int, columns: list[tuple[str | None, st
     for j in range(length):
         cells = []
         for (key, header, values), scale in zip(columns, scales):
-            value = values[j] if j < len(values) else None
-            cell = number_html(value, " dropped" if header == "kept" and value == 0 else "", scale)
+            if j >= len(values):  # a column of the keys j <= i only: nothing after the query
+                cells.append("<td></td>")
+                continue
+            cell = number_html(values[j], " dropped" if header == "kept" and values[j] == 0 else "", scale)
             cells.append(f'<td data-key="{key}">{cell}</td>' if key else f"<td>{cell}</td>")
         self_row = ' class="self"' if j == query else ""
         rows.append(f"<tr{self_row}>{token_cell(j, tokens)}{''.join(cells)}</tr>")
