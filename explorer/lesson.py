@@ -37,7 +37,7 @@ LESSON = (
     LessonStep(
         "Attention without trainable weights",
         ("inputs", "no_weights"),
-        ("attn_norm", "attention"),
+        ("attention", "attn_norm"),
         "Attention lets a token gather information from the tokens before it. The simplest kind: compare the token "
         "with each earlier one (a dot product, large when two vectors point the same way), turn the comparisons into "
         "weights that add up to 1, and mix the earlier vectors with those weights. Nothing in it can learn.",
@@ -76,8 +76,8 @@ LESSON = (
         "A token may not look at the tokens after it: their scores become minus infinity. The softmax then makes each "
         "score positive (its exponential) and divides by the total, so the weights add up to 1. These weights are "
         "the row of the attention map.",
-        "w_ij = exp(s_ij − m) / Σ_{j′≤i} exp(s_ij′ − m), m = max_j s_ij (the same weights, without overflow); "
-        "s_ij = −∞ for j > i gives exp(−∞) = 0.",
+        "w_ij = exp(s_ij − m) / Σ_k exp(s_ik − m), the sum over the keys k ≤ i, with m = max_j s_ij (the same "
+        "weights, without overflow); s_ij = −∞ for j > i gives exp(−∞) = 0.",
         "Pick a query early in the text: fewer keys share the weight.",
         "What weight does a future token get, and why exactly 0?",
     ),
@@ -160,8 +160,8 @@ LESSON = (
         "Every number you have seen was learned: training shows the model text, measures how surprised it was by each "
         "next token (the loss) and nudges every weight to be a little less surprised. The Train tab does it from "
         "this page, in minutes on a laptop CPU.",
-        "θ ← AdamW(θ, ∇θ mean_t −log p_θ(x_{t+1} | x_{≤t})); `python train.py --preset names --output_dir my-names` "
-        "is the same run as the Train tab's.",
+        "loss = mean over t of −log p(x_t+1 | x_1 … x_t); AdamW moves every weight θ against the loss's gradient "
+        "∇θ. The command python train.py --preset names --output_dir my-names is the same run as the Train tab's.",
         "Train the induction lab in the Train tab, then open its maps and head roles.",
         "Where are this model's weights: how many in attention, how many in the MLPs?",
     ),
@@ -188,6 +188,9 @@ def next_step(value, by: int) -> int:
         return 1 if by > 0 else len(LESSON)
     return min(max(number + by, 1), len(LESSON))
 
+
+# The lesson step that teaches each section of the step view (its number in the view of every step at once).
+SECTION_STEP = {section: n for n, step in enumerate(LESSON, start=1) for section in step.sections}
 
 LESSON_CHOICES = [(f"{n}. {step.title}", n) for n, step in enumerate(LESSON, start=1)] + [
     ("Every step at once (attention in detail)", ALL_STEPS)

@@ -89,18 +89,15 @@ class AttentionMaps:
             large = self.show_head(shown, *chosen)
         return text, model, notes, grid, large, trace, layer, head, shown, link or None
 
-    def show_head(self, shown: dict | None, layer: int, head: str):
+    def show_head(self, shown: dict | None, layer: int, head: str, query: int | None = None):
+        """The enlarged map of that head and its layer's average, the query's row outlined (None: no row)."""
         if not shown:
             return gr.skip()
         view = self.state.text_view(shown["model"], shown["text"])
+        attentions = view.recorded.attentions
         return belongs_to(
-            view.key, view.label, head_html(view.recorded.attentions, view.tokens, int(layer), str(head), view.shown)
+            view.key, view.label, head_html(attentions, view.tokens, int(layer), str(head), view.shown, query=query)
         )
-
-    def pick_head(self, shown: dict | None, event: gr.EventData):
-        """A click on a tile of the grid: that head, large."""
-        layer, head = int(event._data["layer"]), str(event._data["head"])
-        return layer, head, self.show_head(shown, layer, head)
 
     def asked_view(self, asked) -> tuple[TextView, int, int | str]:
         """The text view, layer and head of a request from the enlarged maps' JavaScript (head.js): a dict."""
@@ -121,7 +118,11 @@ class AttentionMaps:
         row, col = number("row", asked.get("row"), 0, int), number("col", asked.get("col"), 0, int)
         window = Window.fit(len(view.ids), row, col, size)
         matrix = head_matrix(view.recorded.attentions, layer, head)
-        return figure_body(matrix, view.tokens, head_caption(layer, head), window)
+        query = asked.get("query")
+        query = (
+            token_position(query, len(view.ids), "query", default=0, last=False) if query not in (None, "") else None
+        )
+        return figure_body(matrix, view.tokens, head_caption(layer, head), window, query)
 
     def attention_row(self, asked: dict) -> dict:
         """For head.js (hover): the exact weights of one query over the keys it sees."""
@@ -219,8 +220,8 @@ class AttentionMaps:
 
     def layout(self, demo: gr.Blocks, generation) -> SimpleNamespace:
         """The section on the page, wired: each generation's output (`generation`: the generation section's parts) is
-        shown here as it ends. Returns the parts the later sections follow: the text shown (`shown`), the enlarged
-        map (`large`) with its layer and head, and `pick_head` (a click's {layer, head}: that head, large)."""
+        shown here as it ends. Returns the parts the later sections follow: the text shown (`shown`), the grid and the
+        enlarged map (`large`) with its layer and head pickers, which the page's selection (selection.py) moves."""
         state = self.state
         gr.Markdown("## Attention maps")
         with gr.Row():
@@ -281,11 +282,8 @@ class AttentionMaps:
         for event, inputs in shows:
             event.failure(self.not_shown, inputs, [shown, current, trace, notes, grid, large], **private)
         shown.change(self.current_line, shown, current, **private)
-        grid.pick(self.pick_head, [shown], [layer, head, large], **private)
-        for selector in (layer, head):
-            selector.input(self.show_head, [shown, layer, head], large, **private)
         export_button.click(self.export_shown, [shown, export_what, layer, head], export_file, **private)
         gr.api(self.attention_export, api_name="attention_export")
         gr.api(self.attention_values, api_name="attention_values")
-        parts = dict(shown=shown, large=large, layer=layer, head=head, text=text, model=model, link=link)
-        return SimpleNamespace(**parts, pick_head=self.pick_head)
+        parts = dict(shown=shown, grid=grid, large=large, layer=layer, head=head, text=text, model=model, link=link)
+        return SimpleNamespace(**parts)

@@ -3,6 +3,8 @@ logit lens, head ablation (with the text generated again), head importance, head
 Endpoints: /next_tokens, /logit_lens, /ablate, /importance, /head_roles, /compare (plain JSON; the page draws those
 same answers)."""
 
+from types import SimpleNamespace
+
 import gradio as gr
 
 from explorer import head_insights
@@ -345,11 +347,10 @@ class Insights:
         )
         importance_button.click(self.show_importance, [shown, mode], importance_out, **private)
         roles_button.click(self.show_roles, [shown], roles_out, **private)
-        for table in (importance_out, roles_out):
-            table.pick(maps.pick_head, [shown], [maps.layer, maps.head, maps.large], **private)
         compare_button.click(self.show_compare, [shown, other_text], compare_out, **private)
         shown.change(self.head_choices, [shown, heads], heads, **private)
         sampled = after_text.success(
             self.sampled_colours, [generated_text, text_model, prompt, *sampling], sampled_out, **private
         )
         sampled.success(lambda p: p, prompt, insight_prompt, **private)
+        return SimpleNamespace(tables=[importance_out, roles_out], token_strip=next_out)

@@ -1,6 +1,7 @@
 """The page: the sections in the order a visitor meets them (what this is and where to start; generation, the Train
 tab beside it; the attention maps; the lesson through the block, step by step, and a link to the view; then the head
-tools, folded), each built by its module from the one state; then the error rule on every event and endpoint."""
+tools, folded), each built by its module from the one state; the selection (layer, head, query) they share; then the
+error rule on every event and endpoint."""
 
 import gradio as gr
 
@@ -11,6 +12,7 @@ from explorer.ui.components import unchecked
 from explorer.ui.errors import answers_visitors
 from explorer.ui.generation import Generation
 from explorer.ui.insights import Insights
+from explorer.ui.selection import Selection
 from explorer.ui.steps import StepByStep
 from explorer.ui.training import Training
 from explorer.views.assets import asset
@@ -46,11 +48,12 @@ def build_demo(state: DemoState) -> gr.Blocks:
             generated = generation.tabs()
             training = trainer.tab()
         tab_from_link(demo, tabs)
-        maps = AttentionMaps(state).layout(demo, generated)
-        lesson = StepByStep(state, insights.head_roles).layout(maps)  # the basics before the head tools
+        maps_section, steps = AttentionMaps(state), StepByStep(state, insights.head_roles)
+        maps = maps_section.layout(demo, generated)
+        lesson = steps.layout(maps)  # the basics before the head tools
         share_link(maps, lesson)
         with gr.Accordion("Head tools: what does this head do?", open=False, elem_id="head-tools"):
-            insights.layout(
+            tools = insights.layout(
                 maps,
                 generated.text_sampling,
                 generated.prompt,
@@ -58,6 +61,7 @@ def build_demo(state: DemoState) -> gr.Blocks:
                 generated.text_model,
                 generated.text_event,
             )
+        Selection(maps_section, steps).wire(maps, lesson, [*tools.tables, lesson.view], tools.token_strip)
         pickers_follow_training(demo, state, training)
     for block_function in demo.fns.values():  # the error rule, alike on every event and endpoint
         if block_function.fn is not None:

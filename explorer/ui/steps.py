@@ -10,7 +10,7 @@ from explorer.attention_maps import token_labels
 from explorer.attention_steps import attention_steps, steps_json
 from explorer.block_steps import parameter_counts
 from explorer.choices import flag, kept_choice, number
-from explorer.lesson import DEPTHS, LESSON_CHOICES, lesson_number, next_step
+from explorer.lesson import DEPTHS, LESSON_CHOICES, SECTION_STEP, lesson_number, next_step
 from explorer.state import DemoState
 from explorer.ui.components import unchecked
 from explorer.ui.insights import Insights
@@ -60,7 +60,7 @@ class StepByStep:
         the shown model's weights are."""
         if number == 11:
             roles_of = SPECIMEN if SPECIMEN in self.state.picker.names else shown["model"]
-            return dict(roles=self.roles(shown["text"], roles_of), roles_of=roles_of)
+            return dict(roles=self.roles(shown["text"], roles_of), roles_of=roles_of, text=shown["text"])
         if number == 12:
             return dict(weights=parameter_counts(self.state.picker.get(shown["model"]).model))
         return {}
@@ -79,7 +79,7 @@ class StepByStep:
         if number:
             drawn = lesson_html(number, depth, numbers, **self.lesson_parts(number, shown))
         else:
-            drawn = steps_html(numbers, depth)
+            drawn = steps_html(numbers, depth, SECTION_STEP)
         return (
             gr.Dropdown(choices=[(f"layer {n}", n) for n in range(config.n_layer)], value=layer),
             gr.Dropdown(choices=[(f"head {n}", n) for n in range(config.n_head)], value=head),
@@ -98,23 +98,15 @@ class StepByStep:
             return *view, depth if depth in DEPTHS else gr.skip(), None
         return *self.step_view(shown, layer, head, None, training, seed, lesson, depth), gr.skip(), gr.skip()
 
-    def step_view_at_row(self, shown: dict | None, layer, head, training, seed, lesson, depth, event: gr.EventData):
-        """A click on a row of the enlarged head (its `query` event: layer, head, query row): that token is the query,
-        in the clicked map's layer and head (the step view's own head when the map is the layer's average)."""
-        clicked = event._data
-        head = head if clicked["head"] == "mean" else int(clicked["head"])
-        return self.step_view(shown, int(clicked["layer"]), head, int(clicked["query"]), training, seed, lesson, depth)
-
     def step_view_of_box(self, shown: dict | None, layer, head, query, training, seed, depth, event: gr.EventData):
         """A click on a box of the lesson's block diagram (the `go` event: {step}): the lesson step that explains it."""
         return self.step_view(shown, layer, head, query, training, seed, event._data.get("step"), depth)
 
     def layout(self, maps) -> SimpleNamespace:
-        """The lesson and Step by step view, driven by the text and model of the maps (`maps.shown`), by clicks on the
-        enlarged head's rows (`maps.large`) and by the link the page was opened with (`maps.link`); and the `step`
-        endpoint. A click on a head in the lesson's head roles opens its map (`maps.pick_head`). Returns the controls
-        the page's link names (query, lesson step, depth)."""
-        shown, large, link = maps.shown, maps.large, maps.link
+        """The lesson and Step by step view, driven by the text and model of the maps (`maps.shown`) and by the link the
+        page was opened with (`maps.link`); and the `step` endpoint. Returns its parts: the page's selection
+        (selection.py) moves its layer, head and query, and its link names the query, lesson step and depth."""
+        shown, link = maps.shown, maps.link
         gr.Markdown(
             "## Lesson: the block, step by step\nHow the model turns your text into next-token probabilities, one step "
             "at a time, with its real numbers on the text above: pick a lesson step (or every step at once), a layer, "
@@ -142,6 +134,9 @@ class StepByStep:
             training = gr.Checkbox(False, label="Training mode (the model's attention dropout)")
             seed = unchecked(gr.Number(value=0, precision=0, label="Dropout seed"))
         view = gr.HTML(css_template=STEPS_CSS + LESSON_CSS, js_on_load=LESSON_JS, elem_id="step-view")
+        with gr.Row(equal_height=True):  # again below the view: a long step (or a phone) needs no scrolling back up
+            back_below = gr.Button("◀ Back", elem_id="lesson-back-below")
+            forward_below = gr.Button("Next ▶", elem_id="lesson-next-below")
         controls, private = [layer, head, query, lesson, view], dict(api_visibility="private")
         chosen = [shown, layer, head, query, training, seed]
         shown.change(
@@ -150,13 +145,17 @@ class StepByStep:
             [*controls, depth, link],
             **private,
         )
-        for control in (layer, head, query, training, seed, lesson, depth):
+        for control in (
+            training,
+            seed,
+            lesson,
+            depth,
+        ):  # the layer, head and query: the page's selection (selection.py)
             control.input(self.step_view, [*chosen, lesson, depth], controls, **private)
-        for button, by in ((back, -1), (forward, +1)):
+        for button, by in ((back, -1), (forward, +1), (back_below, -1), (forward_below, +1)):
             moved = lambda *values, by=by: self.step_view(*values[:-2], next_step(values[-2], by), values[-1])  # noqa: E731
             button.click(moved, [*chosen, lesson, depth], controls, **private)
-        large.query(self.step_view_at_row, [shown, layer, head, training, seed, lesson, depth], controls, **private)
         view.go(self.step_view_of_box, [*chosen, depth], controls, **private)
-        view.pick(maps.pick_head, [shown], [maps.layer, maps.head, large], **private)
         gr.api(self.step, api_name="step")
-        return SimpleNamespace(query=query, lesson=lesson, depth=depth, view=view)
+        parts = dict(layer=layer, head=head, query=query, training=training, seed=seed, lesson=lesson, depth=depth)
+        return SimpleNamespace(**parts, view=view)

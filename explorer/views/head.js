@@ -4,8 +4,9 @@
 // Hooks for other views, kept stable: .attn-large[data-model][data-text][data-view][data-tokens] is the text shown,
 // figure[data-layer][data-head] one map, its svg[data-row][data-col][data-size] the window shown (queries row .. row +
 // size, keys col .. col + size). A click on a map (no drag) selects the query row under the pointer: it sets
-// data-query on .attn-large, fires this gr.HTML's event 'query' with {layer, head, query} (`large.query(fn, ...)`,
-// read with event._data) and a bubbling DOM CustomEvent 'attention-query' with the same detail.
+// data-query on .attn-large, outlines that row (rect.row-mark, as the server draws it), fires this gr.HTML's event
+// 'query' with {layer, head, query} (`large.query(fn, ...)`, read with event._data) and a bubbling DOM CustomEvent
+// 'attention-query' with the same detail.
 let drag = null, hovered = '', generation = 0, lastWheel = 0;
 const cellAt = (event) => {
   const figure = event.target.closest && event.target.closest('.attn-large figure[data-layer]');
@@ -49,11 +50,30 @@ const tip = (event, text) => {
   box.style.left = (event.clientX - origin.left + 14) + 'px';
   box.style.top = (event.clientY - origin.top + 14) + 'px';
 };
+const markRows = (root) => {  // the selected query's row outlined in each map, where the window shows it
+  const query = root.dataset.query === '' ? NaN : Number(root.dataset.query);
+  root.querySelectorAll('figure[data-layer] svg').forEach((svg) => {
+    const image = svg.querySelector('image.heat'), row = Number(svg.dataset.row), size = Number(svg.dataset.size);
+    let mark = svg.querySelector('rect.row-mark');
+    if (!(query >= row && query < row + size)) { if (mark) mark.remove(); return; }
+    if (!mark) {
+      mark = document.createElementNS('http://www.w3.org/2000/svg', 'rect');
+      Object.entries({class: 'row-mark', fill: 'none', stroke: '#f97316', 'stroke-width': 2, 'pointer-events': 'none'})
+        .forEach(([name, value]) => mark.setAttribute(name, value));
+      svg.appendChild(mark);
+    }
+    const cell = Number(image.getAttribute('height')) / size;
+    mark.setAttribute('x', image.getAttribute('x'));
+    mark.setAttribute('y', Number(image.getAttribute('y')) + (query - row) * cell);
+    mark.setAttribute('width', image.getAttribute('width'));
+    mark.setAttribute('height', cell);
+  });
+};
 const showWindow = (root, row, col, size) => {
-  const mine = ++generation, key = root.dataset.view;
+  const mine = ++generation, key = root.dataset.view, query = root.dataset.query;
   root.querySelectorAll('figure[data-layer]').forEach((figure) => {
     const {root: _, ...asked} = shown(figure);
-    server.attention_window({...asked, row: Math.round(row), col: Math.round(col), size: Math.round(size)})
+    server.attention_window({...asked, row: Math.round(row), col: Math.round(col), size: Math.round(size), query})
       .then((body) => { if (mine === generation && root.dataset.view === key) figure.innerHTML = body; });
   });
 };
@@ -111,6 +131,7 @@ window.addEventListener('mouseup', (event) => {
     cell.figure.querySelector('image.heat').removeAttribute('transform');
     const detail = {layer: Number(cell.figure.dataset.layer), head: cell.figure.dataset.head, query: cell.q};
     root.dataset.query = cell.q;
+    markRows(root);
     trigger('query', detail);
     root.dispatchEvent(new CustomEvent('attention-query', {detail, bubbles: true}));
     return;

@@ -233,7 +233,9 @@ def probe_sentence(probe: dict) -> str:
     )
 
 
-def roles_html(answer: dict) -> str:
+def roles_html(answer: dict, clickable: bool = True) -> str:
+    """Each role: what it is, a tiny example, every head's score (outlined: clearly doing it), chance, the top heads;
+    then the induction probe. `clickable`: the page opens a head's map on a click of its cell, and says so."""
     maps = []
     for role, (title, sentence, tokens, marks) in ROLES.items():
         chance = answer["chance"][role]
@@ -252,7 +254,8 @@ def roles_html(answer: dict) -> str:
             f"<p>Chance (attention spread evenly): {chance:.2f}. {found} Top heads: {named}.</p></div>"
         )
     return (
-        f'<div class="insight"><p>Click a cell to see that head\'s map.</p><div class="maps">{"".join(maps)}</div>'
+        f'<div class="insight">{"<p>Click a cell to see that head&#x27;s map.</p>" if clickable else ""}'
+        f'<div class="maps">{"".join(maps)}</div>'
         f"<p>{html.escape(probe_sentence(answer['probe']))}</p></div>"
     )
 

@@ -9,7 +9,7 @@ element.addEventListener('click', (event) => {
     return;
   }
   const cell = event.target.closest('[data-layer][data-head]');
-  if (cell && cell.closest('[data-step="roles"]')) {
+  if (cell && cell.closest('[data-step="roles"][data-pick]')) {  // the roles of the model shown
     trigger('pick', {layer: Number(cell.dataset.layer), head: cell.dataset.head});
     const map = document.querySelector('#attention-head');
     if (map) map.scrollIntoView({behavior: 'smooth', block: 'center'});

@@ -4,6 +4,7 @@ to try and the question the view answers, then the step view's own sections for 
 a box of the diagram opens the lesson step that explains it (lesson.js). No Gradio, no model."""
 
 import html
+from urllib.parse import urlencode
 
 from explorer.lesson import LESSON, LessonStep
 from explorer.views.assets import asset
@@ -61,8 +62,10 @@ def diagram_html(here: tuple[str, ...], sizes: dict, layer: int, head: int) -> s
 def weights_html(counts: list[tuple[str, int]], model: str) -> str:
     """Where the model's weights are: a count per part and its share, as bars."""
     total = sum(count for _, count in counts) or 1
+    shared = " (none of its own: it reuses the token embedding, transposed)"
     rows = "".join(
-        f'<tr><td class="tok">{html.escape(part)}</td><td data-part="{html.escape(part)}">{count:,}</td>'
+        f'<tr><td class="tok">{html.escape(part)}{shared if part == "LM head" and not count else ""}</td>'
+        f'<td data-part="{html.escape(part)}">{count:,}</td>'
         f'<td><span class="bar" style="width:{max(1, round(count / total * 200))}px"></span> {count / total:.0%}</td>'
         "</tr>"
         for part, count in counts
@@ -84,25 +87,48 @@ def words_html(number: int, step: LessonStep, depth: str) -> str:
 
 
 def lesson_html(
-    number: int, depth: str, numbers: dict, roles: dict | None = None, weights: list | None = None, roles_of: str = ""
+    number: int,
+    depth: str,
+    numbers: dict,
+    roles: dict | None = None,
+    weights: list | None = None,
+    roles_of: str = "",
+    text: str = "",
 ) -> str:
-    """Lesson step `number` on the step view's answer `numbers`; `roles` (the head_roles answer of the model named
-    `roles_of`) for step 11, `weights` (block_steps.parameter_counts) for step 12."""
+    """Lesson step `number` on the step view's answer `numbers` (of `text`); `roles` (the head_roles answer of the
+    model named `roles_of`) for step 11, `weights` (block_steps.parameter_counts) for step 12."""
     step = LESSON[number - 1]
     parts = []
     for name in step.sections:
         if name == "roles":
-            parts.append(
-                f'<section class="wide" data-step="roles"><h4>{number}. Head roles of the {html.escape(roles_of)} '
-                f"model on this text</h4>{roles_html(roles)}</section>"
-            )
+            parts.append(roles_section(number, roles, roles_of, numbers["model"], text))
         elif name == "weights":
             parts.append(weights_html(weights, numbers["model"]))
         else:
             parts.append(section_html(numbers, name, number, depth, explained=False))
     diagram = diagram_html(step.boxes, numbers["sizes"], numbers["layer"], numbers["head"])
+    coloured = not {"roles", "weights"} & set(step.sections)
     return (
         f'<div class="lesson" data-lesson-step="{number}" data-depth="{depth}">'
         f'<div class="lesson-top">{diagram}{words_html(number, step, depth)}</div>'
-        f'<div class="steps">{heading_html(numbers)}{"".join(parts)}</div></div>'
+        f'<div class="steps">{heading_html(numbers, coloured)}{"".join(parts)}</div></div>'
+    )
+
+
+def roles_section(number: int, roles: dict, roles_of: str, model: str, text: str) -> str:
+    """The head roles of `roles_of` on `text`; when that is not the model shown (`model`), a link that opens it, and no
+    cell that would select a head of another model (lesson.js picks only in a section marked data-pick)."""
+    own = roles_of == model
+    if own:
+        note = "Click a cell to see that head's map and follow it through the lesson."
+    else:
+        link = "?" + urlencode({"model": roles_of, "text": text, "step": number})
+        note = (
+            f"The {html.escape(roles_of)} model was trained to show these circuits; the diagram and heading above are "
+            f'of the {html.escape(model)} model. <a href="{html.escape(link)}">Open this text on '
+            f"{html.escape(roles_of)}</a> to see its maps and follow its heads."
+        )
+    return (
+        f'<section class="wide" data-step="roles"{" data-pick" if own else ""}><h4>{number}. Head roles of the '
+        f"{html.escape(roles_of)} model on this text</h4><p>{note}</p>{roles_html(roles, clickable=own)}</section>"
     )

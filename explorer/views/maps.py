@@ -47,10 +47,17 @@ def _axis_labels(queries: list[str], keys: list[str], origin: float, cell: float
 
 
 def heatmap_svg(
-    image: str, queries: list[str], keys: list[str], size: int, title: str, attrs: str = "", min_font: float = 6.0
+    image: str,
+    queries: list[str],
+    keys: list[str],
+    size: int,
+    title: str,
+    attrs: str = "",
+    min_font: float = 6.0,
+    marked_row: int | None = None,
 ) -> str:
     """A heatmap image (data URI) `size` pixels wide, with the query and key tokens it covers on its axes (none: no
-    labels)."""
+    labels), and row `marked_row` of the image outlined (the selected query)."""
     cell = size / max(len(queries), 1)
     font = min(11.0, max(min_font, cell * 0.8))
     stride = max(1, math.ceil(font / cell))
@@ -61,7 +68,18 @@ def heatmap_svg(
         f'<svg width="{full:.0f}" height="{full:.0f}" viewBox="0 0 {full:.1f} {full:.1f}" {attrs}>'
         f"<title>{html.escape(title)}</title>{_axis_labels(queries, keys, margin, cell, font, stride)}"
         f'<image class="heat" href="{image}" x="{margin:.1f}" y="{margin:.1f}" width="{size}" '
-        f'height="{size}" preserveAspectRatio="none" style="image-rendering: pixelated"/></svg>'
+        f'height="{size}" preserveAspectRatio="none" style="image-rendering: pixelated"/>'
+        f"{row_mark(marked_row, margin, cell, size)}</svg>"
+    )
+
+
+def row_mark(row: int | None, margin: float, cell: float, size: int) -> str:
+    """An outline around row `row` of a heatmap (head.js moves it when a row is clicked)."""
+    if row is None:
+        return ""
+    return (
+        f'<rect class="row-mark" x="{margin:.1f}" y="{margin + row * cell:.1f}" width="{size}" height="{cell:.2f}" '
+        'fill="none" stroke="#f97316" stroke-width="2" pointer-events="none"/>'
     )
 
 
@@ -97,9 +115,9 @@ def large_size(length: int) -> int:
     return max(240, min(512, 24 * length))
 
 
-def figure_body(matrix: torch.Tensor, tokens: list[str], caption: str, window: Window) -> str:
+def figure_body(matrix: torch.Tensor, tokens: list[str], caption: str, window: Window, query: int | None = None) -> str:
     """Caption and heatmap of one enlarged (T, T) map, showing `window`: one pixel per weight up to FULL_RESOLUTION
-    tokens a side, max-pooled beyond."""
+    tokens a side, max-pooled beyond; the row of `query` outlined when the window shows it."""
     factor = pool_factor(window.size, FULL_RESOLUTION)
     part = max_pooled(matrix[window.row : window.row + window.size, window.col : window.col + window.size], factor)
     image = heatmap_png(part.numpy(), future_blocks(window.rows, window.cols, factor))
@@ -114,9 +132,10 @@ def figure_body(matrix: torch.Tensor, tokens: list[str], caption: str, window: W
     )
     attrs = f'data-row="{window.row}" data-col="{window.col}" data-size="{window.size}"'
     queries, keys = tokens[window.row : window.row + window.size], tokens[window.col : window.col + window.size]
+    marked = query - window.row if query is not None and window.row <= query < window.row + window.size else None
     return (
         f"<figcaption>{html.escape(caption)}{where}</figcaption>"
-        f"{heatmap_svg(image, queries, keys, large_size(len(tokens)), caption, attrs, min_font=9.0)}"
+        f"{heatmap_svg(image, queries, keys, large_size(len(tokens)), caption, attrs, 9.0, marked)}"
     )
 
 
@@ -126,15 +145,18 @@ ZOOM_BAR = (
 )
 
 
-def head_html(attentions, tokens: list[str], layer: int, head: str, shown: dict, window: Window | None = None) -> str:
-    """The chosen head and the average over the heads of its layer, side by side, showing `window` (default: all).
-    `shown` ({"model", "text", "key"}) goes with the page, for HEAD_JS's requests of hover values and other windows."""
+def head_html(
+    attentions, tokens: list[str], layer: int, head: str, shown: dict, window: Window | None = None, query=None
+) -> str:
+    """The chosen head and the average over the heads of its layer, side by side, showing `window` (default: all),
+    the row of `query` (the selected query token) outlined. `shown` ({"model", "text", "key"}) goes with the page, for
+    HEAD_JS's requests of hover values and other windows."""
     attentions = torch.as_tensor(attentions)
     window = window or Window.fit(len(tokens))
     heads = [head, "mean"] if head != "mean" else ["mean"]
     figures = "".join(
         f'<figure data-layer="{layer}" data-head="{h}">'
-        f"{figure_body(head_matrix(attentions, layer, h), tokens, head_caption(layer, h), window)}</figure>"
+        f"{figure_body(head_matrix(attentions, layer, h), tokens, head_caption(layer, h), window, query)}</figure>"
         for h in heads
     )
     data = " ".join(
@@ -144,6 +166,7 @@ def head_html(attentions, tokens: list[str], layer: int, head: str, shown: dict,
             ("text", shown["text"]),
             ("view", shown["key"]),
             ("tokens", json.dumps(tokens)),
+            ("query", "" if query is None else str(query)),
         ]
     )
     zoom = ZOOM_BAR if len(tokens) > SMALLEST_WINDOW else ""

@@ -286,25 +286,32 @@ def section_html(numbers: dict, name: str, number: int | str, depth: str = "form
     )
 
 
-def heading_html(numbers: dict) -> str:
-    """Which layer, head and query the steps are of, in which mode, and the notes about the text."""
+def heading_html(numbers: dict, coloured: bool = True) -> str:
+    """Which layer, head and query the steps are of, in which mode, how the numbers are drawn (`coloured`: the step
+    sections' vectors), and the notes about the text."""
     tokens, i, h = numbers["tokens"], numbers["query"], numbers["head"]
     mode = (
         f"training mode: dropout p={numbers['steps']['dropout']['p']}, seed {numbers['seed']}"
         if numbers["training"]
-        else "evaluation mode (no dropout)"
+        else "evaluation mode, no dropout"
+    )
+    drawn = (
+        " Coloured by value (red positive, blue negative), rounded to 3 decimals: hover a number for its exact value."
+        if coloured
+        else ""
     )
     return (
         f'<div class="head" data-query="{i}" data-layer="{numbers["layer"]}" data-head="{h}">'
         f'<span class="big">Layer {numbers["layer"]}, head {h}, query token {i} '
-        f'"{html.escape(tokens[i])}"</span> ({mode}). Coloured by value (red positive, blue negative), rounded to 3 '
-        "decimals: hover a number for its exact value."
+        f'"{html.escape(tokens[i])}"</span> ({mode}).{drawn}'
         + "".join(f"<p>{html.escape(note)}</p>" for note in numbers["notes"])
         + "</div>"
     )
 
 
-def steps_html(numbers: dict, depth: str = "formulas") -> str:
-    """Every step of the view, drawn from `steps_json`'s result: the page shows exactly the numbers the API returns."""
-    sections = "".join(section_html(numbers, name, n, depth) for n, name in enumerate(STEPS, start=1))
+def steps_html(numbers: dict, depth: str = "formulas", numbered=None) -> str:
+    """Every step of the view, drawn from `steps_json`'s result: the page shows exactly the numbers the API returns.
+    `numbered`: each step's number (the lesson's), by name; default: 1, 2, 3, ..."""
+    numbered = numbered or {name: n for n, name in enumerate(STEPS, start=1)}
+    sections = "".join(section_html(numbers, name, numbered[name], depth) for name in STEPS)
     return f'<div class="steps">{heading_html(numbers)}{sections}</div>'
