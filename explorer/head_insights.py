@@ -146,15 +146,20 @@ def next_token_probabilities(model, recorded: ForwardPass, position: int, k: int
     return answer
 
 
-def sampled_probabilities(logits: torch.Tensor, ids: list[int], warp=None, never_ids=()) -> torch.Tensor:
-    """(T - 1,) the probability each token ids[t + 1] had when it was drawn after ids[..t]: the softmax of (T, V)
-    `logits` after the sampler's warpers (`warp(None, logits)`: temperature, top-k, top-p) and without `never_ids`,
-    as the text loop samples. With no warpers (greedy decoding), the model's own probabilities."""
-    logits = logits[:-1].float().clone()  # (T - 1, V): position t predicts token t + 1
+def warped_probabilities(logits: torch.Tensor, warp=None, never_ids=()) -> torch.Tensor:
+    """(N, V) logits -> (N, V) the probabilities the sampler draws from: the softmax after its warpers (`warp(None,
+    logits)`: temperature, top-k, top-p, transformers' own) and without `never_ids`. No warpers: the model's own."""
+    logits = logits.float().clone()
     logits[:, list(never_ids)] = float("-inf")
     if warp is not None:
         logits = warp(None, logits)
-    probabilities = logits.softmax(dim=-1)  # (T - 1, V)
+    return logits.softmax(dim=-1)
+
+
+def sampled_probabilities(logits: torch.Tensor, ids: list[int], warp=None, never_ids=()) -> torch.Tensor:
+    """(T - 1,) the probability each token ids[t + 1] had when it was drawn after ids[..t], from (T, V) `logits`
+    (position t predicts token t + 1), as the text loop samples (`warped_probabilities`)."""
+    probabilities = warped_probabilities(logits[:-1], warp, never_ids)  # (T - 1, V)
     return probabilities.gather(1, torch.tensor(ids[1:])[:, None]).squeeze(1)
 
 

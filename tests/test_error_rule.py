@@ -176,6 +176,8 @@ MISTAKES = {
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
         (dict(position=99), "Position must be between 0 and 4"),
         (dict(text="em ma"), "' ' (SPACE)"),
+        (dict(temperature=-1), "Temperature must be 0 or more, got -1"),
+        (dict(top_p=0), "top-p must be above 0 and at most 1, got 0"),
     ],
     "/logit_lens": [
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),

@@ -10,7 +10,7 @@ from helpers import app_error, call, server_log, stream
 # fixture_models, server (the app serving them), client: conftest.py
 
 ENDPOINTS = {
-    "/next_tokens": ["text", "model", "position"],
+    "/next_tokens": ["text", "model", "position", "temperature", "top_k", "top_p"],
     "/logit_lens": ["text", "model", "position"],
     "/ablate": [
         "text",
@@ -58,6 +58,38 @@ def test_next_tokens_are_the_softmax_of_the_models_logits(client, names_model):
     assert [t["probability"] for t in answer["top"]] == pytest.approx(expected[:10].tolist(), rel=1e-4)
     assert answer["next"]["token"] == "m" and answer["next"]["probability"] == pytest.approx(float(probabilities[13]))
     assert call(client, "/next_tokens", text="emma")["next"] is None  # the last token: nothing follows
+
+
+def sampler_formula(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """What a sampler draws from, written out: logits / T, all but the top-k at -inf, then the least likely tokens
+    whose probabilities add up to at most 1 - top_p at -inf (the most likely always kept), softmax."""
+    logits = logits / temperature
+    logits[logits < logits.topk(top_k).values[-1]] = float("-inf")
+    ascending, order = logits.sort()
+    dropped = ascending.softmax(-1).cumsum(-1) <= 1 - top_p
+    dropped[-1] = False
+    logits[order[dropped]] = float("-inf")
+    return logits.softmax(-1)
+
+
+@pytest.mark.parametrize("temperature, top_k, top_p", [(1.0, 0, 1.0), (2.0, 0, 1.0), (0.5, 5, 1.0), (1.5, 8, 0.7)])
+def test_next_token_bars_follow_the_sampling_settings(client, names_model, fixture_models, temperature, top_k, top_p):
+    from transformers import AutoTokenizer
+
+    settings = dict(temperature=temperature, top_k=top_k, top_p=top_p)
+    answer = call(client, "/next_tokens", text="emma", position=2, **settings)
+    with torch.no_grad():
+        logits = names_model(torch.tensor([EMMA])).logits[0, 2]
+    logits[AutoTokenizer.from_pretrained(fixture_models[0]).pad_token_id] = float("-inf")  # never generated
+    expected = sampler_formula(logits.clone(), temperature, top_k or logits.numel(), top_p)
+    ids = [t["id"] for t in answer["top"]]
+    assert answer["sampled"]["probabilities"] == pytest.approx(expected[ids].tolist(), abs=1e-5)
+    assert answer["sampled"]["temperature"] == temperature
+
+
+def test_next_token_bars_at_temperature_zero_are_the_greedy_choice(client):
+    answer = call(client, "/next_tokens", text="emma", position=2, temperature=0)
+    assert answer["sampled"]["probabilities"] == [1.0] + [0.0] * 9  # the most likely token, every time
 
 
 def test_ablate_gives_losses_before_and_after(client, names_model):

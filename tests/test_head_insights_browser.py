@@ -36,6 +36,15 @@ def test_tick_a_head_ablate_and_see_the_loss_strip_change(page_url):
         page.locator('#next-tokens td[data-position="2"]').click()
         expect(page.locator("#next-tokens")).to_contain_text("After token 2")
         expect(page.locator("#next-tokens")).to_contain_text("The token that follows, m, got probability")
+        # The bars follow the temperature as it moves: at 2, the sampled column flattens the model's.
+        sampled = page.locator('#next-tokens td[data-kind="sampled"]')
+        before = sampled.evaluate_all("cells => cells.map(c => Number(c.dataset.probability))")
+        temperature = page.locator("#next-sampling").get_by_label("Temperature (0 = greedy)").first
+        temperature.fill("2")
+        temperature.press("Enter")
+        expect(page.locator("#next-tokens")).to_contain_text("sampled with temperature 2")
+        after = sampled.evaluate_all("cells => cells.map(c => Number(c.dataset.probability))")
+        assert after != before and after[0] < before[0]  # flatter: the most likely token loses probability
 
         page.get_by_role("button", name="Head roles").click()
         expect(page.locator("#head-roles")).to_contain_text("Induction probe")

@@ -6,6 +6,7 @@ same answers)."""
 from types import SimpleNamespace
 
 import gradio as gr
+import torch
 
 from explorer import head_insights
 from explorer.attention_maps import token_labels
@@ -57,17 +58,39 @@ class Insights:
     def position_of(self, view: TextView, position) -> int:
         return token_position(position, len(view.ids), "Position")
 
-    def next_tokens(self, text: str = "emma", model: str | None = None, position: int = -1) -> dict:
-        """The top-10 next tokens at `position` (tokens shown, from 0; -1: the last) with their probabilities, and the
-        probability the model gave the token that actually follows."""
+    def next_tokens(
+        self,
+        text: str = "emma",
+        model: str | None = None,
+        position: int = -1,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+    ) -> dict:
+        """The top-10 next tokens at `position` (tokens shown, from 0; -1: the last) with their probabilities, the
+        probability the model gave the token that actually follows, and (`sampled`) the probabilities the sampler
+        draws those tokens with under `temperature` (0: greedy), `top_k` and `top_p`, as generation applies them."""
         view = self.insight_view(text, model, min_tokens=1)
         position = self.position_of(view, position)
+        notes = list(view.notes)
+        sampling = parse_sampling(temperature, top_k, top_p, 0, view.lm.vocab_size, notes)
         found = head_insights.next_token_probabilities(view.lm.model, view.recorded, position, k=10)
+        logits = view.recorded.logits(view.lm.model, position)[None]  # (1, V)
+        if sampling.greedy:  # the most likely token, every time
+            drawn = torch.zeros_like(logits).scatter_(1, logits.argmax(-1, keepdim=True), 1.0)[0]
+        else:
+            drawn = head_insights.warped_probabilities(logits, sampling.warpers(), view.lm.never_ids)[0]
         answer = {
             **view.about,
             "position": position,
-            "notes": view.notes,
+            "notes": notes,
             "top": labelled(view, found["top_ids"], found["top_probabilities"]),
+            "sampled": {
+                "temperature": sampling.temperature,
+                "top_k": sampling.top_k,
+                "top_p": sampling.top_p,
+                "probabilities": [float(drawn[i]) for i in found["top_ids"]],
+            },
             "next": None,
         }
         if "next_id" in found:
@@ -263,15 +286,16 @@ class Insights:
             body = error_html(str(error))
         return belongs_to(shown["key"], shown["label"], body)
 
-    def show_next_tokens(self, shown, position):
+    def show_next_tokens(self, shown, position, temperature=1.0, top_k=0, top_p=1.0):
         def draw(text, model):
-            return next_tokens_html(self.next_tokens(text, model, position), self.logit_lens(text, model, position))
+            answer = self.next_tokens(text, model, position, temperature, top_k, top_p)
+            return next_tokens_html(answer, self.logit_lens(text, model, position))
 
         return self.drawn(shown, draw)
 
-    def pick_position(self, shown, event: gr.EventData):
+    def pick_position(self, shown, temperature, top_k, top_p, event: gr.EventData):
         position = int(event._data["position"])
-        return position, self.show_next_tokens(shown, position)
+        return position, self.show_next_tokens(shown, position, temperature, top_k, top_p)
 
     def show_ablation(self, shown, ticked, mode, position):
         return self.drawn(shown, lambda t, m: ablation_html(self.ablate(t, m, ", ".join(ticked or []), mode, position)))
@@ -309,6 +333,10 @@ class Insights:
         with gr.Row():
             position = unchecked(gr.Number(-1, precision=0, label="Position (from 0; -1 = last)", scale=1))
             next_button = gr.Button("Next-token probabilities and logit lens", scale=2)
+        with gr.Row(elem_id="next-sampling"):  # the bars follow these as they move
+            bar_temperature = unchecked(gr.Slider(0, 2, value=1.0, step=0.05, label="Temperature (0 = greedy)"))
+            bar_top_k = unchecked(gr.Number(value=0, precision=0, label="Top-k (0 = off)"))
+            bar_top_p = unchecked(gr.Slider(0.01, 1, value=1.0, step=0.01, label="Top-p (1 = off)"))
         next_out = gr.HTML(js_on_load=PICK_TOKEN_JS, elem_id="next-tokens")
         gr.Markdown("### Ablate heads")
         with gr.Row():
@@ -340,8 +368,13 @@ class Insights:
         for endpoint in endpoints:
             gr.api(endpoint, api_name=endpoint.__name__)
         private = dict(api_visibility="private")
-        next_button.click(self.show_next_tokens, [shown, position], next_out, **private)
-        next_out.pick(self.pick_position, [shown], [position, next_out], **private)
+        bars = [bar_temperature, bar_top_k, bar_top_p]
+        next_button.click(self.show_next_tokens, [shown, position, *bars], next_out, **private)
+        next_out.pick(self.pick_position, [shown, *bars], [position, next_out], **private)
+        for setting in bars:  # live: the bars redrawn as a slider moves (the last move wins)
+            setting.change(
+                self.show_next_tokens, [shown, position, *bars], next_out, trigger_mode="always_last", **private
+            )
         ablate_button.click(self.show_ablation, [shown, heads, mode, position], ablation_out, **private).then(
             self.show_generation, [shown, heads, mode, insight_prompt, new_tokens, *sampling], generation_out, **private
         )

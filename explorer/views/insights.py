@@ -94,13 +94,32 @@ def token_strip(tokens: list[str], chosen: int | None = None) -> str:
     return f'<div class="strip"><table><tr><th>token</th>{cells}</tr></table></div>'
 
 
-def probability_bars(top: list[dict], width: int = 220) -> str:
-    rows = "".join(
-        f"<tr><td>{_label(t['token'])}</td><td style='text-align:left'><span class='bar' "
-        f"style='width:{max(1, round(t['probability'] * width))}px'></span> {t['probability']:.3f}</td></tr>"
-        for t in top
+MODEL_KIND, SAMPLED_KIND = ' data-kind="model"', ' data-kind="sampled"'  # the two columns of next-token bars
+
+
+def bar_cell(probability: float, width: int, kind: str = "") -> str:
+    return (
+        f"<td style='text-align:left' data-probability='{probability!r}'{kind}><span class='bar' "
+        f"style='width:{max(1, round(probability * width))}px'></span> {probability:.3f}</td>"
     )
-    return f"<table><tr><th>next token</th><th>probability</th></tr>{rows}</table>"
+
+
+def probability_bars(top: list[dict], width: int = 220, sampled: dict | None = None) -> str:
+    """The next tokens as bars: the model's probabilities, and beside them (`sampled`) those the sampler draws with
+    under its temperature, top-k and top-p."""
+    header = "<tr><th>next token</th><th>model's probability</th>"
+    if sampled:
+        header += (
+            f"<th>sampled with temperature {sampled['temperature']:g}, top-k {sampled['top_k'] or 'off'}, "
+            f"top-p {sampled['top_p']:g}</th>"
+        )
+    rows = "".join(
+        f"<tr><td>{_label(t['token'])}</td>{bar_cell(t['probability'], width, MODEL_KIND)}"
+        + (bar_cell(sampled["probabilities"][n], width, SAMPLED_KIND) if sampled else "")
+        + "</tr>"
+        for n, t in enumerate(top)
+    )
+    return f"<table>{header}</tr>{rows}</table>"
 
 
 def next_tokens_html(answer: dict, lens: dict) -> str:
@@ -122,7 +141,7 @@ def next_tokens_html(answer: dict, lens: dict) -> str:
     return (
         f'<div class="insight">{token_strip(tokens, position)}'
         f"<p>After token {position} <b>{_label(tokens[position])}</b> (click another token to move):</p>"
-        f'<div class="maps"><div>{probability_bars(answer["top"])}<p>{actual}</p></div>'
+        f'<div class="maps"><div>{probability_bars(answer["top"], 160, answer.get("sampled"))}<p>{actual}</p></div>'
         f"<div><b>Logit lens</b>: the top-3 tokens the residual stream would predict after each layer (final norm and "
         f"LM head applied to it); the last row is the model's prediction.<table>{layers}</table></div></div></div>"
     )
