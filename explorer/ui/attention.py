@@ -24,7 +24,10 @@ from explorer.texts import TextView, text_label
 from explorer.ui.components import notes_markdown, unchecked
 from explorer.ui.errors import answers_visitors
 from explorer.views.insights import CURRENT_JS, belongs_to, current_html, lost_html
+from explorer.views.lines import LINES_JS, lines_html
 from explorer.views.maps import HEAD_JS, PICK_TILE_JS, figure_body, grid_html, head_caption, head_html
+
+LINES_OF = [("this head", "head"), ("every head of the layer, in colours", "layer")]  # the line view's choice
 
 EXPORTS = {  # what the export offers: {value (the API's `what`): label}
     "safetensors": "all weights (.safetensors, bertviz layout)",
@@ -98,6 +101,18 @@ class AttentionMaps:
         return belongs_to(
             view.key, view.label, head_html(attentions, view.tokens, int(layer), str(head), view.shown, query=query)
         )
+
+    def show_lines(self, shown: dict | None, layer, head, lines_of: str = "head", query: int | None = None):
+        """The line view of the layer: that head, or every head of the layer (`lines_of` "layer", or the average
+        chosen), the query's token marked."""
+        if not shown:
+            return gr.skip()
+        view = self.state.text_view(shown["model"], shown["text"])
+        layer, head = checked_head(view, layer, head)
+        weights = view.recorded.attentions[layer]  # (H, T, T)
+        heads = range(len(weights)) if lines_of == "layer" or head == "mean" else [head]
+        drawn = lines_html({h: weights[h].tolist() for h in heads}, view.tokens, layer, query)
+        return belongs_to(view.key, view.label, drawn)
 
     def asked_view(self, asked) -> tuple[TextView, int, int | str]:
         """The text view, layer and head of a request from the enlarged maps' JavaScript (head.js): a dict."""
@@ -244,6 +259,10 @@ class AttentionMaps:
             elem_id="attention-head",
             server_functions=[answers_visitors(self.attention_window), answers_visitors(self.attention_row)],
         )
+        lines_of = unchecked(
+            gr.Radio(LINES_OF, value="head", label="Line view (texts up to 64 tokens)", elem_id="lines-of")
+        )
+        lines = gr.HTML(js_on_load=LINES_JS, elem_id="attention-lines")
         with gr.Row(equal_height=True):
             export_what = gr.Dropdown(
                 [(label, value) for value, label in EXPORTS.items()],
@@ -282,8 +301,11 @@ class AttentionMaps:
         for event, inputs in shows:
             event.failure(self.not_shown, inputs, [shown, current, trace, notes, grid, large], **private)
         shown.change(self.current_line, shown, current, **private)
+        for change in (shown.change, lines_of.input):  # the layer and head move with the page's selection too
+            change(self.show_lines, [shown, layer, head, lines_of], lines, **private)
         export_button.click(self.export_shown, [shown, export_what, layer, head], export_file, **private)
         gr.api(self.attention_export, api_name="attention_export")
         gr.api(self.attention_values, api_name="attention_values")
         parts = dict(shown=shown, grid=grid, large=large, layer=layer, head=head, text=text, model=model, link=link)
+        parts.update(lines=lines, lines_of=lines_of)
         return SimpleNamespace(**parts)

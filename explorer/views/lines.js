@@ -1,0 +1,15 @@
+// The line view (views/lines.py): hovering a query token on the left shows only that token's lines; leaving the
+// picture shows them all again.
+element.addEventListener('mouseover', (event) => {
+  const token = event.target.closest && event.target.closest('text.q[data-i]');
+  const svg = token && token.closest('svg');
+  if (!svg) return;
+  svg.querySelectorAll('line').forEach((line) => {
+    line.style.display = line.dataset.q === token.dataset.i ? '' : 'none';
+  });
+});
+element.addEventListener('mouseout', (event) => {
+  const svg = event.target.closest && event.target.closest('.attn-lines svg');
+  if (!svg || (event.relatedTarget && svg.contains(event.relatedTarget))) return;
+  svg.querySelectorAll('line').forEach((line) => { line.style.display = ''; });
+});
