@@ -57,3 +57,37 @@ def test_tick_a_head_ablate_and_see_the_loss_strip_change(page_url):
         page.locator('#importance td[data-layer="1"][data-head="0"]').click()
         expect(page.locator("#attention-head figcaption").first).to_have_text("layer 1, head 0")
         browser.close()
+
+
+def test_compare_two_texts_of_different_lengths_draws_both_maps_and_the_endpoints_difference(page_url):
+    from gradio_client import Client
+    from playwright.sync_api import expect, sync_playwright
+
+    from helpers import call
+
+    expect.set_options(timeout=90_000)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        page.set_default_timeout(90_000)
+        page.goto(f"{page_url}?model=tiny-names&text=isabella&layer=1&head=2")
+        expect(page.locator("#attention-head figcaption").first).to_have_text("layer 1, head 2")
+        open_head_tools(page)
+        page.locator("#compare-text textarea").fill("emma")
+        page.get_by_role("button", name="Compare", exact=True).click()
+        compare = page.locator("#compare")
+        expect(compare).to_contain_text("Layer 1, head 2")
+        read = (  # each row's cells' titles: the exact values, "" for a future key
+            "table => [...table.querySelectorAll('tr')].slice(1)"
+            ".map(r => [...r.querySelectorAll('td')].map(c => c.title))"
+        )
+        drawn = {
+            key: compare.locator(f'table[data-key="{key}"]').evaluate(read) for key in ("first", "second", "difference")
+        }
+        browser.close()
+    answer = call(Client(page_url, verbose=False), "/compare", text="isabella", other_text="emma", model="tiny-names")
+    assert (len(drawn["first"]), len(drawn["second"]), len(drawn["difference"])) == (9, 5, 5)  # with the start token
+    difference = answer["difference"][1][2]
+    on_page = [[float(t) for t in row[: q + 1]] for q, row in enumerate(drawn["difference"])]
+    assert on_page == [row[: q + 1] for q, row in enumerate(difference)]  # the endpoint's numbers, each visible cell
+    assert all(t == "" for q, row in enumerate(drawn["difference"]) for t in row[q + 1 :])  # future keys: blank

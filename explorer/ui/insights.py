@@ -314,8 +314,26 @@ class Insights:
     def show_roles(self, shown):
         return self.drawn(shown, lambda t, m: roles_html(self.head_roles(t, m)))
 
-    def show_compare(self, shown, other_text):
-        return self.drawn(shown, lambda t, m: compare_html(self.compare(t, other_text, m)))
+    def show_compare(self, shown, other_text, layer=0, head="0"):
+        """Compare's answer drawn, with the maps of the chosen head (the page's selection; the average: head 0) on both
+        texts beside their difference."""
+
+        def draw(text, model):
+            answer = self.compare(text, other_text, model)
+            first = self.insight_view(text, model)
+            second = self.insight_view(answer["other_text"], model) if (other_text or "").strip() else None
+            chosen_layer = int(layer or 0)
+            chosen_head = 0 if head in (None, "", "mean") else int(head)
+            other = second.recorded if second else self.one_token_changed(first).recorded
+            maps = {
+                "layer": chosen_layer,
+                "head": chosen_head,
+                "first": first.recorded.attentions[chosen_layer, chosen_head].tolist(),
+                "second": other.attentions[chosen_layer, chosen_head].tolist(),
+            }
+            return compare_html(answer, maps)
+
+        return self.drawn(shown, draw)
 
     def head_choices(self, shown: dict | None, ticked: list[str] | None):
         """The heads of the shown text's model to tick; those ticked stay ticked while the model has them."""
@@ -380,7 +398,7 @@ class Insights:
         )
         importance_button.click(self.show_importance, [shown, mode], importance_out, **private)
         roles_button.click(self.show_roles, [shown], roles_out, **private)
-        compare_button.click(self.show_compare, [shown, other_text], compare_out, **private)
+        compare_button.click(self.show_compare, [shown, other_text, maps.layer, maps.head], compare_out, **private)
         shown.change(self.head_choices, [shown, heads], heads, **private)
         sampled = after_text.success(
             self.sampled_colours, [generated_text, text_model, prompt, *sampling], sampled_out, **private

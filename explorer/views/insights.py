@@ -68,11 +68,14 @@ def head_table(
     diverging: bool = False,
     digits: int = 2,
     marked: set | frozenset = frozenset(),
+    relative: bool = False,
 ) -> str:
     """A layer x head grid of numbers, each cell coloured by its value (0..1 on viridis, or red / blue for +/-); a
     click on a cell opens that head's map (pick_head.js). `marked` (layer, head) cells are outlined."""
     scale = max((abs(v) for row in scores for v in row), default=0.0)
     colour = (lambda v: diverging_css(v, scale)) if diverging else viridis_css
+    if relative and scale > 0:  # small scores coloured against the largest, not all dark
+        colour = lambda v: viridis_css(v / scale)  # noqa: E731
     shown = f"{{:{'+' if diverging else ''}.{digits}f}}"  # signed for a change, plain for a score
     rows = ["<tr><th></th>" + "".join(f"<th>head {h}</th>" for h in range(len(scores[0]))) + "</tr>"]
     for layer, row in enumerate(scores):
@@ -279,7 +282,46 @@ def roles_html(answer: dict, clickable: bool = True) -> str:
     )
 
 
-def compare_html(answer: dict) -> str:
+MAX_COMPARED_MAP = 48  # tokens a side of the maps Compare draws as cells; beyond, only the per-head table
+
+
+def map_table(matrix: list[list[float]], tokens: list[str], key: str, diverging: bool = False) -> str:
+    """A (T, T) map as a table of cells (rows: queries, columns: keys), each coloured by its value (weights on the
+    maps' scale; a difference red / blue against the largest) with its exact value on hover; future keys blank."""
+    scale = max((abs(v) for row in matrix for v in row), default=0.0)
+    colour = (lambda v: diverging_css(v, scale)) if diverging else (lambda v: viridis_css(v**0.5))  # noqa: E731
+    head = "<tr><th></th>" + "".join(f"<th>{_label(t)}</th>" for t in tokens) + "</tr>"
+    rows = "".join(
+        f"<tr><th>{_label(tokens[q])}</th>"
+        + "".join(
+            f'<td class="cell" style="{colour(v)}" title="{v!r}"></td>' if k <= q else '<td class="cell future"></td>'
+            for k, v in enumerate(row)
+        )
+        + "</tr>"
+        for q, row in enumerate(matrix)
+    )
+    return f'<table class="map-cells" data-key="{key}">{head}{rows}</table>'
+
+
+def compare_maps_html(answer: dict, maps: dict) -> str:
+    """The chosen head's map on each text and their difference (first minus second, over the common positions)."""
+    length, layer, head = answer["compared_tokens"], maps["layer"], maps["head"]
+    if length > MAX_COMPARED_MAP:
+        return f"<p>The maps are drawn for texts of up to {MAX_COMPARED_MAP} common tokens; here {length}.</p>"
+    difference = answer["difference"][layer][head]
+    parts = [
+        ("First text", map_table(maps["first"], answer["tokens"], "first")),
+        ("Second text", map_table(maps["second"], answer["other_tokens"], "second")),
+        ("Difference (first − second)", map_table(difference, answer["tokens"][:length], "difference", True)),
+    ]
+    figures = "".join(f"<figure><figcaption><b>{t}</b></figcaption>{body}</figure>" for t, body in parts)
+    told = f"<p><b>Layer {layer}, head {head}</b> (the head chosen above) on both texts:</p>"
+    return f"{told}<div class='maps'>{figures}</div>"
+
+
+def compare_html(answer: dict, maps: dict | None = None) -> str:
+    """Compare's answer: `maps` (the chosen layer and head, and its map on each text) drawn beside their difference,
+    the per-head table, each text's per-token loss."""
     texts = "".join(
         f"<p><b>{which} text</b>, mean loss {sum(losses) / max(1, len(losses)):.4f}</p>{loss_strip(tokens, losses)}"
         for which, tokens, losses in (
@@ -289,10 +331,11 @@ def compare_html(answer: dict) -> str:
     )
     title = (
         f"Mean |difference| of each head's map over the first {answer['compared_tokens']} tokens (first text "
-        "minus second)"
+        "minus second; colour: against the largest)"
     )
     notes = "".join(f"<p>{html.escape(note)}</p>" for note in answer["notes"])
-    return f'<div class="insight">{notes}{head_table(answer["difference_per_head"], title, digits=3)}{texts}</div>'
+    table = head_table(answer["difference_per_head"], title, digits=3, relative=True)
+    return f'<div class="insight">{notes}{compare_maps_html(answer, maps) if maps else ""}{table}{texts}</div>'
 
 
 def sampled_html(tokens: list[str], probabilities: list[float | None], note: str) -> str:
