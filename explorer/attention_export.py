@@ -5,8 +5,9 @@ Weights, in bertviz's layout: one (1, H, T, T) float32 array per layer, exactly 
 - `.safetensors`: tensors `layer_0` .. `layer_{L-1}` and `input_ids` (1, T) int64; the tokens (JSON) in its metadata.
 - `.npz`: the same arrays, plus `tokens`, an array of strings (loads with `allow_pickle=False`).
 `load_weights` reads either back. Images: one map as a PNG at full resolution (one pixel per weight, enlarged to at
-least `MAP_PIXELS` for short texts); the whole grid as one PNG (its tiles as on the page), or SVG with token labels for
-texts of at most `GRID_SVG_UP_TO` tokens (beyond, an SVG would only wrap the same pixels).
+least `MAP_PIXELS` for short texts), bare or ready for a slide (token labels, title, colour bar); the whole grid as
+one PNG (its tiles as on the page), or SVG with token labels for texts of at most `GRID_SVG_UP_TO` tokens (beyond, an
+SVG would only wrap the same pixels).
 
 Numbers in, files out: nothing here knows of Gradio. Shapes: L layers, H heads, T tokens.
 """
@@ -71,6 +72,54 @@ def map_png(matrix: torch.Tensor) -> bytes:
     return png_bytes(indices.repeat(scale, axis=0).repeat(scale, axis=1))
 
 
+BAR_WIDTH, BAR_TICKS = 16, (1.0, 0.5, 0.25, 0.1, 0.0)  # the colour bar beside a slide's map, and its labelled weights
+
+
+def slide_layout(length: int, tokens: list[str]) -> dict:
+    """Where a slide's parts go (pixels): the map's square (left, top, side, scale), the tokens labelled (every
+    `stride`-th, so that none overlap) and their font, the colour bar's left edge, the whole image's size."""
+    font = ImageFont.load_default(min(14, max(9, MAP_PIXELS // length)))
+    scale = max(1, -(-MAP_PIXELS // length))
+    side = length * scale
+    stride = max(1, -(-(font.size + 2) // scale))
+    longest = max((font.getlength(token[:12]) for token in tokens[::stride]), default=0)
+    left, top = int(longest) + 12, 34 + int(longest) + 8  # room for the title, then for the rotated key labels
+    bar = left + side + 20
+    size = (bar + BAR_WIDTH + 48, top + side + 26)
+    return dict(left=left, top=top, side=side, scale=scale, stride=stride, bar=bar, size=size, font=font)
+
+
+def map_slide_png(matrix: torch.Tensor, tokens: list[str], title: str) -> bytes:
+    """One (T, T) map ready for a slide: the map at full resolution (map_png's pixels), the query tokens down its left
+    side and the key tokens along its top, a title, and a colour bar of the weights (the colour follows their square
+    root, as on the page)."""
+    at = slide_layout(len(tokens), tokens)
+    font = at["font"]
+    canvas = Image.new("RGB", at["size"], "white")
+    draw = ImageDraw.Draw(canvas)
+    draw.text((at["left"], 8), title, fill="black", font=ImageFont.load_default(16))
+    indices = colour_indices(matrix.numpy()).repeat(at["scale"], axis=0).repeat(at["scale"], axis=1)
+    canvas.paste(Image.fromarray(PALETTE[indices]), (at["left"], at["top"]))
+    for i in range(0, len(tokens), at["stride"]):
+        label, middle = tokens[i][:12], at["scale"] * i + at["scale"] // 2
+        draw.text((at["left"] - 4, at["top"] + middle), label, fill="black", font=font, anchor="rm")
+        width = int(font.getlength(label)) + 2
+        upright = Image.new("L", (width, font.size + 4), 0)
+        ImageDraw.Draw(upright).text((0, (font.size + 4) // 2), label, fill=255, font=font, anchor="lm")
+        turned = upright.rotate(90, expand=True)  # reads bottom to top, ending at the map's top edge
+        canvas.paste("black", (at["left"] + middle - turned.width // 2, at["top"] - 4 - turned.height), turned)
+    weights = np.linspace(1.0, 0.0, at["side"], dtype=np.float32)[:, None]  # top: 1, bottom: 0
+    column = PALETTE[colour_indices(weights, masked=np.zeros(weights.shape, dtype=bool))]
+    canvas.paste(Image.fromarray(column.repeat(BAR_WIDTH, axis=1)), (at["bar"], at["top"]))
+    for weight in BAR_TICKS:
+        y = at["top"] + round((1 - weight) * (at["side"] - 1))
+        draw.text((at["bar"] + BAR_WIDTH + 4, y), f"{weight:g}", fill="black", font=font, anchor="lm")
+    draw.text((at["bar"], at["top"] + at["side"] + 2), "weight", fill="black", font=font)
+    buffer = io.BytesIO()
+    canvas.save(buffer, format="PNG", compress_level=1)
+    return buffer.getvalue()
+
+
 def _grid_layout(n_layer: int, n_head: int, tile: int, gap: int = 8, left: int = 64, top: int = 22):
     """Where the grid's titles and tiles go: (width, height, [(x, y, text)], [(layer, column, x, y)])."""
     titles = [(left + c * (tile + gap), 4, f"head {c}" if c < n_head else "average") for c in range(n_head + 1)]
@@ -117,4 +166,13 @@ def grid_svg(attentions: torch.Tensor, tokens: list[str]) -> str:
     )
 
 
-__all__ = ["FORMAT", "bertviz_layers", "save_weights", "load_weights", "map_png", "grid_png", "grid_svg"]
+__all__ = [
+    "FORMAT",
+    "bertviz_layers",
+    "save_weights",
+    "load_weights",
+    "map_png",
+    "map_slide_png",
+    "grid_png",
+    "grid_svg",
+]

@@ -159,6 +159,28 @@ def test_exported_images(tmp_path):
         grid_svg(torch.zeros(1, 1, 65, 65), ["x"] * 65)
 
 
+def test_a_map_for_a_slide_has_the_maps_pixels_token_labels_a_title_and_a_colour_bar():
+    from PIL import Image
+
+    from explorer.attention_export import BAR_WIDTH, map_slide_png, slide_layout
+
+    T = 12
+    matrix = torch.softmax(torch.randn(T, T).masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), -1e9), -1)
+    short, long = [f"w{i}" for i in range(T)], [f"a-longer-token-{i}" for i in range(T)]
+    slide = np.asarray(Image.open(io.BytesIO(map_slide_png(matrix, short, "names: layer 1, head 2"))))
+    at = slide_layout(T, short)
+    top, left, side = at["top"], at["left"], at["side"]
+    assert slide.shape[:2] == at["size"][::-1]
+    raw = PALETTE[colour_indices(matrix)].repeat(at["scale"], axis=0).repeat(at["scale"], axis=1)
+    assert np.array_equal(slide[top : top + side, left : left + side], raw)  # the bare map's pixels, untouched
+    assert (slide[:top, left:] < 128).any() and (slide[top:, :left] < 128).any()  # text above and beside the map
+    bar = slide[top : top + side, at["bar"] : at["bar"] + BAR_WIDTH]
+    ends = colour_indices(np.array([[1.0], [0.0]]), masked=np.zeros((2, 1), dtype=bool))[:, 0]
+    assert np.array_equal(bar[0, 0], PALETTE[ends[0]]) and np.array_equal(bar[-1, 0], PALETTE[ends[1]])  # 1 to 0
+    labelled = Image.open(io.BytesIO(map_slide_png(matrix, long, "names: layer 1, head 2")))
+    assert labelled.width > slide.shape[1] and labelled.height > slide.shape[0]  # room grows with the labels
+
+
 def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_text(tmp_path):
     """Two models with the same tokenizer and different weights: the same text gets each model's own maps, drawn
     from one pass per (model, text)."""

@@ -14,7 +14,7 @@ import gradio as gr
 import pandas
 from gradio.data_classes import FileData  # a file returned by an API-only endpoint, gr.api
 
-from explorer.attention_export import GRID_SVG_UP_TO, grid_png, grid_svg, map_png, save_weights
+from explorer.attention_export import GRID_SVG_UP_TO, grid_png, grid_svg, map_slide_png, save_weights
 from explorer.attention_maps import Window, head_matrix, query_weights, trace_steps, trace_table
 from explorer.choices import head_index, layer_index, number, token_position
 from explorer.errors import VisitorError
@@ -32,7 +32,7 @@ LINES_OF = [("this head", "head"), ("every head of the layer, in colours", "laye
 EXPORTS = {  # what the export offers: {value (the API's `what`): label}
     "safetensors": "all weights (.safetensors, bertviz layout)",
     "npz": "all weights (.npz, bertviz layout)",
-    "map.png": "the chosen map (.png, full resolution)",
+    "map.png": "the chosen map (.png for a slide: full resolution, tokens, title, colour bar)",
     "grid.png": "every map (.png)",
     "grid.svg": f"every map (.svg, texts up to {GRID_SVG_UP_TO} tokens)",
 }
@@ -200,7 +200,8 @@ class AttentionMaps:
             )
         if what == "map.png":
             path = path.with_name(f"{path.name}-layer-{layer}-{'average' if head == 'mean' else f'head-{head}'}.png")
-            path.write_bytes(map_png(head_matrix(attentions, layer, head)))
+            title = f"{model}: {head_caption(layer, head)}"
+            path.write_bytes(map_slide_png(head_matrix(attentions, layer, head), view.tokens, title))
         elif what == "grid.png":
             path = path.with_suffix(".png")
             path.write_bytes(grid_png(attentions))
