@@ -1,6 +1,7 @@
 """The loss log and loss curve of a training run, from the Trainer's `state.log_history`."""
 
 import csv
+import math
 from pathlib import Path
 
 import matplotlib
@@ -29,16 +30,30 @@ def write_loss_log(history: list[dict], path: Path) -> None:
         writer.writerows(rows[step] for step in sorted(rows))
 
 
-def plot_losses(history: list[dict], path: Path, title: str = "MiniGPT") -> None:
-    """Training and validation loss against step, saved as a PNG."""
+def plot_losses(
+    history: list[dict], path: Path, title: str = "MiniGPT", vocab_size: int | None = None, resumed_at=()
+) -> None:
+    """Training and validation loss against step, saved as a PNG (see loss_figure)."""
+    fig = loss_figure(history, title, vocab_size, resumed_at)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def loss_figure(history: list[dict], title: str = "MiniGPT", vocab_size: int | None = None, resumed_at=()):
+    """Training and validation loss against step; with `vocab_size`, the chance line (a uniform guess over the
+    vocabulary: ln V nats), and a mark at each step a run resumed from."""
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
     for key, label, style in (("loss", "training", "-"), ("eval_loss", "validation", "o-")):
         steps, values = loss_points(history, key)
         if steps:
             ax.plot(steps, values, style, label=label, markersize=4)
+    if vocab_size:
+        chance = math.log(vocab_size)
+        ax.axhline(chance, color="grey", linestyle=":", label=f"chance: ln {vocab_size} = {chance:.2f}")
+    for n, step in enumerate(resumed_at):
+        ax.axvline(step, color="tab:red", linestyle="--", alpha=0.6, label="resumed" if n == 0 else None)
     ax.set(xlabel="step", ylabel="loss (nats per token)", title=title)
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    return fig

@@ -40,7 +40,12 @@ class ReportAndStop(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         self.training, self.started = True, time.monotonic()
         write_event(
-            self.folder, "start", step=state.global_step, max_steps=state.max_steps, parameters=model.num_parameters()
+            self.folder,
+            "start",
+            step=state.global_step,
+            max_steps=state.max_steps,
+            parameters=model.num_parameters(),
+            vocab_size=model.config.vocab_size,  # the loss of a uniform guess is ln V: the plot's chance line
         )
 
     def on_step_end(self, args, state, control, **kwargs):

@@ -51,6 +51,7 @@ MAX_PARAMETERS = 10_000_000
 MAX_STEPS = 20_000
 
 MAX_WORK = 5e12  # parameters x training tokens (steps x batch x context): about 10 minutes on 2 CPU cores
+TYPICAL_PACE = MAX_WORK / 600  # work a second on 2 CPU cores: the estimate before a run has been timed here
 
 MAX_RUN_SECONDS = 15 * 60  # a run that is still going then stops with a checkpoint (Resume queues it again)
 
@@ -107,6 +108,11 @@ class RunSpec:
     @property
     def batch_size(self) -> int:
         return TRAINING_PRESETS[self.preset]["per_device_train_batch_size"]
+
+    @property
+    def work(self) -> int:
+        """Parameters x training tokens (steps x batch x context): what a run's time grows with."""
+        return self.parameters * self.max_steps * self.batch_size * self.block_size
 
     def save(self, folder: Path) -> None:
         (folder / "spec.json").write_text(json.dumps(asdict(self), indent=1))
@@ -274,7 +280,7 @@ def check_request(
         raise RunError(
             f"{spec.parameters:,} parameters is over the limit of {MAX_PARAMETERS:,}: fewer layers or a smaller width."
         )
-    work = spec.parameters * max_steps * spec.batch_size * block_size
+    work = spec.work
     if work > MAX_WORK:
         fitting = int(MAX_WORK / (spec.parameters * spec.batch_size * block_size))
         raise RunError(
@@ -317,6 +323,9 @@ class Progress:
     samples: list[str] = field(default_factory=list)  # at the latest evaluation
     samples_step: int = 0
     message: str = ""
+    seconds_per_step: float | None = None  # measured since the latest start
+    resumed_at: list[int] = field(default_factory=list)  # the steps a resumed run started again from
+    vocab_size: int | None = None
 
     @property
     def done(self) -> bool:
@@ -336,7 +345,10 @@ def progress_of(events: list[dict]) -> Progress:
         if kind == "launch":  # the process is starting (again): data and model are being prepared
             progress.state, progress.message = "running", "Preparing the data and the model..."
         elif kind == "start":
+            if progress.max_steps:  # an earlier start: this one resumes
+                progress.resumed_at.append(e["step"])
             progress.state, progress.step, progress.max_steps = "running", e["step"], e["max_steps"]
+            progress.vocab_size = e.get("vocab_size", progress.vocab_size)
             progress.train = [p for p in progress.train if p[0] <= e["step"]]
             progress.validation = [p for p in progress.validation if p[0] <= e["step"]]
             timing, progress.message = [(e["time"], e["step"])], ""
@@ -354,9 +366,11 @@ def progress_of(events: list[dict]) -> Progress:
         elif kind in TERMINAL:
             progress.state, progress.message = TERMINAL[kind], e.get("message", "")
             progress.step = e.get("step", progress.step)
-    if progress.state == "running" and len(timing) > 1 and timing[-1][1] > timing[0][1]:
+    if len(timing) > 1 and timing[-1][1] > timing[0][1]:
         (t0, s0), (t1, s1) = timing[0], timing[-1]
-        progress.seconds_left = (t1 - t0) / (s1 - s0) * (progress.max_steps - s1)
+        progress.seconds_per_step = (t1 - t0) / (s1 - s0)
+        if progress.state == "running":
+            progress.seconds_left = progress.seconds_per_step * (progress.max_steps - s1)
     return progress
 
 
@@ -384,6 +398,19 @@ class RunQueue:
         self.pending: list[Run] = []
         self.changed = threading.Condition()
         self.worker: threading.Thread | None = None
+
+    def pace(self) -> float | None:
+        """Work a second (RunSpec.work) of this server's latest timed run, or None before any run was timed."""
+        timed = []
+        for folder in self.root.glob("*/progress.jsonl") if self.root.is_dir() else []:
+            progress = progress_of(read_events(folder.parent))
+            if progress.seconds_per_step and (folder.parent / "spec.json").is_file():
+                timed.append((folder.stat().st_mtime, folder.parent, progress.seconds_per_step))
+        if not timed:
+            return None
+        _, folder, seconds = max(timed)
+        spec = RunSpec.load(folder)
+        return spec.work / spec.max_steps / seconds
 
     def finished(self) -> list[tuple[str, Path]]:
         """(name, folder) of every finished run in the folder, from this server's life or before."""

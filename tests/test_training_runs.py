@@ -85,6 +85,39 @@ def test_progress_of_a_resumed_run_drops_what_came_after_its_checkpoint():
     assert progress.seconds_left == pytest.approx((62 - 60) / (40 - 20) * (100 - 40))
     finished = training_runs.progress_of(events + [dict(event="finished", step=100, message="done", time=70.0)])
     assert finished.done and finished.state == "finished" and finished.seconds_left is None
+    assert progress.resumed_at == [20]  # where the plot marks the resume
+    assert progress.seconds_per_step == pytest.approx((62 - 60) / (40 - 20))  # the resumed run's own pace
+
+
+def test_the_estimate_before_start_uses_this_servers_latest_timed_run(tmp_path):
+    queue = training_runs.RunQueue(tmp_path)
+    assert queue.pace() is None  # nothing timed yet: the tab uses TYPICAL_PACE
+    spec, _ = request(name="timed")
+    folder = tmp_path / "timed"
+    folder.mkdir()
+    spec.save(folder)
+    for event, fields in [("start", dict(step=0, max_steps=100, vocab_size=28)), ("step", dict(step=50))]:
+        training_runs.write_event(folder, event, **fields)
+    events = training_runs.read_events(folder)
+    seconds_per_step = (events[1]["time"] - events[0]["time"]) / 50
+    assert queue.pace() == pytest.approx(spec.work / spec.max_steps / seconds_per_step)
+    assert spec.work == spec.parameters * spec.max_steps * spec.batch_size * spec.block_size
+    assert training_runs.progress_of(events).vocab_size == 28
+
+
+def test_the_loss_plot_draws_chance_at_ln_v_and_marks_a_resume():
+    import math
+
+    import plots
+
+    history = [{"step": 10, "loss": 3.0}, {"step": 20, "eval_loss": 2.8}, {"step": 40, "loss": 2.5}]
+    figure = plots.loss_figure(history, "run", vocab_size=28, resumed_at=[20])
+    axes = figure.axes[0]
+    chance = [line for line in axes.lines if line.get_label().startswith("chance")]
+    assert len(chance) == 1 and list(chance[0].get_ydata()) == [math.log(28)] * 2
+    resumed = [line for line in axes.lines if line.get_label() == "resumed"]
+    assert len(resumed) == 1 and list(resumed[0].get_xdata()) == [20, 20]
+    plots.plt.close(figure)
 
 
 def test_the_zip_is_the_model_folder_without_the_run_files(tmp_path):

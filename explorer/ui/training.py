@@ -16,7 +16,7 @@ from explorer.choices import number
 from explorer.errors import VisitorError
 from explorer.state import DemoState
 from explorer.ui.components import session, unchecked
-from explorer.views.training import progress_html
+from explorer.views.training import duration, progress_html
 
 POLL_SECONDS = 1.0  # a watcher reads its run's progress this often
 
@@ -46,6 +46,13 @@ DATA_CHOICES = [
 ]
 
 
+LOSS_NOTE = (
+    "Validation can sit below training loss: each training point is the mean over the steps since the previous one "
+    "(the model was worse at their start) and is measured with dropout on; validation is measured at that step, "
+    "dropout off. The dotted line is chance: a uniform guess over the vocabulary, ln V nats a token."
+)
+
+
 TRAIN_INTRO = f"""Train a small GPT here, watch its loss fall, then look inside it: when it finishes, it joins the
 model picker of every view and can be downloaded as a zip of its folder (ready to push to the Hub). Training runs
 train.py (the Trainer, its data pipeline and checkpoints), one run at a time on this server: yours waits in a queue
@@ -66,7 +73,7 @@ def loss_plot(name: str, progress: training_runs.Progress) -> Image.Image | None
     history = [{"step": s, "loss": v} for s, v in progress.train]
     history += [{"step": s, "eval_loss": v} for s, v in progress.validation]
     image = io.BytesIO()
-    plots.plot_losses(history, image, title=f"{name}: loss")
+    plots.plot_losses(history, image, f"{name}: loss", progress.vocab_size, progress.resumed_at)
     return Image.open(image)
 
 
@@ -81,6 +88,23 @@ def training_defaults(data: str):
     """The tokenizer and sizes the tab proposes for the chosen data."""
     default = training_runs.defaults(data)
     return [default[key] for key in ("tokenizer", *SIZE_FIELDS, "learning_rate")]
+
+
+TOKENIZERS_FOR = {
+    "names": ["names"],
+    "induction": ["names"],
+    "shakespeare": ["char", "bpe"],
+    "text": ["names", "char", "bpe"],
+}
+
+
+def fields_for(data: str, tokenizer: str | None):
+    """Only the fields that apply: the text box and upload for your own data, the tokenizers the data can use, the BPE
+    vocabulary size for the bpe tokenizer."""
+    choices = TOKENIZERS_FOR.get(data, list(training_runs.TOKENIZERS))
+    tokenizer = tokenizer if tokenizer in choices else training_runs.DEFAULT_TOKENIZER.get(data, "names")
+    own = gr.update(visible=data == "text")
+    return own, own, gr.Radio(choices=choices, value=tokenizer), gr.update(visible=tokenizer == "bpe")
 
 
 class Training:
@@ -109,6 +133,16 @@ class Training:
         """Trains a model with train.py (queued behind any other run) and streams its progress: the name, the progress
         bar, the loss plot, the latest samples and the numbers. Left out, the tokenizer follows the data (names, bpe for
         Shakespeare, char for a text) and the sizes are the tab's first ones (the names preset)."""
+        asked = (data, text, tokenizer, n_layer, n_head, n_embd, block_size, max_steps, learning_rate, seed, vocab_size)
+        spec, text = self.requested(*asked, upload, name, taken=self.state.picker.names)
+        run = self.state.runs.submit(spec, text, owner=session(request))
+        yield from self.watch(run)
+
+    def requested(
+        self, data, text, tokenizer, n_layer, n_head, n_embd, block_size, max_steps, learning_rate, seed, vocab_size,
+        upload, name, taken
+    ) -> tuple[training_runs.RunSpec, str]:  # fmt: skip
+        """The run the tab's fields ask for and its text, every limit checked (training_runs.check_request)."""
         default = training_runs.defaults(data or "names")
         given = dict(
             n_layer=n_layer,
@@ -123,11 +157,40 @@ class Training:
         rate = number("Learning rate", learning_rate, default["learning_rate"])
         if upload:
             text = training_runs.read_upload(upload)
-        spec, text = training_runs.check_request(
-            data or "names", text, tokenizer, **sizes, learning_rate=rate, name=name, taken=self.state.picker.names
+        return training_runs.check_request(
+            data or "names", text, tokenizer, **sizes, learning_rate=rate, name=name, taken=taken
         )
-        run = self.state.runs.submit(spec, text, owner=session(request))
-        yield from self.watch(run)
+
+    def estimate(
+        self, data, text, tokenizer, n_layer, n_head, n_embd, block_size, max_steps, learning_rate, seed, vocab_size,
+        upload, name
+    ) -> str:  # fmt: skip
+        """Before Start: the run's size and how long it should take at this server's measured pace (its latest timed
+        run's work a second; before any, a typical 2-core CPU's), or what to change."""
+        fields = (
+            data,
+            text,
+            tokenizer,
+            n_layer,
+            n_head,
+            n_embd,
+            block_size,
+            max_steps,
+            learning_rate,
+            seed,
+            vocab_size,
+        )
+        try:
+            spec, _ = self.requested(*fields, upload, name, taken=())
+        except VisitorError as error:
+            return f"Before Start: {error}"
+        pace = self.state.runs.pace() if self.state.runs else None
+        source = "this server's latest run" if pace else "a typical 2-core CPU (no run timed on this server yet)"
+        seconds = spec.work / (pace or training_runs.TYPICAL_PACE)
+        return (
+            f"**{spec.parameters:,} parameters**, {spec.max_steps:,} steps of {spec.batch_size} x {spec.block_size} "
+            f"tokens: about **{duration(seconds)}** of training at the pace of {source}, plus a few seconds to prepare."
+        )
 
     def resume(self, name: str = "", request: gr.Request = None):
         """Continues a stopped run from its last checkpoint (or shows a queued or running one), streaming as
@@ -172,15 +235,20 @@ class Training:
             with gr.Row():
                 data = unchecked(gr.Radio(DATA_CHOICES, value="names", label="Data"))
                 tokenizer = unchecked(gr.Radio(list(training_runs.TOKENIZERS), value=None, label=TOKENIZER_LABEL))
-            with gr.Row():
-                text = gr.Textbox("", label="Your names (one a line) or text", lines=4, scale=3)
-                upload = gr.File(label="... or a .txt file", file_types=[".txt"], type="filepath", scale=1)
+            with gr.Row():  # the fields that apply to the data chosen (fields_for): built-in names first
+                text = gr.Textbox("", label="Your names (one a line) or text", lines=4, scale=3, visible=False)
+                upload = gr.File(
+                    label="... or a .txt file", file_types=[".txt"], type="filepath", scale=1, visible=False
+                )
             with gr.Row():
                 numbers = {
-                    key: unchecked(gr.Number(default[key], precision=0, label=label))
+                    key: unchecked(gr.Number(default[key], precision=0, label=label, visible=key != "vocab_size"))
                     for key, label in SIZE_FIELDS.items()
                 }
                 learning_rate = unchecked(gr.Number(default["learning_rate"], label="Learning rate"))
+            sizes = [default[key] for key in ("n_layer", "n_head", "n_embd", "block_size", "max_steps")]
+            first = ["names", "", None, *sizes, default["learning_rate"], default["seed"], default["vocab_size"]]
+            estimate = gr.Markdown(self.estimate(*first, None, ""), elem_id="train-estimate")
             with gr.Row():
                 name = gr.Textbox("", label="Model name (empty: one is picked)", elem_id="train-name", scale=2)
                 start = gr.Button("Start training", variant="primary", scale=1)
@@ -193,6 +261,7 @@ class Training:
                 samples = gr.Textbox(
                     label="Samples at the latest evaluation", lines=10, elem_id="train-samples", scale=2
                 )
+            gr.Markdown(LOSS_NOTE)
             with gr.Accordion("The progress as numbers (what the API streams)", open=False):
                 as_json = gr.JSON(label="Progress")
             with gr.Row():
@@ -226,5 +295,14 @@ class Training:
             button.click(lambda: "", None, notes, api_visibility="private")
         bar.change(note_after_progress, bar, notes, api_visibility="private")
         zip_button.click(self.download, [name], zipped, api_name="download")
-        data.input(training_defaults, data, [tokenizer, *numbers.values(), learning_rate], api_visibility="private")
+        private = dict(api_visibility="private")
+        shown = [text, upload, tokenizer, n["vocab_size"]]
+        data.input(training_defaults, data, [tokenizer, *numbers.values(), learning_rate], **private).then(
+            fields_for, [data, tokenizer], shown, **private
+        )
+        tokenizer.input(fields_for, [data, tokenizer], shown, **private)
+        asked = [i for i in inputs if i is not name]  # the estimate: every field but the name
+        for field in [data, tokenizer, *numbers.values(), learning_rate, upload]:
+            field.change(self.estimate, [*asked, name], estimate, **private)
+        text.blur(self.estimate, [*asked, name], estimate, **private)
         return [started, resumed]
