@@ -93,7 +93,7 @@ def test_future_blocks_are_those_the_mask_hides_wholly():
         assert future_blocks(rows, cols, factor).tolist() == expected
 
 
-def test_a_zoomed_window_is_drawn_at_one_pixel_per_weight():
+def test_a_zoomed_window_draws_every_weight_in_its_own_cell():
     torch.manual_seed(0)
     T = 600
     matrix = torch.softmax(torch.randn(T, T).masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), -1e9), -1)
@@ -101,14 +101,14 @@ def test_a_zoomed_window_is_drawn_at_one_pixel_per_weight():
     window = Window.fit(T, row=500, col=-20, size=200)  # past the map's edges: moved inside
     assert window == Window(row=400, col=0, size=200)
     svg = figure_body(matrix, tokens, "layer 0, head 0", window)
-    assert 'data-row="400" data-col="0" data-size="200"' in svg and "one pixel per weight" in svg
+    assert 'data-row="400" data-col="0" data-size="200"' in svg and "every weight its own cell" in svg
     pixels = decode_png(svg.split('href="', 1)[1].split('"', 1)[0])
     assert pixels.shape == (200, 200)
     assert np.array_equal(pixels, colour_indices(matrix[400:600, 0:200], np.zeros((200, 200), dtype=bool)))
     assert ">t400<" in svg and ">t0<" in svg  # the labels are the window's tokens
     whole = figure_body(matrix, tokens, "layer 0, head 0", Window.fit(T))
     assert decode_png(whole.split('href="', 1)[1].split('"', 1)[0]).shape == (200, 200)  # 600 tokens in <= 256 px
-    assert "a pixel is the largest of 3 x 3 weights" in whole
+    assert "each cell the largest of 3 x 3 weights" in whole
 
 
 def decode_png(uri_or_bytes) -> np.ndarray:
@@ -231,7 +231,7 @@ def test_a_1024_token_text_on_a_from_gpt2_model(long_server, tmp_path):
     notes, grid, large, *_ = call(client, "/attention", text=text, model="tiny-gpt2")
     assert f"{LONG} tokens" in notes
     assert grid.count("<svg") == 2 * (2 + 1) and len(grid) + len(large) < 5_000_000
-    assert "a pixel is the largest of 4 x 4 weights" in large  # 1,024 tokens in a 256-pixel window
+    assert "each cell the largest of 4 x 4 weights" in large  # 1,024 tokens in a 256-pixel window
     ids = [0] + printable_tokenizer().encode(text, add_special_tokens=False)
     expected = own_attentions(folder, ids)  # L x (1, H, T, T)
 
@@ -247,7 +247,7 @@ def test_a_1024_token_text_on_a_from_gpt2_model(long_server, tmp_path):
 
     # Zoom: a window of 256 tokens at full resolution.
     body = page_function(http, url, "attention_window", {**asked, "row": 300, "col": 200, "size": 256})
-    assert 'data-row="300" data-col="200" data-size="256"' in body and "one pixel per weight" in body
+    assert 'data-row="300" data-col="200" data-size="256"' in body and "every weight its own cell" in body
 
     # The weights of the whole text, through the API: every layer as bertviz takes it.
     path = call(client, "/attention_export", text=text, model="tiny-gpt2", what="npz")

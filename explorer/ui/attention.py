@@ -25,7 +25,7 @@ from explorer.ui.components import notes_markdown, unchecked
 from explorer.ui.errors import answers_visitors
 from explorer.views.insights import CURRENT_JS, belongs_to, current_html, lost_html
 from explorer.views.lines import LINES_JS, lines_html
-from explorer.views.maps import HEAD_JS, PICK_TILE_JS, figure_body, grid_html, head_caption, head_html
+from explorer.views.maps import HEAD_JS, PICK_TILE_JS, SELECT_TILE_JS, figure_body, grid_html, head_caption, head_html
 
 LINES_OF = [("this head", "head"), ("every head of the layer, in colours", "layer")]  # the line view's choice
 
@@ -73,7 +73,8 @@ class AttentionMaps:
         return (
             notes_markdown(notes),
             belongs_to(view.key, view.label, grid_html(weights, view.tokens)),
-            belongs_to(view.key, view.label, head_html(weights, view.tokens, 0, "0", shown)),
+            # the last token's row outlined: the lesson's query until another is chosen
+            belongs_to(view.key, view.label, head_html(weights, view.tokens, 0, "0", shown, query=len(view.ids) - 1)),
             pandas.DataFrame(rows, columns=headers),
             *layer_and_head_choices(config.n_layer, config.n_head),
             shown,
@@ -89,7 +90,11 @@ class AttentionMaps:
             view = self.state.text_view(model, text)
             chosen = checked_head(view, link.get("layer", 0), link.get("head", 0))
             layer, head = layer_and_head_choices(view.lm.model.config.n_layer, view.lm.model.config.n_head, *chosen)
-            large = self.show_head(shown, *chosen)
+            try:  # the link's query outlined; one the text does not have is the lesson's to explain
+                query = token_position(link.get("query"), len(view.ids), "query", default=len(view.ids) - 1, last=False)
+            except VisitorError:
+                query = None
+            large = self.show_head(shown, *chosen, query)
         return text, model, notes, grid, large, trace, layer, head, shown, link or None
 
     def show_head(self, shown: dict | None, layer: int, head: str, query: int | None = None):
@@ -274,7 +279,14 @@ class AttentionMaps:
             export_button = gr.Button("Export", scale=1)
             export_file = gr.File(label="Download", elem_id="attention-export", interactive=False, scale=2)
         gr.Markdown("### Shape trace of the attention sublayer (layer 0)")
-        trace = gr.Dataframe(label="Shape trace", interactive=False, wrap=True, elem_id="shape-trace")
+        trace = gr.Dataframe(
+            label="Shape trace",
+            interactive=False,
+            wrap=True,
+            elem_id="shape-trace",
+            column_widths=["17%", "20%", "12%", "15%", "36%"],  # every column whole, the meaning the widest
+            max_height=900,  # every row: the trace is short
+        )
         shown = gr.State(None)
         link = gr.State(None)  # the choices of the link the page was opened with, until the step view takes them
         outputs = [notes, grid, large, trace, layer, head, shown]
@@ -302,6 +314,8 @@ class AttentionMaps:
         for event, inputs in shows:
             event.failure(self.not_shown, inputs, [shown, current, trace, notes, grid, large], **private)
         shown.change(self.current_line, shown, current, **private)
+        for picker in (layer, head):  # the grid's outlined tile follows the selection, in the browser
+            picker.change(None, [layer, head], None, js=SELECT_TILE_JS, **private)
         for change in (shown.change, lines_of.input):  # the layer and head move with the page's selection too
             change(self.show_lines, [shown, layer, head, lines_of], lines, **private)
         export_button.click(self.export_shown, [shown, export_what, layer, head], export_file, **private)

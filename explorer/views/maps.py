@@ -30,6 +30,7 @@ from explorer.views.assets import asset
 
 MAPS_CSS = asset("maps.css")
 PICK_TILE_JS = asset("pick_tile.js")  # a click on a tile of the grid: that head, large (the grid's `pick` event)
+SELECT_TILE_JS = asset("select_tile.js")  # the outlined tile follows the maps' layer and head pickers
 HEAD_JS = asset("head.js")  # the enlarged maps: hover, zoom, pan, a click on a row (the `query` event)
 
 
@@ -92,7 +93,7 @@ def grid_html(attentions, tokens: list[str], selected: tuple[int, str] = (0, "0"
     `attentions`: (L, H, T, T), a tensor or an array."""
     images = grid_images(torch.as_tensor(attentions))  # (L, H + 1, t, t)
     n_layer, n_head = images.shape[0], images.shape[1] - 1
-    columns = f"grid-template-columns: 18px repeat({n_head + 1}, max-content)"
+    columns = f"grid-template-columns: 18px repeat({n_head + 1}, minmax(64px, 260px))"  # the page's width, tiles scaled
     cells = [f'<div class="attn-grid" style="{columns}">', "<div></div>"]
     cells += [f'<div class="col-title">head {h}</div>' for h in range(n_head)]
     cells.append('<div class="col-title">average</div>')
@@ -116,12 +117,12 @@ def large_size(length: int) -> int:
 
 
 def figure_body(matrix: torch.Tensor, tokens: list[str], caption: str, window: Window, query: int | None = None) -> str:
-    """Caption and heatmap of one enlarged (T, T) map, showing `window`: one pixel per weight up to FULL_RESOLUTION
-    tokens a side, max-pooled beyond; the row of `query` outlined when the window shows it."""
+    """Caption and heatmap of one enlarged (T, T) map, showing `window`: every weight its own cell up to
+    FULL_RESOLUTION tokens a side, max-pooled beyond; the row of `query` outlined when the window shows it."""
     factor = pool_factor(window.size, FULL_RESOLUTION)
     part = max_pooled(matrix[window.row : window.row + window.size, window.col : window.col + window.size], factor)
     image = heatmap_png(part.numpy(), future_blocks(window.rows, window.cols, factor))
-    pixel = "one pixel per weight" if factor == 1 else f"a pixel is the largest of {factor} x {factor} weights"
+    pixel = "every weight its own cell" if factor == 1 else f"each cell the largest of {factor} x {factor} weights"
     where = (
         ""
         if window.size == len(tokens) and factor == 1
