@@ -290,9 +290,10 @@ def map_table(matrix: list[list[float]], tokens: list[str], key: str, diverging:
     maps' scale; a difference red / blue against the largest) with its exact value on hover; future keys blank."""
     scale = max((abs(v) for row in matrix for v in row), default=0.0)
     colour = (lambda v: diverging_css(v, scale)) if diverging else (lambda v: viridis_css(v**0.5))  # noqa: E731
-    head = "<tr><th></th>" + "".join(f"<th>{_label(t)}</th>" for t in tokens) + "</tr>"
+    short = lambda token: f'<th title="{html.escape(token)}">{_label(token[:3])}</th>'  # noqa: E731  (cells stay square)
+    head = "<tr><th></th>" + "".join(short(t) for t in tokens) + "</tr>"
     rows = "".join(
-        f"<tr><th>{_label(tokens[q])}</th>"
+        f"<tr>{short(tokens[q])}"
         + "".join(
             f'<td class="cell" style="{colour(v)}" title="{v!r}"></td>' if k <= q else '<td class="cell future"></td>'
             for k, v in enumerate(row)
