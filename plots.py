@@ -1,4 +1,5 @@
-"""The loss log and loss curve of a training run, from the Trainer's `state.log_history`."""
+"""The loss log and loss curve of a training run, from the Trainer's `state.log_history`, and its head roles over
+training (explorer/role_log.py's lines)."""
 
 import csv
 import math
@@ -57,3 +58,58 @@ def loss_figure(history: list[dict], title: str = "MiniGPT", vocab_size: int | N
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+ROLE_TITLES = {
+    "previous_token": "previous token",
+    "first_token": "first token (sink)",
+    "self": "self",
+    "induction": "induction (probe)",
+}
+
+
+def roles_figure(lines: list[dict], title: str = "MiniGPT", leading: int = 2):
+    """Each role's score of every head against the step (a line per head; the `leading` heads at the last evaluation
+    drawn bold and named), and below, on the same step axis, the validation loss and the probe's two halves: an
+    induction head forming shows as a jump in its score where the repeated half's loss drops."""
+    steps = [line["step"] for line in lines]
+    fig, axes = plt.subplots(len(ROLE_TITLES) + 1, 1, figsize=(7, 11), dpi=100, sharex=True)
+    for ax, (role, label) in zip(axes, ROLE_TITLES.items()):
+        scores = [line[role] for line in lines]  # (evaluations, layers, heads)
+        heads = [(layer, head) for layer in range(len(scores[0])) for head in range(len(scores[0][0]))]
+        first = sorted(heads, key=lambda lh: -scores[-1][lh[0]][lh[1]])[:leading]
+        for layer, head in heads:
+            bold = (layer, head) in first
+            values = [s[layer][head] for s in scores]
+            ax.plot(
+                steps,
+                values,
+                lw=2 if bold else 0.8,
+                alpha=1 if bold else 0.35,
+                label=f"head {layer}.{head}" if bold else None,
+            )
+        ax.set(ylabel=label, ylim=(0, 1.02))
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left", fontsize=8)
+    ax = axes[-1]
+    for key, label in (
+        ("eval_loss", "validation loss"),
+        ("first_half_loss", "probe, first half"),
+        ("repeated_half_loss", "probe, repeated half"),
+    ):
+        points = [(line["step"], line[key]) for line in lines if line.get(key) is not None]
+        if points:
+            ax.plot(*zip(*points), "o-", markersize=3, label=label)
+    ax.set(xlabel="step", ylabel="loss (nats)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    axes[0].set_title(f"{title}: head roles over training")
+    fig.tight_layout()
+    return fig
+
+
+def plot_roles(lines: list[dict], path, title: str = "MiniGPT") -> None:
+    """roles_figure saved as a PNG."""
+    fig = roles_figure(lines, title)
+    fig.savefig(path)
+    plt.close(fig)

@@ -41,6 +41,7 @@ from transformers import (
 import data
 import plots
 from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
+from explorer.role_log import keep_until, log_roles, read_roles, sample_text
 from modeling_minigpt import MiniGPTForCausalLM
 
 COMMON_DEFAULTS = dict(
@@ -252,6 +253,23 @@ class PrintValidation(TrainerCallback):
             tqdm.write(f"step {state.global_step}: validation loss {metrics['eval_loss']:.4f} ({elapsed:.0f} s)")
 
 
+class RoleLog(TrainerCallback):
+    """The heads' roles at each evaluation, on a fixed validation text, by the Head roles view's code
+    (explorer/role_log.py): roles_log.jsonl in the output folder, one line an evaluation."""
+
+    def __init__(self, folder: str, text: str, ids: list[int], tokenizer):
+        self.folder, self.text, self.ids, self.tokenizer = folder, text, ids, tokenizer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            keep_until(self.folder, state.global_step)
+
+    def on_evaluate(self, args, state, control, model=None, metrics=None, **kwargs):
+        if state.is_world_process_zero and model is not None:
+            loss = (metrics or {}).get("eval_loss")
+            log_roles(self.folder, model, state.global_step, self.text, self.ids, self.tokenizer, loss)
+
+
 def generate_samples(model, tokenizer, count: int, names: bool) -> list[str]:
     """`count` samples from the start token: whole names, or the first lines of a text."""
     model.eval()
@@ -297,6 +315,9 @@ A MiniGPT (GPT-2-style decoder-only transformer) trained with `train.py --preset
 | final validation loss | {metrics["eval_loss"]:.4f} nats per token |
 
 ![loss curve](loss_curve.png)
+
+![head roles over training: each head's previous-token, sink, self and induction scores at every evaluation, on the
+first validation text (roles_log.jsonl)](roles_curve.png)
 
 ## Use
 
@@ -351,6 +372,8 @@ def write_outputs(trainer: Trainer, script, training, config, splits, dataset_na
     (out / "log_history.json").write_text(json.dumps(history, indent=1))
     plots.write_loss_log(history, out / "loss_log.csv")
     plots.plot_losses(history, out / "loss_curve.png", title=f"MiniGPT {script.preset}")
+    if roles := read_roles(out):
+        plots.plot_roles(roles, out / "roles_curve.png", title=f"MiniGPT {script.preset}")
     model = trainer.model
     samples = generate_samples(model, splits.tokenizer, script.samples, names=tokenizer_kind(script) == "names")
     readme = model_card(script, training, config, splits, dataset_name, metrics, samples, model.num_parameters())
@@ -402,6 +425,10 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
         rank, world_size = training.process_index, training.world_size
         train_dataset = split_dataset_by_node(train_dataset, rank=rank, world_size=world_size)
     boundary = config.eos_token_id if tokenizer_kind(script) == "names" else None  # names come packed, see data.packed
+    # The head roles at each evaluation, on the first validation text, by the Head roles view's code.
+    role_log = RoleLog(
+        training.output_dir, *sample_text(splits.tokenizer, splits.validation, config.block_size), splits.tokenizer
+    )
     trainer = Trainer(
         model=model,
         args=training,
@@ -409,7 +436,7 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
         eval_dataset=splits.validation,
         data_collator=lambda batch: data.collate(batch, config.pad_token_id, boundary),
         processing_class=splits.tokenizer,
-        callbacks=[PrintValidation(STARTED), *callbacks],
+        callbacks=[PrintValidation(STARTED), role_log, *callbacks],
     )
     if trainer.is_world_process_zero():
         print(f"MiniGPT {script.preset}: {model.num_parameters():,} parameters; {splits.summary}")

@@ -87,7 +87,10 @@ def run_forward_pass(model, input_ids: list[int]) -> ForwardPass:
             # logits_to_keep=1: the (T, V) logits are not kept (GPT-2 at 1,024 tokens: 200 MB); `logits` makes them
             # from the recorded residual stream when a view asks.
             outputs = model(
-                input_ids=torch.tensor([list(input_ids)]), output_attentions=True, use_cache=False, logits_to_keep=1
+                input_ids=torch.tensor([list(input_ids)], device=model.device),
+                output_attentions=True,
+                use_cache=False,
+                logits_to_keep=1,
             )
     finally:
         for handle in handles:

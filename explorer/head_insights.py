@@ -235,6 +235,7 @@ def induction_pattern(ids: list[int]) -> torch.Tensor:
 def role_score(attentions: torch.Tensor, pattern: torch.Tensor) -> torch.Tensor:
     """(...,) the mean, over the queries where `pattern` (T, T) marks a key, of the weight that attentions
     (..., T, T) put on the marked keys. NaN when the pattern marks nothing."""
+    pattern = pattern.to(attentions.device)  # a model on a GPU: its attention stays there
     rows = pattern.any(dim=-1)  # (T,)
     on_pattern = (attentions * pattern).sum(dim=-1)  # (..., T)
     return on_pattern[..., rows].mean(dim=-1)
@@ -278,10 +279,11 @@ def induction_scores(model, probes: torch.Tensor) -> dict:
     """Induction score per head on the probes (mean over probes), and the loss on the first copy against the
     repeated one: a model that learnt in-context copying predicts the second copy far better than chance."""
     with torch.no_grad():
-        out = model(input_ids=probes, output_attentions=True, use_cache=False)
+        out = model(input_ids=probes.to(model.device), output_attentions=True, use_cache=False)
     attentions = torch.stack(out.attentions, dim=1).float()  # (P, L, H, T, T)
     scores = torch.stack([role_score(a, induction_pattern(p.tolist())) for a, p in zip(attentions, probes)])
-    losses = F.cross_entropy(out.logits[:, :-1].float().transpose(1, 2), probes[:, 1:], reduction="none")  # (P, T-1)
+    targets = probes[:, 1:].to(out.logits.device)
+    losses = F.cross_entropy(out.logits[:, :-1].float().transpose(1, 2), targets, reduction="none")  # (P, T-1)
     n = (probes.shape[1] - 1) // 2
     # losses[:, t] is the loss of token t + 1. First copy: tokens 2..n (token 1 follows only the start token);
     # repeated copy: tokens n + 2..2n (token n + 1 repeats token 1, which nothing before predicts).
@@ -291,6 +293,18 @@ def induction_scores(model, probes: torch.Tensor) -> dict:
         "first_half_loss": float(losses[:, 1:n].mean()),
         "repeated_half_loss": float(losses[:, n + 1 :].mean()),
     }
+
+
+ROLE_PROBES = 4  # random repeated sequences the induction score averages over
+
+
+def measured_roles(model, recorded: ForwardPass, boundary_id: int, excluded: set[int], vocab_size: int) -> dict:
+    """`head_roles` with the induction probe built for this model: ROLE_PROBES sequences of its tokens (all but
+    `excluded`: the boundary, end and padding tokens) written twice after `boundary_id`, sized to its context. What the
+    Head roles view shows, and what training logs at each evaluation (train.py's RoleLog)."""
+    vocabulary = [i for i in range(vocab_size) if i not in excluded]
+    probes = induction_probe(vocabulary, boundary_id, model.config.block_size, ROLE_PROBES)
+    return {**head_roles(model, recorded, probes), "probe_length": (probes.shape[1] - 1) // 2}
 
 
 def head_roles(model, recorded: ForwardPass, probes: torch.Tensor) -> dict:

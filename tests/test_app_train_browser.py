@@ -50,6 +50,7 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
                     drawn.add(source)
                 time.sleep(0.3)
             expect(bar).to_contain_text("left")  # the time-left estimate
+            expect(page.locator("#train-roles img")).to_be_visible()  # the heads' roles, drawn at each evaluation
             expect(page.locator("#train-samples textarea")).not_to_have_value("")  # samples of an evaluation
             shot = tmp_path / "train.png"
             page.locator("#train-tab").screenshot(path=str(shot))

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 import train
 from helpers import REPO, SHARED_DATA, assert_tokenizer_loads_silently
@@ -146,6 +147,25 @@ def test_bpe_text_run_writes_a_loadable_folder(tmp_path, text_file):
     assert texts[0].startswith("ROMEO:") and len(texts[0]) > len("ROMEO:")
 
 
+def test_head_roles_are_logged_at_every_evaluation_by_the_head_roles_views_code(names_run):
+    """roles_log.jsonl: a line per evaluation (steps 20, 40, 60, 80); the last equals what the demo's Head roles
+    endpoint answers for the final model on the same text; the plot is in the folder and the model card."""
+    from explorer.role_log import ROLES, read_roles
+    from explorer.state import DemoState
+    from explorer.ui.insights import Insights
+
+    lines = read_roles(names_run)
+    assert [line["step"] for line in lines] == [20, 40, 60, 80]
+    state = DemoState.configure([str(names_run)], training=False)
+    answer = Insights(state).head_roles(lines[-1]["text"], names_run.name)
+    assert answer["ids"][0] == 0 and len(answer["ids"]) == len(lines[-1]["text"]) + 1  # the start token, then letters
+    for role in ROLES:
+        assert torch.tensor(lines[-1][role]).allclose(torch.tensor(answer[role]), atol=1e-6), role
+    assert lines[-1]["repeated_half_loss"] == pytest.approx(answer["probe"]["repeated_half_loss"], abs=1e-6)
+    assert lines[-1]["chance"] == pytest.approx(answer["chance"])
+    assert (names_run / "roles_curve.png").is_file() and "roles_curve.png" in (names_run / "README.md").read_text()
+
+
 def test_killed_run_resumes_to_the_same_validation_loss(tmp_path, names_file):
     args = [
         "--preset",
@@ -182,6 +202,12 @@ def test_killed_run_resumes_to_the_same_validation_loss(tmp_path, names_file):
     assert "missing keys" not in resumed.stderr  # the tied head is not reported missing
 
     assert eval_losses(killed)[-1] == pytest.approx(eval_losses(tmp_path / "whole")[-1], abs=1e-4)
+    from explorer.role_log import read_roles
+
+    # The roles log too: each evaluation once (the killed run's lines after its checkpoint dropped), as the whole run's.
+    assert [line["step"] for line in read_roles(killed)] == [30, 60, 90]
+    whole = read_roles(tmp_path / "whole")
+    assert torch.tensor(read_roles(killed)[-1]["induction"]).allclose(torch.tensor(whole[-1]["induction"]), atol=1e-4)
 
 
 def test_resuming_a_finished_run_changes_nothing(names_run, names_file):

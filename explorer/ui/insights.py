@@ -33,9 +33,6 @@ from explorer.views.insights import (
 MAX_INSIGHT_TOKENS = 200  # new tokens per generation redone with an ablation
 
 
-ROLE_PROBES = 4  # random repeated sequences the induction score averages over
-
-
 def labelled(view: TextView, ids: list[int], probabilities: list[float]) -> list[dict]:
     labels = token_labels(view.lm.tokenizer, ids)
     return [{"token": t, "id": i, "probability": p} for t, i, p in zip(labels, ids, probabilities)]
@@ -179,9 +176,8 @@ class Insights:
         and the probe's losses."""
         view = self.insight_view(text, model)
         lm = view.lm
-        vocabulary = [i for i in range(lm.vocab_size) if i not in {lm.boundary_id, lm.eos_id, *lm.never_ids}]
-        probes = head_insights.induction_probe(vocabulary, lm.boundary_id, lm.block_size, ROLE_PROBES)
-        scores = head_insights.head_roles(lm.model, view.recorded, probes)
+        excluded = {lm.boundary_id, lm.eos_id, *lm.never_ids} - {None}
+        scores = head_insights.measured_roles(lm.model, view.recorded, lm.boundary_id, excluded, lm.vocab_size)
         roles = {role: scores[role] for role in ("previous_token", "first_token", "self", "induction")}
         top = {
             role: [{"layer": layer, "head": head, "score": score} for layer, head, score in head_insights.top_heads(s)]
@@ -196,8 +192,8 @@ class Insights:
             if head_insights.above_chance(score, chance[role])
         ]
         probe = {
-            "count": ROLE_PROBES,
-            "length": (probes.shape[1] - 1) // 2,
+            "count": head_insights.ROLE_PROBES,
+            "length": scores["probe_length"],
             "first_half_loss": scores["first_half_loss"],
             "repeated_half_loss": scores["repeated_half_loss"],
         }

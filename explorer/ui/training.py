@@ -14,6 +14,7 @@ import plots
 from explorer import training_runs
 from explorer.choices import number
 from explorer.errors import VisitorError
+from explorer.role_log import read_roles
 from explorer.state import DemoState
 from explorer.ui.components import session, unchecked
 from explorer.views.training import duration, progress_html
@@ -74,6 +75,15 @@ def loss_plot(name: str, progress: training_runs.Progress) -> Image.Image | None
     history += [{"step": s, "eval_loss": v} for s, v in progress.validation]
     image = io.BytesIO()
     plots.plot_losses(history, image, f"{name}: loss", progress.vocab_size, progress.resumed_at)
+    return Image.open(image)
+
+
+def roles_image(name: str, roles: list[dict]) -> Image.Image | None:
+    """Each head's role scores at each evaluation so far, drawn by the code of the model folder's roles_curve.png."""
+    if not roles:
+        return None
+    image = io.BytesIO()
+    plots.plot_roles(roles, image, name)
     return Image.open(image)
 
 
@@ -211,16 +221,20 @@ class Training:
 
     def watch(self, run: training_runs.Run):
         """Yields the run's progress every POLL_SECONDS until it is finished, stopped or failed."""
-        drawn, drawn_at = None, 0.0
+        drawn, drawn_at, drawn_roles = None, 0.0, 0
         while True:
             progress = self.state.runs.progress(run)
             points = (len(progress.train), len(progress.validation))
             plot = gr.skip()
             if points != drawn and (progress.done or time.monotonic() - drawn_at > PLOT_SECONDS):
                 plot, drawn, drawn_at = loss_plot(run.name, progress), points, time.monotonic()
-            numbers = {"name": run.name, **dataclasses.asdict(progress)}
+            roles = read_roles(run.folder)  # a line per evaluation: the heads' role scores (explorer/role_log.py)
+            roles_plot = gr.skip()
+            if len(roles) != drawn_roles:
+                roles_plot, drawn_roles = roles_image(run.name, roles), len(roles)
+            numbers = {"name": run.name, **dataclasses.asdict(progress), "roles": roles}
             apart = "\n\n" if any("\n" in sample for sample in progress.samples) else "\n"  # texts, or one name a line
-            yield run.name, progress_html(progress), plot, apart.join(progress.samples), numbers
+            yield run.name, progress_html(progress), plot, roles_plot, apart.join(progress.samples), numbers
             if progress.state == "failed":
                 raise VisitorError(progress.message)
             if progress.done:
@@ -262,6 +276,12 @@ class Training:
                     label="Samples at the latest evaluation", lines=10, elem_id="train-samples", scale=2
                 )
             gr.Markdown(LOSS_NOTE)
+            roles_plot = gr.Image(
+                label="Head roles over training (at each evaluation, on the first validation text)",
+                type="pil",
+                interactive=False,
+                elem_id="train-roles",
+            )
             with gr.Accordion("The progress as numbers (what the API streams)", open=False):
                 as_json = gr.JSON(label="Progress")
             with gr.Row():
@@ -284,7 +304,7 @@ class Training:
             n["vocab_size"],
             upload,
         ]
-        outputs = [name, bar, plot, samples, as_json]
+        outputs = [name, bar, plot, roles_plot, samples, as_json]
         streaming = dict(
             concurrency_limit=None, show_progress="hidden"
         )  # watchers only read files; the queue is state.runs
