@@ -41,7 +41,15 @@ from transformers import (
 import data
 import plots
 from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
-from explorer.role_log import keep_until, log_roles, read_roles, sample_text
+from explorer.role_log import (
+    SNAPSHOT_MAX_PARAMETERS,
+    keep_until,
+    log_roles,
+    read_roles,
+    sample_text,
+    save_snapshot,
+    snapshot_steps,
+)
 from modeling_minigpt import MiniGPTForCausalLM
 
 COMMON_DEFAULTS = dict(
@@ -253,6 +261,15 @@ class PrintValidation(TrainerCallback):
             tqdm.write(f"step {state.global_step}: validation loss {metrics['eval_loss']:.4f} ({elapsed:.0f} s)")
 
 
+class Snapshots(TrainerCallback):
+    """The weights of a small model at a few log-spaced steps (explorer/role_log.py), for the views at step N."""
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        small = model is not None and model.num_parameters() <= SNAPSHOT_MAX_PARAMETERS
+        if state.is_world_process_zero and small and state.global_step in snapshot_steps(state.max_steps):
+            save_snapshot(args.output_dir, model, state.global_step)
+
+
 class RoleLog(TrainerCallback):
     """The heads' roles at each evaluation, on a fixed validation text, by the Head roles view's code
     (explorer/role_log.py): roles_log.jsonl in the output folder, one line an evaluation."""
@@ -436,7 +453,7 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
         eval_dataset=splits.validation,
         data_collator=lambda batch: data.collate(batch, config.pad_token_id, boundary),
         processing_class=splits.tokenizer,
-        callbacks=[PrintValidation(STARTED), role_log, *callbacks],
+        callbacks=[PrintValidation(STARTED), role_log, Snapshots(), *callbacks],
     )
     if trainer.is_world_process_zero():
         print(f"MiniGPT {script.preset}: {model.num_parameters():,} parameters; {splits.summary}")

@@ -9,6 +9,7 @@ from pathlib import Path
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from explorer.errors import VisitorError, shortened
+from explorer.role_log import load_snapshot, snapshots_of
 from explorer.serving import ContinuousBatcher
 from modeling_minigpt import MiniGPTForCausalLM  # importing it registers MiniGPT with the Auto classes
 from tokenization import missing_local_path
@@ -48,9 +49,29 @@ class LanguageModel:
         return self.tokenizer.convert_ids_to_tokens(self.boundary_id)
 
 
-def load_language_model(name: str, source: str, batching: dict) -> LanguageModel:
+def split_snapshot_name(name) -> tuple[str | None, int | None]:
+    """ "names@120" -> ("names", 120); "names" -> ("names", None); anything else -> (None, None)."""
+    if not isinstance(name, str):
+        return None, None
+    base, at, step = name.rpartition("@")
+    if at and step.isdigit() and step.isascii():
+        return base, int(step)
+    return name, None
+
+
+def snapshot_choices(picker: "ModelPicker", name: str) -> list[tuple[str, str]]:
+    """The steps a view of model `name` can show: each snapshot ("name@N"), then the final model."""
+    base, _ = split_snapshot_name(name)
+    if base not in picker.sources:
+        return []
+    steps = snapshots_of(Path(picker.sources[base]))
+    return [(f"step {step}", f"{base}@{step}") for step in steps] + [("final", base)] if steps else []
+
+
+def load_language_model(name: str, source: str, batching: dict, step: int | None = None) -> LanguageModel:
     """A MiniGPT folder or Hub id (GPT-2 checkpoints are converted), loaded once with sdpa: the attention maps take the
-    eager path per call (`output_attentions=True`), so nothing is loaded twice."""
+    eager path per call (`output_attentions=True`), so nothing is loaded twice. `step`: the folder's snapshot at that
+    training step instead of its final weights."""
     if missing_local_path(source):  # else the Hub's "Repo id must be in the form ..." would be the message
         raise FileNotFoundError(f"the folder {source} does not exist")
     config = AutoConfig.from_pretrained(source)
@@ -58,6 +79,8 @@ def load_language_model(name: str, source: str, batching: dict) -> LanguageModel
         model = MiniGPTForCausalLM.from_gpt2(source)
     else:
         model = AutoModelForCausalLM.from_pretrained(source, attn_implementation="sdpa")
+    if step is not None:
+        model = load_snapshot(model, Path(source), step)
     tokenizer = AutoTokenizer.from_pretrained(source)
     boundary = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     if boundary is None:
@@ -82,12 +105,17 @@ class ModelPicker:
         return list(self.sources)
 
     def get(self, name: str | None) -> LanguageModel:
-        if not isinstance(name, str) or name not in self.sources:
+        """The model named `name`; "name@N": that model's weights at training step N (one of its snapshots)."""
+        base, step = (name, None) if name in self.sources else split_snapshot_name(name)
+        if base not in self.sources:
             raise VisitorError(f"Unknown model {shortened(name)}: choose one of {', '.join(self.sources)}.")
+        if step is not None and step not in snapshots_of(Path(self.sources[base])):
+            steps = ", ".join(map(str, snapshots_of(Path(self.sources[base])))) or "none"
+            raise VisitorError(f"The model {base!r} has no snapshot at step {step}: its snapshots are at {steps}.")
         with self.lock:
             if name not in self.loaded:
                 try:
-                    self.loaded[name] = load_language_model(name, self.sources[name], self.batching)
+                    self.loaded[name] = load_language_model(name, self.sources[base], self.batching, step)
                 except Exception as error:  # a broken folder or no network for a Hub id: say so, keep serving
                     message = without_paths(str(error), self.sources[name], name)
                     raise ModelUnavailable(f"Could not load the model {name!r}: {message}") from error

@@ -62,3 +62,44 @@ def log_roles(folder: Path, model, step: int, text: str, ids: list[int], tokeniz
     }
     with open(Path(folder) / LOG_NAME, "a") as log:
         log.write(json.dumps(line) + "\n")
+
+
+# ---- snapshots: the weights at a few log-spaced steps, for the views at step N ---------------------------------------
+
+SNAPSHOTS = "snapshots"  # the folder's subfolder: step-<N>.safetensors, the model's weights at step N
+SNAPSHOT_FRACTIONS = (0.01, 0.03, 0.1, 0.2, 0.35, 0.5, 0.75)  # of max_steps, log-spaced early where heads form
+SNAPSHOT_MAX_PARAMETERS = 2_000_000  # small models only: at most 7 x 8 MB of float32 weights a run
+
+
+def snapshot_steps(max_steps: int) -> list[int]:
+    """The steps whose weights a run keeps (the last step is the folder's own model)."""
+    return sorted({max(1, round(max_steps * f)) for f in SNAPSHOT_FRACTIONS} - {max_steps})
+
+
+def snapshot_path(folder: Path, step: int) -> Path:
+    return Path(folder) / SNAPSHOTS / f"step-{step}.safetensors"
+
+
+def save_snapshot(folder: Path, model, step: int) -> None:
+    """The weights at `step`, written whole (a temporary file renamed: a killed run leaves none half-written)."""
+    from safetensors.torch import save_model
+
+    path = snapshot_path(folder, step)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    save_model(model, str(partial))  # tied weights (the LM head is the token embedding) stored once
+    partial.replace(path)
+
+
+def snapshots_of(folder: Path) -> list[int]:
+    """The steps a model folder has snapshots of, in order."""
+    found = Path(folder).glob(f"{SNAPSHOTS}/step-*.safetensors") if Path(folder).is_dir() else []
+    return sorted(int(path.stem.split("-")[1]) for path in found)
+
+
+def load_snapshot(model, folder: Path, step: int):
+    """`model` (of the folder's config) with the weights of its snapshot at `step`."""
+    from safetensors.torch import load_model
+
+    load_model(model, str(snapshot_path(folder, step)))
+    return model

@@ -166,6 +166,29 @@ def test_head_roles_are_logged_at_every_evaluation_by_the_head_roles_views_code(
     assert (names_run / "roles_curve.png").is_file() and "roles_curve.png" in (names_run / "README.md").read_text()
 
 
+def test_a_small_run_keeps_snapshots_that_the_views_load_at_their_step(names_run):
+    """Weights at log-spaced steps (bounded: at most one float32 copy of the model a snapshot); the picker's
+    "name@N" is the model at step N, the same maps as the Trainer's checkpoint of that step reloaded."""
+    from transformers import AutoModelForCausalLM
+
+    from explorer.errors import VisitorError
+    from explorer.forward_pass import run_forward_pass
+    from explorer.role_log import SNAPSHOT_FRACTIONS, snapshot_path, snapshot_steps, snapshots_of
+    from explorer.state import DemoState
+
+    assert snapshots_of(names_run) == snapshot_steps(80) == [1, 2, 8, 16, 28, 40, 60]
+    final = AutoModelForCausalLM.from_pretrained(names_run).eval()
+    size = sum(snapshot_path(names_run, step).stat().st_size for step in snapshots_of(names_run))
+    assert size <= len(SNAPSHOT_FRACTIONS) * (final.num_parameters() * 4 + 4096)  # the README's bound
+    state = DemoState.configure([str(names_run)], training=False)
+    view = state.text_view(f"{names_run.name}@40", "emma")
+    checkpoint = AutoModelForCausalLM.from_pretrained(names_run / "checkpoint-40").eval()
+    assert torch.equal(view.recorded.attentions, run_forward_pass(checkpoint, view.ids).attentions)
+    assert not torch.equal(view.recorded.attentions, state.text_view(names_run.name, "emma").recorded.attentions)
+    with pytest.raises(VisitorError, match="no snapshot at step 41: its snapshots are at 1, 2, 8, 16, 28, 40, 60"):
+        state.picker.get(f"{names_run.name}@41")
+
+
 def test_killed_run_resumes_to_the_same_validation_loss(tmp_path, names_file):
     args = [
         "--preset",

@@ -19,6 +19,7 @@ from explorer.attention_maps import Window, head_matrix, query_weights, trace_st
 from explorer.choices import head_index, layer_index, number, token_position
 from explorer.errors import VisitorError
 from explorer.links import read_link
+from explorer.models import snapshot_choices
 from explorer.state import DemoState
 from explorer.texts import TextView, text_label
 from explorer.ui.components import notes_markdown, unchecked
@@ -106,6 +107,13 @@ class AttentionMaps:
         return belongs_to(
             view.key, view.label, head_html(attentions, view.tokens, int(layer), str(head), view.shown, query=query)
         )
+
+    def step_choices(self, shown: dict | None):
+        """The training steps the shown model has snapshots of ("name@N"; "final" last), shown only if it has any."""
+        if not shown:
+            return gr.skip()
+        choices = snapshot_choices(self.state.picker, shown["model"])
+        return gr.Dropdown(choices=choices, value=shown["model"] if choices else None, visible=bool(choices))
 
     def show_lines(self, shown: dict | None, layer, head, lines_of: str = "head", query: int | None = None):
         """The line view of the layer: that head, or every head of the layer (`lines_of` "layer", or the average
@@ -252,7 +260,11 @@ class AttentionMaps:
                     state.picker.names, value=state.names_default, label="Model", scale=1, elem_id="attention-model"
                 )
             )
-        button = gr.Button("Show attention")
+        with gr.Row(equal_height=True):
+            button = gr.Button("Show attention", scale=3)
+            at_step = unchecked(
+                gr.Dropdown([], label="At training step (the model's snapshots)", visible=False, scale=1)
+            )
         current = gr.HTML(js_on_load=CURRENT_JS, elem_id="current-text")
         notes = gr.Markdown(label="Notes")
         grid = gr.HTML(label="Every head", js_on_load=PICK_TILE_JS, elem_id="attention-grid")
@@ -314,6 +326,8 @@ class AttentionMaps:
         for event, inputs in shows:
             event.failure(self.not_shown, inputs, [shown, current, trace, notes, grid, large], **private)
         shown.change(self.current_line, shown, current, **private)
+        shown.change(self.step_choices, shown, at_step, **private)  # a model with snapshots: its maps at step N
+        at_step.input(self.attention, [text, at_step], outputs, **private)
         for picker in (layer, head):  # the grid's outlined tile follows the selection, in the browser
             picker.change(None, [layer, head], None, js=SELECT_TILE_JS, **private)
         for change in (shown.change, lines_of.input):  # the layer and head move with the page's selection too
