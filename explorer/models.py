@@ -106,6 +106,8 @@ class ModelPicker:
 
     def get(self, name: str | None) -> LanguageModel:
         """The model named `name`; "name@N": that model's weights at training step N (one of its snapshots)."""
+        if not isinstance(name, str):  # a script's list or number: the same message as an unknown name
+            raise VisitorError(f"Unknown model {shortened(name)}: choose one of {', '.join(self.sources)}.")
         base, step = (name, None) if name in self.sources else split_snapshot_name(name)
         if base not in self.sources:
             raise VisitorError(f"Unknown model {shortened(name)}: choose one of {', '.join(self.sources)}.")

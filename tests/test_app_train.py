@@ -25,7 +25,7 @@ def visitor(server):
 
 
 def numbers(output) -> dict:
-    """The progress numbers of one streamed /train or /resume output (name, bar, plot, samples, numbers)."""
+    """The progress numbers of one streamed /train or /resume output (name, bar, plot, samples, numbers, roles plot)."""
     return output[4]
 
 
@@ -44,6 +44,7 @@ def test_a_names_run_streams_progress_and_its_model_generates_downloads_and_outl
     assert final["train"][-1][1] < final["train"][0][1] - 0.3  # the loss fell (3.3 = log 28 at the start)
     assert final["validation"][-1][1] < final["validation"][0][1]
     assert len(final["samples"]) == 5 and final["samples_step"] == 80  # samples of the last evaluation
+    assert final["roles"][-1]["step"] == 80 and len(final["roles"]) == len(final["validation"])  # one an evaluation
 
     # The model is in the picker at once: the names endpoint and the maps take it by its name.
     names, _ = call(client, "/names", count=8, seed=1, model="tiny-run")

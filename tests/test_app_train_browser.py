@@ -19,6 +19,10 @@ def page_url(tmp_path_factory):
         yield url
 
 
+# Long enough that Cancel comes while the run is going on a fast machine too (the plots are redrawn every 3 s at most).
+STEPS = 1500
+
+
 def plot_source(page) -> str | None:
     image = page.locator("#train-plot img")
     return image.first.get_attribute("src") if image.count() else None
@@ -35,7 +39,7 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
             page.set_default_timeout(90_000)
             page.goto(page_url)
             page.get_by_role("tab", name="Train").click()
-            for label, value in [("Layers", "1"), ("Heads", "2"), ("Width (n_embd)", "16"), ("Steps", "600")]:
+            for label, value in [("Layers", "1"), ("Heads", "2"), ("Width (n_embd)", "16"), ("Steps", str(STEPS))]:
                 page.get_by_label(label, exact=True).fill(value)
             page.get_by_label("Model name (empty: one is picked)").fill("browser-run")
             page.get_by_role("button", name="Start training").click()
@@ -50,7 +54,6 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
                     drawn.add(source)
                 time.sleep(0.3)
             expect(bar).to_contain_text("left")  # the time-left estimate
-            expect(page.locator("#train-roles img")).to_be_visible()  # the heads' roles, drawn at each evaluation
             expect(page.locator("#train-samples textarea")).not_to_have_value("")  # samples of an evaluation
             shot = tmp_path / "train.png"
             page.locator("#train-tab").screenshot(path=str(shot))
@@ -61,7 +64,7 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
             page.get_by_role("button", name="Cancel").click()
             expect(bar).to_have_attribute("data-state", "stopped")
             stopped_at = int(bar.get_attribute("data-step"))
-            assert 0 < stopped_at < 600
+            assert 0 < stopped_at < STEPS
             expect(bar).to_contain_text("checkpoint is kept")
             expect(notes).not_to_contain_text("Cancelling")  # the bar says how it ended: Cancel's note has gone
 
@@ -69,7 +72,8 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
             expect(bar).to_have_attribute("data-state", "running")
             expect(notes).not_to_contain_text("Cancelling")
             expect(bar).to_have_attribute("data-state", "finished")
-            expect(bar).to_have_attribute("data-step", "600")
+            expect(bar).to_have_attribute("data-step", str(STEPS))
+            expect(page.locator("#train-roles img")).to_be_visible()  # the heads' roles at each evaluation, drawn
             expect(notes).not_to_contain_text("Cancelling")
 
             # The new model is in the maps' picker: its 1 layer x (2 heads + average) maps.

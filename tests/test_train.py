@@ -14,7 +14,15 @@ import pytest
 import torch
 
 import train
-from helpers import REPO, SHARED_DATA, assert_tokenizer_loads_silently
+from helpers import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    REPO,
+    SHARED_DATA,
+    assert_tokenizer_loads_silently,
+    needs_chromium,
+    running_app,
+)
 
 TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--disable_tqdm", "true", "--samples", "3"]
 
@@ -187,6 +195,39 @@ def test_a_small_run_keeps_snapshots_that_the_views_load_at_their_step(names_run
     assert not torch.equal(view.recorded.attentions, state.text_view(names_run.name, "emma").recorded.attentions)
     with pytest.raises(VisitorError, match="no snapshot at step 41: its snapshots are at 1, 2, 8, 16, 28, 40, 60"):
         state.picker.get(f"{names_run.name}@41")
+
+
+@needs_chromium
+def test_the_page_shows_a_model_with_snapshots_at_the_step_chosen(names_run):
+    """The 'At training step' picker of a model with snapshots: the maps, the lesson and the current-text line follow
+    the step's model (name@N), and its maps are that snapshot's."""
+    from gradio_client import Client
+    from playwright.sync_api import expect, sync_playwright
+
+    name = names_run.name
+    expect.set_options(timeout=90_000)
+    with running_app("--model", str(names_run)) as (url, _), sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        page.goto(f"{url}?model={name}&text=emma&layer=0&head=1")
+        picker = page.get_by_label("At training step (the model's snapshots)")
+        expect(picker).to_be_visible()
+        picker.click()
+        page.get_by_role("option", name="step 16").click()
+        expect(page.locator("#current-text")).to_contain_text(f"on {name}@16")
+        expect(page.locator("#step-view .view-of")).to_have_attribute("data-label", f"“emma” on {name}@16")
+        tip_row = Client(url, verbose=False).predict(
+            text="emma", model=f"{name}@16", layer=0, head="1", query=4, api_name="/attention_values"
+        )["weights"]
+        browser.close()
+    from transformers import AutoModelForCausalLM
+
+    from explorer.role_log import load_snapshot
+
+    model = load_snapshot(AutoModelForCausalLM.from_pretrained(names_run).eval(), names_run, 16)
+    with torch.no_grad():
+        weights = model(torch.tensor([[0, 5, 13, 13, 1]]), output_attentions=True).attentions[0][0, 1, 4]  # .emma
+    assert torch.tensor(tip_row).allclose(weights, atol=1e-6)  # the step's weights, not the final model's
 
 
 def test_killed_run_resumes_to_the_same_validation_loss(tmp_path, names_file):

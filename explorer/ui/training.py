@@ -25,6 +25,9 @@ POLL_SECONDS = 1.0  # a watcher reads its run's progress this often
 PLOT_SECONDS = 3.0  # and redraws the loss plot at most this often (a matplotlib figure costs tens of ms)
 
 
+ROLES_PLOT_SECONDS = 10.0  # and the head roles' plot (five panels, a line per head), and once at the end
+
+
 SIZE_FIELDS = {
     "n_layer": "Layers",
     "n_head": "Heads",
@@ -221,7 +224,7 @@ class Training:
 
     def watch(self, run: training_runs.Run):
         """Yields the run's progress every POLL_SECONDS until it is finished, stopped or failed."""
-        drawn, drawn_at, drawn_roles = None, 0.0, 0
+        drawn, drawn_at, drawn_roles, roles_at = None, 0.0, 0, time.monotonic()
         while True:
             progress = self.state.runs.progress(run)
             points = (len(progress.train), len(progress.validation))
@@ -229,12 +232,13 @@ class Training:
             if points != drawn and (progress.done or time.monotonic() - drawn_at > PLOT_SECONDS):
                 plot, drawn, drawn_at = loss_plot(run.name, progress), points, time.monotonic()
             roles = read_roles(run.folder)  # a line per evaluation: the heads' role scores (explorer/role_log.py)
-            roles_plot = gr.skip()
-            if len(roles) != drawn_roles:
-                roles_plot, drawn_roles = roles_image(run.name, roles), len(roles)
+            roles_plot = gr.skip()  # five panels cost more than the loss plot: at most every ROLES_PLOT_SECONDS
+            due = progress.done or time.monotonic() - roles_at > ROLES_PLOT_SECONDS
+            if len(roles) != drawn_roles and due:
+                roles_plot, drawn_roles, roles_at = roles_image(run.name, roles), len(roles), time.monotonic()
             numbers = {"name": run.name, **dataclasses.asdict(progress), "roles": roles}
             apart = "\n\n" if any("\n" in sample for sample in progress.samples) else "\n"  # texts, or one name a line
-            yield run.name, progress_html(progress), plot, roles_plot, apart.join(progress.samples), numbers
+            yield run.name, progress_html(progress), plot, apart.join(progress.samples), numbers, roles_plot
             if progress.state == "failed":
                 raise VisitorError(progress.message)
             if progress.done:
@@ -304,7 +308,7 @@ class Training:
             n["vocab_size"],
             upload,
         ]
-        outputs = [name, bar, plot, roles_plot, samples, as_json]
+        outputs = [name, bar, plot, samples, as_json, roles_plot]  # the roles last: earlier clients' positions kept
         streaming = dict(
             concurrency_limit=None, show_progress="hidden"
         )  # watchers only read files; the queue is state.runs
