@@ -81,15 +81,14 @@ def probability_parts(model, recorded, i: int) -> dict:
     with torch.no_grad():
         final = model.model.final_norm(recorded.residual[-1, i])  # (C,)
     found = next_token_probabilities(model, recorded, i, k=TOP_TOKENS)
-    logits = recorded.logits(model, i)  # (V,)
     return {
         "final_i": final,
         "top_ids": found["top_ids"],
-        "top_logits": logits[found["top_ids"]],
+        "top_logits": found["logits"][found["top_ids"]],
         "top_probabilities": torch.tensor(found["top_probabilities"]),
         "next_id": found.get("next_id"),
         "next_probability": found.get("next_probability"),
-        "vocabulary": logits.numel(),
+        "vocabulary": model.config.vocab_size,
     }
 
 

@@ -136,10 +136,11 @@ def top_tokens(logits: torch.Tensor, k: int) -> tuple[list[int], list[float]]:
 
 
 def next_token_probabilities(model, recorded: ForwardPass, position: int, k: int = 10) -> dict:
-    """The top-k next tokens at `position` and the probability the model gave the token that actually follows."""
+    """The top-k next tokens at `position`, the probability the model gave the token that actually follows, and the
+    (V,) logits they come from."""
     logits = recorded.logits(model, position)  # (V,)
     ids, probabilities = top_tokens(logits, k)
-    answer = {"position": position, "top_ids": ids, "top_probabilities": probabilities}
+    answer = {"position": position, "top_ids": ids, "top_probabilities": probabilities, "logits": logits}
     if position + 1 < len(recorded.input_ids):
         following = recorded.input_ids[position + 1]
         answer |= {"next_id": following, "next_probability": float(logits.softmax(-1)[following])}

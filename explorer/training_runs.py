@@ -72,6 +72,8 @@ DATA = ("names", "shakespeare", "induction", "text")
 
 TOKENIZERS = ("names", "char", "bpe")
 
+# The tokenizers each data can train with (the Train tab offers only these).
+TOKENIZERS_FOR = {"names": ("names",), "induction": ("names",), "shakespeare": ("char", "bpe"), "text": TOKENIZERS}
 DEFAULT_TOKENIZER = {"names": "names", "shakespeare": "bpe", "induction": "names", "text": "char"}
 
 
@@ -240,9 +242,9 @@ def check_request(
     tokenizer = tokenizer or DEFAULT_TOKENIZER[data]
     if tokenizer not in TOKENIZERS:
         raise RunError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {tokenizer!r}.")
-    if data == "shakespeare" and tokenizer == "names":
-        raise RunError("Shakespeare is not a list of a-z names: choose the char or bpe tokenizer.")
-    if data in ("names", "induction") and tokenizer != "names":
+    if tokenizer not in TOKENIZERS_FOR[data]:
+        if data == "shakespeare":
+            raise RunError("Shakespeare is not a list of a-z names: choose the char or bpe tokenizer.")
         raise RunError(f"The built-in {data} data trains with the names tokenizer (letters a-z): choose names.")
     sizes = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size, vocab_size=vocab_size)
     for key, (low, high) in SIZE_RANGES.items():
@@ -401,16 +403,13 @@ class RunQueue:
 
     def pace(self) -> float | None:
         """Work a second (RunSpec.work) of this server's latest timed run, or None before any run was timed."""
-        timed = []
-        for folder in self.root.glob("*/progress.jsonl") if self.root.is_dir() else []:
-            progress = progress_of(read_events(folder.parent))
-            if progress.seconds_per_step and (folder.parent / "spec.json").is_file():
-                timed.append((folder.stat().st_mtime, folder.parent, progress.seconds_per_step))
-        if not timed:
-            return None
-        _, folder, seconds = max(timed)
-        spec = RunSpec.load(folder)
-        return spec.work / spec.max_steps / seconds
+        logs = self.root.glob("*/progress.jsonl") if self.root.is_dir() else []
+        for log in sorted(logs, key=lambda path: path.stat().st_mtime, reverse=True):  # newest first: read few
+            seconds = progress_of(read_events(log.parent)).seconds_per_step
+            if seconds and (log.parent / "spec.json").is_file():
+                spec = RunSpec.load(log.parent)
+                return spec.work / spec.max_steps / seconds
+        return None
 
     def finished(self) -> list[tuple[str, Path]]:
         """(name, folder) of every finished run in the folder, from this server's life or before."""

@@ -465,3 +465,20 @@ def assert_drawn_exactly(drawn: dict[str, list[str]], numbers: dict) -> None:
 def open_head_tools(page) -> None:
     """Unfold the page's head tools (folded under the lesson, as a newcomer first meets the page)."""
     page.locator("#head-tools").get_by_text("Head tools").first.click()
+
+
+@contextlib.contextmanager
+def chromium_page(width: int = 1280, height: int = 1000, **options):
+    """A page of Debian's Chromium driven by Playwright (`options`: new_page's, e.g. is_mobile), with 90 s timeouts
+    for actions and expectations on a busy 2-core machine (they only matter when something is wrong); closed after."""
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=90_000)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height}, **options)
+            page.set_default_timeout(90_000)
+            yield page
+        finally:
+            browser.close()

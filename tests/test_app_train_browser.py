@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, needs_chromium, training_app
+from helpers import CHROMIUM, CHROMIUM_ARGS, chromium_page, needs_chromium, training_app
 
 pytestmark = needs_chromium
 
@@ -87,7 +87,7 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
 
 
 def test_the_tab_shows_only_the_fields_that_apply_and_the_runs_size_before_start(page_url):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from explorer import training_runs
 
@@ -97,30 +97,23 @@ def test_the_tab_shows_only_the_fields_that_apply_and_the_runs_size_before_start
         "names", "", None, **sizes, learning_rate=default["learning_rate"], vocab_size=default["vocab_size"], name="",
         taken=(),
     )  # fmt: skip
-    expect.set_options(timeout=90_000)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(90_000)
-            page.goto(page_url)
-            page.get_by_role("tab", name="Train").click()
-            estimate = page.locator("#train-estimate")
-            expect(estimate).to_contain_text(f"{spec.parameters:,} parameters")  # before Start: its size and time
-            expect(estimate).to_contain_text("about")
-            own_text = page.get_by_label("Your names (one a line) or text")
-            vocabulary = page.get_by_label("BPE vocabulary size")
-            expect(own_text).to_be_hidden()  # built-in names: no text box, no BPE vocabulary
-            expect(vocabulary).to_be_hidden()
-            page.get_by_label("Your names or text").check()
-            expect(own_text).to_be_visible()
-            page.get_by_label("Built-in Shakespeare").check()
-            expect(own_text).to_be_hidden()
-            expect(vocabulary).to_be_visible()  # Shakespeare's default tokenizer is bpe
-            tokenizers = page.locator("#train-tab").get_by_role("radio", name=re.compile(r"^(names|char|bpe)$"))
-            expect(tokenizers).to_have_count(2)  # char and bpe: Shakespeare is not a list of names
-            page.get_by_label("Layers", exact=True).fill("99")
-            page.get_by_label("Layers", exact=True).press("Enter")
-            expect(estimate).to_contain_text("n_layer must be between")  # what to change, before Start
-        finally:
-            browser.close()
+    with chromium_page() as page:
+        page.goto(page_url)
+        page.get_by_role("tab", name="Train").click()
+        estimate = page.locator("#train-estimate")
+        expect(estimate).to_contain_text(f"{spec.parameters:,} parameters")  # before Start: its size and time
+        expect(estimate).to_contain_text("about")
+        own_text = page.get_by_label("Your names (one a line) or text")
+        vocabulary = page.get_by_label("BPE vocabulary size")
+        expect(own_text).to_be_hidden()  # built-in names: no text box, no BPE vocabulary
+        expect(vocabulary).to_be_hidden()
+        page.get_by_label("Your names or text").check()
+        expect(own_text).to_be_visible()
+        page.get_by_label("Built-in Shakespeare").check()
+        expect(own_text).to_be_hidden()
+        expect(vocabulary).to_be_visible()  # Shakespeare's default tokenizer is bpe
+        tokenizers = page.locator("#train-tab").get_by_role("radio", name=re.compile(r"^(names|char|bpe)$"))
+        expect(tokenizers).to_have_count(2)  # char and bpe: Shakespeare is not a list of names
+        page.get_by_label("Layers", exact=True).fill("99")
+        page.get_by_label("Layers", exact=True).press("Enter")
+        expect(estimate).to_contain_text("n_layer must be between")  # what to change, before Start

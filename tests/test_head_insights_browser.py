@@ -1,7 +1,7 @@
 """The "What does this head do?" section in a real browser (Debian Chromium driven by Playwright): tick a head, ablate,
 and see the per-token loss strip change; click a token to see its next-token probabilities."""
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, needs_chromium, open_head_tools
+from helpers import CHROMIUM, CHROMIUM_ARGS, call, chromium_page, needs_chromium, open_head_tools
 
 pytestmark = needs_chromium  # page_url (the app on the fixture models): conftest.py
 
@@ -61,15 +61,9 @@ def test_tick_a_head_ablate_and_see_the_loss_strip_change(page_url):
 
 def test_compare_two_texts_of_different_lengths_draws_both_maps_and_the_endpoints_difference(page_url):
     from gradio_client import Client
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    from helpers import call
-
-    expect.set_options(timeout=90_000)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 1000})
-        page.set_default_timeout(90_000)
+    with chromium_page() as page:
         page.goto(f"{page_url}?model=tiny-names&text=isabella&layer=1&head=2")
         expect(page.locator("#attention-head figcaption").first).to_have_text("layer 1, head 2")
         open_head_tools(page)
@@ -84,7 +78,6 @@ def test_compare_two_texts_of_different_lengths_draws_both_maps_and_the_endpoint
         drawn = {
             key: compare.locator(f'table[data-key="{key}"]').evaluate(read) for key in ("first", "second", "difference")
         }
-        browser.close()
     answer = call(Client(page_url, verbose=False), "/compare", text="isabella", other_text="emma", model="tiny-names")
     assert (len(drawn["first"]), len(drawn["second"]), len(drawn["difference"])) == (9, 5, 5)  # with the start token
     difference = answer["difference"][1][2]

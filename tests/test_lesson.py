@@ -16,12 +16,11 @@ from explorer.block_steps import parameter_counts
 from explorer.lesson import ALL_STEPS, DEPTHS, LESSON, lesson_number, next_step
 from explorer.views.lesson import ATTENTION, BLOCK_AFTER, BLOCK_BEFORE, OUTSIDE_AFTER, OUTSIDE_BEFORE
 from helpers import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     REPO,
     assert_drawn_exactly,
     assert_every_number_is_the_models,
     call,
+    chromium_page,
     needs_chromium,
     numbers_drawn,
     open_head_tools,
@@ -70,10 +69,9 @@ def lesson_text(page) -> str:
 @needs_chromium
 @pytest.mark.skipif(not (NAMES / "config.json").exists(), reason="models/names is not there")
 def test_every_lesson_step_shows_the_step_endpoints_numbers_on_the_names_model(page_url, client):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    expect.set_options(timeout=90_000)
     model = AutoModelForCausalLM.from_pretrained(NAMES).eval()
     tokenizer = AutoTokenizer.from_pretrained(NAMES)
     ids = [tokenizer.bos_token_id] + tokenizer.encode("emma", add_special_tokens=False)
@@ -81,39 +79,33 @@ def test_every_lesson_step_shows_the_step_endpoints_numbers_on_the_names_model(p
     assert_every_number_is_the_models(numbers, model, ids)  # the endpoint's numbers are the model's own
     roles = call(client, "/head_roles", text="emma", model="specimen")
     seen = {}
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(90_000)
-            page.goto(f"{page_url}?model=names&text=emma&layer=2&head=1&query=3&step=1")
-            for n, step in enumerate(LESSON, start=1):
-                lesson = page.locator(f'#step-view .lesson[data-lesson-step="{n}"]')
-                expect(lesson).to_have_count(1)
-                expect(page.locator("#step-view .steps > .head")).to_have_attribute("data-query", "3")
-                assert step.plain in lesson_text(page)
-                assert lesson.locator(".diagram .here").count() >= 1
-                assert lesson.locator(".diagram .you").count() == 1  # one "you are here"
-                seen[n] = numbers_drawn(page)
-                if n == 11:
-                    seen["roles"] = lesson.locator('[data-step="roles"] td[data-layer]').evaluate_all(
-                        "cells => cells.map(c => [c.dataset.layer, c.dataset.head, c.title])"
-                    )
-                if n == 12:
-                    seen["weights"] = lesson.locator("td[data-part]").evaluate_all(
-                        "cells => cells.map(c => [c.dataset.part, c.textContent])"
-                    )
-                page.locator("#lesson-next").click()
-            # The other depth: formulas and the shapes; a click on a box of the diagram opens its step.
-            page.get_by_label("Formulas and shapes").check()
-            expect(page.locator("#step-view .lesson")).to_have_attribute("data-depth", "formulas")
-            assert LESSON[11].formulas in lesson_text(page)
-            page.locator('#step-view .diagram [data-box="softmax"]').click()
-            expect(page.locator('#step-view .lesson[data-lesson-step="5"]')).to_have_count(1)
-            assert LESSON[4].formulas in lesson_text(page)
-            expect(page.locator('#step-view [data-step="softmax"] .shapes')).to_contain_text("Shapes (")
-        finally:
-            browser.close()
+    with chromium_page() as page:
+        page.goto(f"{page_url}?model=names&text=emma&layer=2&head=1&query=3&step=1")
+        for n, step in enumerate(LESSON, start=1):
+            lesson = page.locator(f'#step-view .lesson[data-lesson-step="{n}"]')
+            expect(lesson).to_have_count(1)
+            expect(page.locator("#step-view .steps > .head")).to_have_attribute("data-query", "3")
+            assert step.plain in lesson_text(page)
+            assert lesson.locator(".diagram .here").count() >= 1
+            assert lesson.locator(".diagram .you").count() == 1  # one "you are here"
+            seen[n] = numbers_drawn(page)
+            if n == 11:
+                seen["roles"] = lesson.locator('[data-step="roles"] td[data-layer]').evaluate_all(
+                    "cells => cells.map(c => [c.dataset.layer, c.dataset.head, c.title])"
+                )
+            if n == 12:
+                seen["weights"] = lesson.locator("td[data-part]").evaluate_all(
+                    "cells => cells.map(c => [c.dataset.part, c.textContent])"
+                )
+            page.locator("#lesson-next").click()
+        # The other depth: formulas and the shapes; a click on a box of the diagram opens its step.
+        page.get_by_label("Formulas and shapes").check()
+        expect(page.locator("#step-view .lesson")).to_have_attribute("data-depth", "formulas")
+        assert LESSON[11].formulas in lesson_text(page)
+        page.locator('#step-view .diagram [data-box="softmax"]').click()
+        expect(page.locator('#step-view .lesson[data-lesson-step="5"]')).to_have_count(1)
+        assert LESSON[4].formulas in lesson_text(page)
+        expect(page.locator('#step-view [data-step="softmax"] .shapes')).to_contain_text("Shapes (")
     for n, step in enumerate(LESSON, start=1):
         drawn = seen[n]
         assert_drawn_exactly(drawn, numbers)  # each number drawn is the endpoint's, and so the model's
@@ -172,25 +164,18 @@ OVERFLOW_JS = """() => {
 @needs_chromium
 @pytest.mark.parametrize("step", [9, 11, ALL_STEPS])
 def test_at_a_phones_width_nothing_is_wider_than_the_page_without_a_scroll_bar(page_url, step):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    expect.set_options(timeout=90_000)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
-            page.set_default_timeout(90_000)
-            text = quote("To be, or not to be: to be")
-            page.goto(f"{page_url}?model=specimen&text={text}&layer=1&head=1&step={step}")
-            expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(10)  # 2 layers x (4 heads + mean)
-            expect(page.locator("#step-view .steps > .head")).to_have_count(1)
-            open_head_tools(page)
-            page.get_by_role("button", name="Head roles").click()
-            expect(page.locator("#head-roles")).to_contain_text("Induction probe")
-            page.wait_for_timeout(500)
-            found = page.evaluate(OVERFLOW_JS)
-        finally:
-            browser.close()
+    with chromium_page(390, 844, is_mobile=True, has_touch=True) as page:
+        text = quote("To be, or not to be: to be")
+        page.goto(f"{page_url}?model=specimen&text={text}&layer=1&head=1&step={step}")
+        expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(10)  # 2 layers x (4 heads + mean)
+        expect(page.locator("#step-view .steps > .head")).to_have_count(1)
+        open_head_tools(page)
+        page.get_by_role("button", name="Head roles").click()
+        expect(page.locator("#head-roles")).to_contain_text("Induction probe")
+        page.wait_for_timeout(500)
+        found = page.evaluate(OVERFLOW_JS)
     assert found["page"] <= found["width"], found  # the page itself never scrolls sideways
     assert found["cut"] == [], found
 

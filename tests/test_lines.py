@@ -7,7 +7,7 @@ import re
 import torch
 
 from explorer.views.lines import FAINTEST, MAX_LINE_TOKENS, lines_html
-from helpers import CHROMIUM, CHROMIUM_ARGS, call, needs_chromium
+from helpers import call, chromium_page, needs_chromium
 
 LINE = re.compile(r'stroke-opacity="([^"]+)"[^>]*data-q="(\d+)" data-k="(\d+)" data-head="(\d+)"')
 
@@ -36,24 +36,17 @@ def test_a_text_too_long_for_lines_gets_a_note():
 
 @needs_chromium
 def test_the_pages_lines_are_the_endpoints_weights(page_url, client):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    expect.set_options(timeout=90_000)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(90_000)
-            page.goto(f"{page_url}?model=tiny-names&text=emma&layer=2&head=1")
-            lines = page.locator("#attention-lines line")
-            expect(page.locator("#attention-lines svg")).to_have_attribute("data-layer", "2")
-            read = "els => els.map(e => [e.dataset.head, e.dataset.q, e.dataset.k, e.getAttribute('stroke-opacity')])"
-            one_head = lines.evaluate_all(read)
-            page.get_by_label("every head of the layer, in colours").check()
-            expect(page.locator("#attention-lines .swatch")).to_have_count(4)
-            every_head = lines.evaluate_all(read)
-        finally:
-            browser.close()
+    with chromium_page() as page:
+        page.goto(f"{page_url}?model=tiny-names&text=emma&layer=2&head=1")
+        lines = page.locator("#attention-lines line")
+        expect(page.locator("#attention-lines svg")).to_have_attribute("data-layer", "2")
+        read = "els => els.map(e => [e.dataset.head, e.dataset.q, e.dataset.k, e.getAttribute('stroke-opacity')])"
+        one_head = lines.evaluate_all(read)
+        page.get_by_label("every head of the layer, in colours").check()
+        expect(page.locator("#attention-lines .swatch")).to_have_count(4)
+        every_head = lines.evaluate_all(read)
     for drawn, heads in ((one_head, [1]), (every_head, range(4))):
         on_page = {(int(h), int(q), int(k)): float(w) for h, q, k, w in drawn}
         expected = {}

@@ -9,7 +9,7 @@ import torch
 
 from explorer.attention_maps import Window
 from explorer.views.maps import figure_body
-from helpers import CHROMIUM, CHROMIUM_ARGS, needs_chromium, open_head_tools
+from helpers import chromium_page, needs_chromium, open_head_tools
 
 
 def test_the_selected_query_row_is_outlined_where_the_window_shows_it():
@@ -29,50 +29,41 @@ def test_the_selected_query_row_is_outlined_where_the_window_shows_it():
 
 @needs_chromium
 def test_every_view_moves_the_one_selection(page_url):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    expect.set_options(timeout=90_000)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(90_000)
-            page.goto(f"{page_url}?model=tiny-names&text=emma")
-            lesson = page.locator("#step-view .steps > .head")
-            caption = page.locator("#attention-head figcaption").first
-            expect(lesson).to_have_attribute("data-query", "4")
+    with chromium_page() as page:
+        page.goto(f"{page_url}?model=tiny-names&text=emma")
+        lesson = page.locator("#step-view .steps > .head")
+        caption = page.locator("#attention-head figcaption").first
+        expect(lesson).to_have_attribute("data-query", "4")
 
-            # A tile of the grid: the map and the lesson follow, the query (the last token) outlined in both maps.
-            page.locator('#attention-grid svg[data-layer="2"][data-head="3"]').click()
-            expect(caption).to_have_text("layer 2, head 3")
-            expect(lesson).to_have_attribute("data-layer", "2")
-            expect(lesson).to_have_attribute("data-head", "3")
-            expect(page.locator("#attention-head rect.row-mark")).to_have_count(2)  # the head and the layer's average
+        # A tile of the grid: the map and the lesson follow, the query (the last token) outlined in both maps.
+        page.locator('#attention-grid svg[data-layer="2"][data-head="3"]').click()
+        expect(caption).to_have_text("layer 2, head 3")
+        expect(lesson).to_have_attribute("data-layer", "2")
+        expect(lesson).to_have_attribute("data-head", "3")
+        expect(page.locator("#attention-head rect.row-mark")).to_have_count(2)  # the head and the layer's average
 
-            # The lesson's head picker: the map follows.
-            page.locator("#step-view").scroll_into_view_if_needed()
-            page.get_by_label("Head", exact=True).nth(1).click()
-            page.get_by_role("option", name="head 1").click()
-            expect(caption).to_have_text("layer 2, head 1")
-            expect(page.get_by_label("Head", exact=True).first).to_have_value("head 1")
+        # The lesson's head picker: the map follows.
+        page.locator("#step-view").scroll_into_view_if_needed()
+        page.get_by_label("Head", exact=True).nth(1).click()
+        page.get_by_role("option", name="head 1").click()
+        expect(caption).to_have_text("layer 2, head 1")
+        expect(page.get_by_label("Head", exact=True).first).to_have_value("head 1")
 
-            # A row of the map: that token is the lesson's query, and its row is outlined.
-            heat = page.locator("#attention-head figure image.heat").first
-            heat.scroll_into_view_if_needed()
-            box = heat.bounding_box()
-            heat.click(position={"x": box["width"] * 0.1, "y": box["height"] * 1.5 / 5})  # row 1 of 5 ('e')
-            expect(lesson).to_have_attribute("data-query", "1")
-            mark = page.locator("#attention-head rect.row-mark").first
-            mark_box = mark.bounding_box()
-            assert (
-                abs(mark_box["y"] + mark_box["height"] / 2 - (box["y"] + box["height"] * 1.5 / 5)) < box["height"] / 10
-            )
+        # A row of the map: that token is the lesson's query, and its row is outlined.
+        heat = page.locator("#attention-head figure image.heat").first
+        heat.scroll_into_view_if_needed()
+        box = heat.bounding_box()
+        heat.click(position={"x": box["width"] * 0.1, "y": box["height"] * 1.5 / 5})  # row 1 of 5 ('e')
+        expect(lesson).to_have_attribute("data-query", "1")
+        mark = page.locator("#attention-head rect.row-mark").first
+        mark_box = mark.bounding_box()
+        assert abs(mark_box["y"] + mark_box["height"] / 2 - (box["y"] + box["height"] * 1.5 / 5)) < box["height"] / 10
 
-            # A token of the next-token strip (head tools): the lesson's query moves there.
-            open_head_tools(page)
-            page.get_by_role("button", name="Next-token probabilities and logit lens").click()
-            page.locator('#next-tokens td[data-position="3"]').click()
-            expect(lesson).to_have_attribute("data-query", "3")
-            expect(lesson).to_have_attribute("data-head", "1")  # the lesson's own layer and head are kept
-        finally:
-            browser.close()
+        # A token of the next-token strip (head tools): the lesson's query moves there.
+        open_head_tools(page)
+        page.get_by_role("button", name="Next-token probabilities and logit lens").click()
+        page.locator('#next-tokens td[data-position="3"]').click()
+        expect(lesson).to_have_attribute("data-query", "3")
+        expect(lesson).to_have_attribute("data-head", "1")  # the lesson's own layer and head are kept

@@ -15,11 +15,10 @@ import torch
 
 import train
 from helpers import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     REPO,
     SHARED_DATA,
     assert_tokenizer_loads_silently,
+    chromium_page,
     needs_chromium,
     running_app,
 )
@@ -202,13 +201,10 @@ def test_the_page_shows_a_model_with_snapshots_at_the_step_chosen(names_run):
     """The 'At training step' picker of a model with snapshots: the maps, the lesson and the current-text line follow
     the step's model (name@N), and its maps are that snapshot's."""
     from gradio_client import Client
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     name = names_run.name
-    expect.set_options(timeout=90_000)
-    with running_app("--model", str(names_run)) as (url, _), sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    with running_app("--model", str(names_run)) as (url, _), chromium_page() as page:
         page.goto(f"{url}?model={name}&text=emma&layer=0&head=1")
         picker = page.get_by_label("At training step (the model's snapshots)")
         expect(picker).to_be_visible()
@@ -219,7 +215,6 @@ def test_the_page_shows_a_model_with_snapshots_at_the_step_chosen(names_run):
         tip_row = Client(url, verbose=False).predict(
             text="emma", model=f"{name}@16", layer=0, head="1", query=4, api_name="/attention_values"
         )["weights"]
-        browser.close()
     from transformers import AutoModelForCausalLM
 
     from explorer.role_log import load_snapshot

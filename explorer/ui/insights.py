@@ -72,7 +72,7 @@ class Insights:
         notes = list(view.notes)
         sampling = parse_sampling(temperature, top_k, top_p, 0, view.lm.vocab_size, notes)
         found = head_insights.next_token_probabilities(view.lm.model, view.recorded, position, k=10)
-        logits = view.recorded.logits(view.lm.model, position)[None]  # (1, V)
+        logits = found["logits"][None]  # (1, V)
         if sampling.greedy:  # the most likely token, every time
             drawn = torch.zeros_like(logits).scatter_(1, logits.argmax(-1, keepdim=True), 1.0)[0]
         else:
@@ -212,8 +212,16 @@ class Insights:
         """The per-head difference of the two texts' attention maps (first minus second) over their common positions,
         and the per-token loss of each. An empty second text: the first with its last token changed to the model's most
         likely other token there."""
+        return self.compared(*self.texts_to_compare(text, other_text, model))
+
+    def texts_to_compare(self, text: str, other_text: str, model: str | None) -> tuple[TextView, TextView]:
+        """The two texts as the model reads them; an empty second text: the first with its last token changed."""
         first = self.insight_view(text, model)
         second = self.insight_view(other_text, model) if (other_text or "").strip() else self.one_token_changed(first)
+        return first, second
+
+    def compared(self, first: TextView, second: TextView) -> dict:
+        """Compare's answer for two texts read by one model."""
         difference, per_head = head_insights.compare_attention(first.recorded, second.recorded)
         notes = first.notes + second.notes
         length = difference.shape[-1]
@@ -315,19 +323,16 @@ class Insights:
         texts beside their difference."""
 
         def draw(text, model):
-            answer = self.compare(text, other_text, model)
-            first = self.insight_view(text, model)
-            second = self.insight_view(answer["other_text"], model) if (other_text or "").strip() else None
+            first, second = self.texts_to_compare(text, other_text, model)
             chosen_layer = int(layer or 0)
             chosen_head = 0 if head in (None, "", "mean") else int(head)
-            other = second.recorded if second else self.one_token_changed(first).recorded
             maps = {
                 "layer": chosen_layer,
                 "head": chosen_head,
                 "first": first.recorded.attentions[chosen_layer, chosen_head].tolist(),
-                "second": other.attentions[chosen_layer, chosen_head].tolist(),
+                "second": second.recorded.attentions[chosen_layer, chosen_head].tolist(),
             }
-            return compare_html(answer, maps)
+            return compare_html(self.compared(first, second), maps)
 
         return self.drawn(shown, draw)
 

@@ -103,18 +103,10 @@ def training_defaults(data: str):
     return [default[key] for key in ("tokenizer", *SIZE_FIELDS, "learning_rate")]
 
 
-TOKENIZERS_FOR = {
-    "names": ["names"],
-    "induction": ["names"],
-    "shakespeare": ["char", "bpe"],
-    "text": ["names", "char", "bpe"],
-}
-
-
 def fields_for(data: str, tokenizer: str | None):
     """Only the fields that apply: the text box and upload for your own data, the tokenizers the data can use, the BPE
     vocabulary size for the bpe tokenizer."""
-    choices = TOKENIZERS_FOR.get(data, list(training_runs.TOKENIZERS))
+    choices = list(training_runs.TOKENIZERS_FOR.get(data, training_runs.TOKENIZERS))
     tokenizer = tokenizer if tokenizer in choices else training_runs.DEFAULT_TOKENIZER.get(data, "names")
     own = gr.update(visible=data == "text")
     return own, own, gr.Radio(choices=choices, value=tokenizer), gr.update(visible=tokenizer == "bpe")
