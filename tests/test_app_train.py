@@ -76,14 +76,18 @@ def test_a_names_run_streams_progress_and_its_model_generates_downloads_and_outl
     assert len(names.split("\n")) == 3
 
 
+# Long enough that a Cancel sent at step 20 lands before the end on a fast machine (a tiny model's steps take ms).
+RACED_STEPS = 600
+
+
 def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterrupted_run(server):
-    """Visitor A trains 200 steps; visitor B asks for the same run meanwhile: B waits in the queue, then is
+    """Visitor A trains RACED_STEPS steps; visitor B asks for the same run meanwhile: B waits in the queue, then is
     cancelled part way and resumed. B ends at A's validation loss (same seed: same batches, same dropout). While A
     trains, a third visitor generates names and looks at the maps."""
     a, b, c = visitor(server), visitor(server), visitor(server)
-    job_a = a.submit(**TINY, max_steps=200, name="whole", api_name="/train")
+    job_a = a.submit(**TINY, max_steps=RACED_STEPS, name="whole", api_name="/train")
     assert numbers(next(job_a))["name"] == "whole"  # A's run is in the queue before B asks
-    job_b = b.submit(**TINY, max_steps=200, name="cut", api_name="/train")
+    job_b = b.submit(**TINY, max_steps=RACED_STEPS, name="cut", api_name="/train")
 
     answered_during_training = False
     for out in job_a:
@@ -108,7 +112,7 @@ def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterru
             assert "keeps a checkpoint" in call(b, "/cancel", name="cut")
             cancelled_at = progress["step"]
     stopped = numbers(job_b.result())
-    assert stopped["state"] == "stopped" and cancelled_at <= stopped["step"] < 200
+    assert stopped["state"] == "stopped" and cancelled_at <= stopped["step"] < RACED_STEPS
     assert "checkpoint is kept" in stopped["message"]
     runs = server[2]
     assert (runs / "cut" / f"checkpoint-{stopped['step']}" / "trainer_state.json").is_file()
@@ -119,10 +123,10 @@ def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterru
 
     job = b.submit(name="cut", api_name="/resume")
     resumed = [numbers(out) for out in job] + [numbers(job.result())]
-    assert resumed[-1]["state"] == "finished" and resumed[-1]["step"] == 200
+    assert resumed[-1]["state"] == "finished" and resumed[-1]["step"] == RACED_STEPS
     assert all(u["step"] >= stopped["step"] for u in resumed)  # it went on from the checkpoint
     assert resumed[-1]["validation"][-1][1] == pytest.approx(whole["validation"][-1][1], abs=1e-4)
-    assert resumed[-1]["validation"][-1][0] == 200
+    assert resumed[-1]["validation"][-1][0] == RACED_STEPS
 
 
 @pytest.mark.parametrize(
