@@ -6,7 +6,7 @@ from pathlib import Path
 
 import httpx
 
-from helpers import app_error, running_app, server_log, stream
+from helpers import app_error, printable_tokenizer, running_app, save_fixture_model, server_log, stream
 
 MINE = dict(prompt="to be", max_new_tokens=40, temperature=0.9, top_k=20, top_p=0.95, seed=11)
 # Long texts with their own settings, still running when mine ends (seeds whose texts run the 150 tokens)
@@ -47,13 +47,25 @@ def test_seeded_text_is_the_same_alone_and_while_eight_others_run(server, client
     assert [job.result()[0] for job in jobs] == others_alone
 
 
-def test_a_full_batch_says_so_and_a_client_that_goes_frees_its_row(fixture_models):
+def test_a_full_batch_says_so_and_a_client_that_goes_frees_its_row(fixture_models, tmp_path):
     """One row, no waiting line: while a long text decodes, another request gets the busy message; when its client
     disconnects, the row is free well before the text would have ended."""
     from gradio_client import Client
     from gradio_client.exceptions import AppError
 
-    names, text = fixture_models
+    names = fixture_models[0]
+    # A wider text model than tiny-text (random weights, 7M parameters): its 500 tokens take seconds, so that the
+    # time a freed row takes to show (a few requests' round trips on a busy machine) is well below a text's time.
+    text = save_fixture_model(
+        tmp_path / "wide-text",
+        printable_tokenizer(),
+        seed=1,
+        name="shakespeare",
+        block_size=128,
+        n_layer=4,
+        n_head=4,
+        n_embd=384,
+    )
     args = ("--names-model", str(names), "--text-model", str(text), "--max-batch", "1", "--max-waiting", "0")
     with running_app(*args) as (url, process):
         client = Client(url, verbose=False)
