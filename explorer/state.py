@@ -8,7 +8,9 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from data import CACHE
 from explorer.forward_pass import ForwardPassCache
+from explorer.head_finder import MetricsStore
 from explorer.models import ModelPicker, model_sources
 from explorer.serving import MIN_DECODE_ROWS
 from explorer.texts import TextView, read_text
@@ -41,6 +43,7 @@ class DemoState:
     unqueued_passes: threading.BoundedSemaphore = field(default_factory=lambda: threading.BoundedSemaphore(2))
     rng_lock: threading.Lock = GLOBAL_RNG  # see GLOBAL_RNG
     exports: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="minigpt-exports-")))
+    head_metrics: MetricsStore = field(default_factory=lambda: MetricsStore(CACHE / "head_metrics"))
 
     @classmethod
     def configure(

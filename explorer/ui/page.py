@@ -11,11 +11,13 @@ from explorer.ui.attention import AttentionMaps
 from explorer.ui.components import unchecked
 from explorer.ui.errors import answers_visitors
 from explorer.ui.generation import Generation
+from explorer.ui.head_finder import HeadFinder
 from explorer.ui.insights import Insights
 from explorer.ui.selection import Selection
 from explorer.ui.steps import StepByStep
 from explorer.ui.training import Training
 from explorer.views.assets import asset
+from explorer.views.head_finder import FINDER_CSS
 from explorer.views.insights import INSIGHT_CSS
 from explorer.views.maps import MAPS_CSS
 
@@ -34,7 +36,7 @@ words or with formulas. Click a map to see it large, and a row of it to follow t
 
 
 THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
-CSS = MAPS_CSS + INSIGHT_CSS  # the step view carries its own (css_template)
+CSS = MAPS_CSS + INSIGHT_CSS + FINDER_CSS  # the step view carries its own (css_template)
 
 
 def build_demo(state: DemoState) -> gr.Blocks:
@@ -61,6 +63,8 @@ def build_demo(state: DemoState) -> gr.Blocks:
                 generated.text_model,
                 generated.text_event,
             )
+        with gr.Accordion("Head Finder: every head over a corpus", open=False, elem_id="head-finder"):
+            HeadFinder(state).layout(maps)
         Selection(maps_section, steps).wire(maps, lesson, [*tools.tables, lesson.view], tools.token_strip)
         pickers_follow_training(demo, state, training)
     for block_function in demo.fns.values():  # the error rule, alike on every event and endpoint
