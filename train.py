@@ -395,7 +395,12 @@ def write_outputs(trainer: Trainer, script, training, config, splits, dataset_na
     samples = generate_samples(model, splits.tokenizer, script.samples, names=tokenizer_kind(script) == "names")
     readme = model_card(script, training, config, splits, dataset_name, metrics, samples, model.num_parameters())
     (out / "README.md").write_text(readme)
-    (out / "training_args.json").write_text(json.dumps({**vars(script), "max_steps": training.max_steps}, indent=1))
+    recorded = {
+        **vars(script),
+        "max_steps": training.max_steps,
+        "seed": training.seed,
+    }  # the seed: which names were held out
+    (out / "training_args.json").write_text(json.dumps(recorded, indent=1))
     return metrics
 
 

@@ -76,37 +76,38 @@ def padded(windows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, (positions[None] >= 1) & (positions[None] < lengths[:, None])
 
 
-def role_weights(attentions: torch.Tensor, ids: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Per query, the weight each head puts on each role's keys: role -> (L, B, H, T), 0 at query 0, and the induction
-    pattern's rows (B, T) (queries whose token appeared before)."""
-    zero_first = lambda values: F.pad(values, (1, 0))  # noqa: E731  (query 0 has no previous token)
-    induction = torch.stack([induction_pattern(row.tolist()) for row in ids])  # (B, T, T)
+def role_weights(attentions: torch.Tensor, induction: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per query, the weight each head of a layer (attentions (B, H, T, T)) puts on each role's keys: role -> (B, H, T),
+    0 at query 0. `induction`: (B, T, T) bool, the induction pattern of each window."""
     return {
-        "previous_token": zero_first(attentions.diagonal(offset=-1, dim1=-2, dim2=-1)),
+        "previous_token": F.pad(attentions.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0)),  # query 0 has none
         "self": attentions.diagonal(dim1=-2, dim2=-1),
         "sink": attentions[..., 0],
-        "induction": (attentions * induction[None, :, None]).sum(dim=-1),
-    }, induction.any(dim=-1)
+        "induction": (attentions * induction[:, None]).sum(dim=-1),
+    }
 
 
-def add_batch(sums: Sums, attentions: torch.Tensor, ids: torch.Tensor, queries: torch.Tensor) -> dict:
-    """Adds one batch's weights (L, B, H, T, T) to `sums`; returns each role's per-query weights (L, B, H, T), -inf
-    at the queries it does not read."""
-    weights, has_copy = role_weights(attentions, ids)
-    read = {role: queries & has_copy if role == "induction" else queries for role in ROLES}  # (B, T) each
-    per_query = {}
-    for role in ROLES:
-        mask = read[role][None, :, None]  # (1, B, 1, T)
-        sums.on_roles[role] += (weights[role] * mask).sum(dim=(1, 3)).double()
-        sums.role_queries[role] += int(read[role].sum())
-        per_query[role] = weights[role].masked_fill(~mask, -math.inf)
-    keep = queries[None, :, None]
-    sums.entropy += (torch.special.entr(attentions).sum(dim=-1) * keep).sum(dim=(1, 3)).double()
-    length = attentions.shape[-1]
+def add_batch(sums: Sums, attentions, ids: torch.Tensor, queries: torch.Tensor) -> dict:
+    """Adds one batch's weights (per layer (B, H, T, T), one layer at a time: a GPT-2 window's temporaries stay at one
+    layer's 50 MB) to `sums`; returns each role's per-query weights (L, B, H, T), -inf at the queries it does not
+    read."""
+    induction = torch.stack([induction_pattern(row.tolist()) for row in ids])  # (B, T, T)
+    read = {role: queries & induction.any(dim=-1) if role == "induction" else queries for role in ROLES}  # (B, T)
+    length = ids.shape[1]
     distance = (torch.arange(length)[:, None] - torch.arange(length)[None]).clamp(min=0)  # (T, T): i - j, 0 above
-    pooled = (attentions * queries[None, :, None, :, None]).sum(dim=1).flatten(-2)  # (L, H, T * T)
-    sums.histogram[..., :length] += torch.zeros(*pooled.shape[:2], length).index_add_(-1, distance.flatten(), pooled)
-    return per_query
+    per_query = {role: [] for role in ROLES}
+    for layer, weights in enumerate(attentions):
+        weights = weights.float().cpu()
+        for role, values in role_weights(weights, induction).items():
+            mask = read[role][:, None]  # (B, 1, T)
+            sums.on_roles[role][layer] += (values * mask).sum(dim=(0, 2)).double()
+            per_query[role].append(values.masked_fill(~mask, -math.inf))
+        sums.entropy[layer] += (torch.special.entr(weights).sum(dim=-1) * queries[:, None]).sum(dim=(0, 2)).double()
+        pooled = (weights * queries[:, None, :, None]).sum(dim=0).flatten(-2)  # (H, T * T)
+        sums.histogram[layer, :, :length] += torch.zeros(len(pooled), length).index_add_(-1, distance.flatten(), pooled)
+    for role in ROLES:
+        sums.role_queries[role] += int(read[role].sum())
+    return {role: torch.stack(values) for role, values in per_query.items()}
 
 
 def means(sums: Sums) -> dict[str, torch.Tensor]:
@@ -251,10 +252,9 @@ def measure(model, windows: list[list[int]], progress=lambda fraction: None) -> 
             out = model(
                 input_ids=ids.clamp(min=0).to(model.device), output_attentions=True, use_cache=False, logits_to_keep=1
             )
-        attentions = torch.stack(out.attentions).float().cpu()  # (L, B, H, T, T)
-        del out
         even = add_batch(chance, even_attention(ids.shape[1]).expand(1, len(group), 1, -1, -1), ids, queries)
-        examples.add(beyond_even(add_batch(sums, attentions, ids, queries), even), group)
+        examples.add(beyond_even(add_batch(sums, out.attentions, ids, queries), even), group)
+        del out
         advance(2 * int(sum(len(windows[i]) for i in group)))
     metrics = means(sums)
     rise, plain_loss, predicted = ablation_rise(model, ablated, advance)

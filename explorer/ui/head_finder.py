@@ -18,7 +18,6 @@ from explorer.views.head_finder import FINDER_JS, dashboard_html, finder_html
 from explorer.views.insights import error_html
 from explorer.views.maps import figure_body, head_caption
 
-
 PROGRESS = gr.Progress()  # Gradio fills a handler's progress parameter when its default is one
 
 
