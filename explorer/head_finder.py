@@ -24,7 +24,7 @@ from explorer.models import LanguageModel
 
 logger = logging.getLogger(__name__)
 
-CACHE_VERSION = 2  # bump when the metrics change meaning: older files are then recomputed
+CACHE_VERSION = 3  # bump when the metrics change meaning: older files are then recomputed
 SNIPPET_BEFORE = 24  # tokens shown before an example's query (and a few around its most-weighted key, if earlier)
 
 DEFINITIONS = {

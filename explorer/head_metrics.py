@@ -133,13 +133,10 @@ def binned(sums: Sums, edges: list[int]) -> torch.Tensor:
 
 
 def beyond_even(per_query: dict, even: dict) -> dict:
-    """Each query's role weight measured from what even attention gives it, towards 1: (w - e) / (1 - e). The
-    examples are chosen by it, so that query 1 (two keys: half the weight on the previous token by chance) does not
-    win every window."""
-    return {
-        role: torch.where(w.isfinite(), (w - even[role]) / (1 - even[role]).clamp(min=1e-6), -math.inf)
-        for role, w in per_query.items()
-    }
+    """Each query's role weight beyond what even attention gives it, w - 1 / (i + 1) for one key: the examples are
+    chosen by it, so that a query with few keys to choose from (query 1: half its weight on the previous token by
+    chance) does not win every window, and a head resting on the sink is shown far from it."""
+    return {role: torch.where(w.isfinite(), w - even[role], -math.inf) for role, w in per_query.items()}
 
 
 def even_attention(length: int) -> torch.Tensor:

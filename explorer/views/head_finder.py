@@ -99,13 +99,14 @@ def histogram_svg(edges: list[int], block_size: int, mass: list[float], even: li
     """The head's weight at each distance i − j (bars), against a head spreading its weight evenly (dashed)."""
     width, height, bar = 24, 90, 20
     top = max([*mass, *even, 1e-9])
-    labels = [str(a) if b - a == 1 else f"{a}–{b - 1}" for a, b in zip(edges, [*edges[1:], block_size])]
+    labels = [str(a) for a in edges]  # a bin's left edge: 0 .. 15 alone, then 16-31, 32-63, ... (its title says)
+    spans = [str(a) if b - a == 1 else f"{a}–{b - 1}" for a, b in zip(edges, [*edges[1:], block_size])]
     parts = []
-    for i, (m, e, label) in enumerate(zip(mass, even, labels)):
+    for i, (m, e, label, span) in enumerate(zip(mass, even, labels, spans)):
         x = i * width
         h, he = height * m / top, height * e / top
         parts.append(
-            f'<rect x="{x + 2}" y="{height - h:.1f}" width="{bar}" height="{h:.1f}"><title>distance {label}: '
+            f'<rect x="{x + 2}" y="{height - h:.1f}" width="{bar}" height="{h:.1f}"><title>distance {span}: '
             f"{m:.3f} (even: {e:.3f})</title></rect>"
             f'<rect class="even" x="{x + 2}" y="{height - he:.1f}" width="{bar}" height="{he:.1f}"/>'
             f'<text x="{x + 12}" y="{height + 12}" text-anchor="middle">{html.escape(label)}</text>'
@@ -159,8 +160,9 @@ def dashboard_html(answer: dict, map_figure: str) -> str:
         f"<div class='finder dashboard' data-layer='{layer}' data-head='{head}'>"
         f"<h3>Layer {layer}, head {head}</h3><p>{html.escape(verdict)}</p><div class='columns'>"
         "<table><tr><th>metric</th><th>this head</th><th>even (chance)</th><th>rank</th></tr>"
-        f"{rows}</table><div><b>Where its weight falls</b> (distance i − j from the query)<br>{histogram}</div></div>"
+        f"{rows}</table><div><b>Where its weight falls</b>: its share at each distance i − j from the query (bars; "
+        f"dashed: even attention's). From 16 on, a bin holds twice the last: 16–31, 32–63, …<br>{histogram}</div></div>"
         f"<p><b>Where it is most {HEADINGS[role]}</b>: the corpus windows where one query puts the most weight on "
-        "its role's key; each token coloured by the weight the query (outlined) gives it, the most-weighted "
-        f"underlined.</p>{examples}{map_figure}</div>"
+        "its role's key, beyond what even attention would; each token coloured by the weight the query (outlined) "
+        f"gives it, the most-weighted underlined.</p>{examples}{map_figure}</div>"
     )

@@ -1,0 +1,97 @@
+"""How long the Head Finder takes to measure every head over a corpus (explorer/head_metrics.py `measure`).
+
+    python bench/bench_head_metrics.py            # the shipped models over their corpora (>= 32K tokens)
+    python bench/bench_head_metrics.py --gpt2     # and a GPT-2-shaped model (random weights) over 8K tokens
+
+The shipped models read their validation text (names: makemore's names.txt from ../shared/data, one a line, as its
+own validation set holds only 1,000 names); the GPT-2 shape (12 layers x 12 heads x 768, 1,024 context, 50,257
+tokens) reads 8 windows of random tokens, each a random span written twice (induction has queries to read). The
+reference, timed in the same run: one plain forward pass (sdpa, no weights kept) over the same windows. Targets on
+2 CPU cores: <= 30 s for a shipped model, <= 2 min for GPT-2's shape.
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "bench")]
+
+from explorer.head_corpus import default_corpus, text_corpus  # noqa: E402
+from explorer.head_metrics import measure  # noqa: E402
+from explorer.models import SHIPPED, load_language_model  # noqa: E402
+from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM  # noqa: E402
+from timing import machine_summary, print_table  # noqa: E402
+
+NAMES = REPO.parent / "shared" / "data" / "names.txt"
+TARGET = {"shipped": 30.0, "gpt2": 120.0}
+
+
+def plain_pass_seconds(model, windows: list[list[int]]) -> float:
+    started = time.perf_counter()
+    with torch.no_grad():
+        for window in windows:
+            model(input_ids=torch.tensor([window]), use_cache=False, logits_to_keep=1)
+    return time.perf_counter() - started
+
+
+def shipped_corpora():
+    for name, folder in SHIPPED.items():
+        lm = load_language_model(name, str(folder), dict(max_rows=2, max_waiting=2))
+        if name == "names":
+            corpus = text_corpus(lm, NAMES.read_text())
+        else:
+            corpus = default_corpus(lm, str(folder))
+        yield name, lm.model, corpus.windows
+
+
+def gpt2_corpus():
+    torch.manual_seed(0)
+    config = MiniGPTConfig(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=50257)
+    model = MiniGPTForCausalLM(config).eval()
+    generator = torch.Generator().manual_seed(0)
+    windows = []
+    for _ in range(8):
+        span = torch.randint(1, config.vocab_size, (511,), generator=generator).tolist()
+        windows.append([0, *span, *span, span[0]])
+    return [("GPT-2 shape (random)", model, windows)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpt2", action="store_true", help="also the GPT-2-shaped model (about 2 minutes)")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    print(machine_summary())
+    rows = []
+    runs = [(*run, "shipped") for run in shipped_corpora()]
+    if args.gpt2:
+        runs += [(*run, "gpt2") for run in gpt2_corpus()]
+    for name, model, windows, kind in runs:
+        reference = plain_pass_seconds(model, windows)
+        started = time.perf_counter()
+        result = measure(model, windows)
+        seconds = time.perf_counter() - started
+        tokens = sum(map(len, windows))
+        rows.append(
+            [
+                name,
+                f"{tokens:,}",
+                f"{result['ablation_tokens']:,}",
+                f"{seconds:.1f}",
+                f"{reference:.2f}",
+                f"{seconds / reference:.0f}x",
+                f"<= {TARGET[kind]:.0f} s: {'yes' if seconds <= TARGET[kind] else 'NO'}",
+            ]
+        )
+    print_table(
+        ["model", "tokens", "ablation tokens", "metrics (s)", "one plain pass (s)", "ratio", "target"],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()
