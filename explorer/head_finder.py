@@ -24,6 +24,7 @@ from explorer.models import LanguageModel
 
 logger = logging.getLogger(__name__)
 
+KEPT_PER_MODEL = 16  # corpora whose numbers a model's folder keeps (the latest): visitors' texts cannot fill a disk
 CACHE_VERSION = 3  # bump when the metrics change meaning: older files are then recomputed
 SNIPPET_BEFORE = 24  # tokens shown before an example's query (and a few around its most-weighted key, if earlier)
 
@@ -49,15 +50,18 @@ def weights_fingerprint(model) -> str:
 
 
 class MetricsStore:
-    """Head metrics per (model, corpus) on disk, in one folder per model: a folder whose files were measured with
-    other weights is emptied on the next look. Concurrent requests for the same metrics compute them once."""
+    """Head metrics per (model, corpus) on disk, in one folder per model (its KEPT_PER_MODEL latest corpora): a folder
+    whose files were measured with other weights is emptied on the next look. One measure runs at a time; concurrent
+    requests for the same metrics compute them once."""
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.fingerprints: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its weights' fingerprint
         self.corpora: OrderedDict[str, Corpus] = OrderedDict()  # model name -> its default corpus, the latest few
         self.lock = threading.Lock()
-        self.pending: dict[Path, threading.Lock] = {}
+        # One measure at a time on the server (each takes the CPU for seconds, a big model's for a minute or two);
+        # others wait their turn, and a second request for the same numbers reads the first one's file.
+        self.measuring = threading.Lock()
         self.computed = 0  # measures run, for tests
 
     def fingerprint(self, model) -> str:
@@ -88,10 +92,11 @@ class MetricsStore:
         weights = self.fingerprint(lm.model)
         folder = self.model_folder(lm, source)
         path = folder / f"{corpus.key}-v{CACHE_VERSION}.json"
-        with self.lock:
-            busy = self.pending.setdefault(path, threading.Lock())
-        with busy:  # a second request for the same metrics waits for the first, then reads its file
-            saved = self.read(path)
+        saved = self.read(path)
+        if saved is not None and saved["weights"] == weights:
+            return {**saved, "cached": True}
+        with self.measuring:
+            saved = self.read(path)  # measured by the request this one waited for?
             if saved is not None and saved["weights"] == weights:
                 return {**saved, "cached": True}
             if saved is not None or self.stale(folder, weights):
@@ -100,7 +105,15 @@ class MetricsStore:
             self.computed += 1
             write_atomically(path, json.dumps(result))
             write_atomically(folder / "weights", weights)
-            return {**result, "cached": False}
+            self.prune(folder)
+        return {**result, "cached": False}
+
+    @staticmethod
+    def prune(folder: Path) -> None:
+        """Keeps the KEPT_PER_MODEL latest corpora's numbers of a model."""
+        measured = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in measured[KEPT_PER_MODEL:]:
+            old.unlink(missing_ok=True)
 
     @staticmethod
     def stale(folder: Path, weights: str) -> bool:

@@ -261,7 +261,7 @@ def test_a_corpus_is_cut_to_the_token_budget_with_a_note(text_lm, monkeypatch):
 
 def test_the_cache_gives_the_same_numbers_and_is_dropped_when_the_weights_change(text_lm, tmp_path):
     from explorer.head_corpus import text_corpus
-    from explorer.head_finder import MetricsStore
+    from explorer.head_finder import CACHE_VERSION, MetricsStore
     from explorer.models import load_language_model
 
     folder, _ = text_lm
@@ -287,8 +287,31 @@ def test_the_cache_gives_the_same_numbers_and_is_dropped_when_the_weights_change
     assert not measured["cached"] and store.computed == 2
     assert measured["metrics"]["entropy"] != first["metrics"]["entropy"]
     files = sorted(p.name for p in store.model_folder(changed, str(run)).iterdir())
-    assert files == [f"{corpus.key}-v3.json", "weights"]  # the old weights' numbers are gone
+    assert files == [f"{corpus.key}-v{CACHE_VERSION}.json", "weights"]  # the old weights' numbers are gone
     assert json.loads((store.model_folder(changed, str(run)) / files[0]).read_text())["weights"] == measured["weights"]
+
+
+def test_concurrent_requests_measure_once_and_a_model_keeps_its_latest_corpora(text_lm, tmp_path, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from explorer import head_finder
+    from explorer.head_corpus import text_corpus
+
+    folder, lm = text_lm
+    store = head_finder.MetricsStore(tmp_path / "cache")
+    corpus = text_corpus(lm, "the same corpus, asked for four times at once")
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: store.measured(lm, str(folder), corpus), range(4)))
+    assert store.computed == 1 and sum(not a["cached"] for a in answers) == 1
+    assert all(a["metrics"] == answers[0]["metrics"] for a in answers)
+
+    monkeypatch.setattr(head_finder, "KEPT_PER_MODEL", 2)
+    keys = []
+    for text in ("one corpus", "another corpus", "a third corpus"):
+        keys.append(text_corpus(lm, text).key)
+        store.measured(lm, str(folder), text_corpus(lm, text))
+    kept = sorted(p.name for p in store.model_folder(lm, str(folder)).glob("*.json"))
+    assert kept == sorted(f"{key}-v{head_finder.CACHE_VERSION}.json" for key in keys[1:])
 
 
 # ---- the endpoints, through the running app ------------------------------------------------------------------------
