@@ -96,6 +96,8 @@ LOADING_ENDPOINTS = [
     "/importance",
     "/head_roles",
     "/compare",
+    "/head_metrics",
+    "/head_dashboard",
 ]
 
 
@@ -204,6 +206,16 @@ MISTAKES = {
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
         (dict(other_text="Zoë"), "'Z' (LATIN CAPITAL LETTER Z)"),
         (dict(text=""), "The text is empty"),
+    ],
+    "/head_metrics": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(text="émile"), "LATIN SMALL LETTER E WITH ACUTE"),
+    ],
+    "/head_dashboard": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(layer=4), "layer must be 0 to 3, got 4"),
+        (dict(head="mean"), "head must be 0 to 3, got 'mean'"),
+        (dict(text="emma", map_text="Emma"), "'E' (LATIN CAPITAL LETTER E)"),
     ],
     "/train": [
         (dict(data="wikipedia"), "data must be one of names, shakespeare, induction, text"),

@@ -88,13 +88,13 @@ class HeadFinder:
         """One head over the corpus of /head_metrics (`text`; empty: the validation text): its metrics, their chance
         levels and its rank among the heads, its distance histogram, its strongest role and the corpus windows where
         it does that most (each token with the head's weight), and its map on `map_text` (empty: the best window)."""
-        lm, corpus, result = self.measured(model, text)
-        config = lm.model.config
-        layer = layer_index(layer, config.n_layer)
+        config = self.state.picker.get(model or self.state.names_default).model.config
+        layer = layer_index(layer, config.n_layer)  # checked before the measure, which may take a while
         head = head_index(head, config.n_head, average=False)
-        answer = dashboard(result, corpus, lm, self.state.passes, layer, head)
         if map_text is not None and not isinstance(map_text, str):
             raise VisitorError(f"map_text must be text, got {type(map_text).__name__}.")
+        lm, corpus, result = self.measured(model, text)
+        answer = dashboard(result, corpus, lm, self.state.passes, layer, head)
         if map_text:
             view = self.state.text_view(lm.name, map_text)
             ids, tokens, key = view.ids, view.tokens, view.key
