@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from explorer.cores import CoreShare, pass_work
+
 
 @dataclass
 class ForwardPass:
@@ -82,22 +84,27 @@ def run_forward_pass(model, input_ids: list[int]) -> ForwardPass:
             block.attn.out_proj.register_forward_pre_hook(record("merged", from_output=False)),
             block.attn.out_proj.register_forward_hook(record("out", from_output=True)),
         ]
+    config, length = model.config, len(input_ids)
+    # Each layer's eager attention writes its weights straight into their place here (weights_out): no stacking or
+    # converting copy afterwards (GPT-2 at 1,024 tokens: 604 MB written once).
+    weights = torch.empty(config.n_layer, 1, config.n_head, length, length, device=model.device)
     try:
         with torch.no_grad():
             # logits_to_keep=1: the (T, V) logits are not kept (GPT-2 at 1,024 tokens: 200 MB); `logits` makes them
             # from the recorded residual stream when a view asks.
-            outputs = model(
+            model(
                 input_ids=torch.tensor([list(input_ids)], device=model.device),
                 output_attentions=True,
                 use_cache=False,
                 logits_to_keep=1,
+                weights_out=weights,
             )
     finally:
         for handle in handles:
             handle.remove()
     return ForwardPass(
         input_ids=tuple(input_ids),
-        attentions=torch.stack(outputs.attentions, dim=1)[0].float(),  # L x (1, H, T, T) -> (L, H, T, T)
+        attentions=weights[:, 0],  # (L, H, T, T)
         residual=torch.stack([seen["block_in"][0], *seen["block_out"]]),  # (L + 1, T, C)
         attn_inputs=torch.stack(seen["x"]),
         merged_heads=torch.stack(seen["merged"]),
@@ -114,8 +121,9 @@ class ForwardPassCache:
     model, even one later loaded at the same address.
     """
 
-    def __init__(self, max_bytes: int = 1 << 30):
+    def __init__(self, max_bytes: int = 1 << 30, cores: CoreShare | None = None):
         self.max_bytes = max_bytes
+        self.cores = cores or CoreShare(cores=1)  # the server's: a lone heavy pass gets every core
         self._passes: OrderedDict[tuple, tuple[weakref.ref, ForwardPass]] = OrderedDict()
         self._pending: dict[tuple, threading.Event] = {}
         self._lock = threading.Lock()
@@ -135,7 +143,8 @@ class ForwardPassCache:
                     break
             waiting.wait()  # another request computes it; then look again (it may have failed, or been too big to keep)
         try:
-            computed = run_forward_pass(model, input_ids)
+            with self.cores.threads_for(pass_work(model.config, len(input_ids))):
+                computed = run_forward_pass(model, input_ids)
             with self._lock:
                 self.computed += 1
                 self._store(key, model, computed)

@@ -16,6 +16,7 @@ import torch
 
 from data import write_atomically
 from explorer.attention_maps import token_labels
+from explorer.cores import CoreShare, pass_work
 from explorer.forward_pass import ForwardPassCache
 from explorer.head_corpus import Corpus
 from explorer.head_insights import above_chance
@@ -54,8 +55,9 @@ class MetricsStore:
     whose files were measured with other weights is emptied on the next look. One measure runs at a time; concurrent
     requests for the same metrics compute them once."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, cores: CoreShare | None = None):
         self.folder = Path(folder)
+        self.cores = cores or CoreShare(cores=1)  # the server's: a lone measure gets every core
         self.fingerprints: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its weights' fingerprint
         self.corpora: OrderedDict[str, Corpus] = OrderedDict()  # model name -> its default corpus, the latest few
         self.lock = threading.Lock()
@@ -101,7 +103,8 @@ class MetricsStore:
                 return {**saved, "cached": True}
             if saved is not None or self.stale(folder, weights):
                 shutil.rmtree(folder, ignore_errors=True)  # measured with other weights: none of it holds
-            result = {"weights": weights, **measure(lm.model, corpus.windows, progress)}
+            with self.cores.threads_for(pass_work(lm.model.config, corpus.tokens)):
+                result = {"weights": weights, **measure(lm.model, corpus.windows, progress)}
             self.computed += 1
             write_atomically(path, json.dumps(result))
             write_atomically(folder / "weights", weights)

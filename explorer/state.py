@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from data import CACHE
+from explorer.cores import CoreShare
 from explorer.forward_pass import ForwardPassCache
 from explorer.head_finder import MetricsStore
 from explorer.models import ModelPicker, model_sources
@@ -44,6 +45,15 @@ class DemoState:
     rng_lock: threading.Lock = GLOBAL_RNG  # see GLOBAL_RNG
     exports: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="minigpt-exports-")))
     head_metrics: MetricsStore = field(default_factory=lambda: MetricsStore(CACHE / "head_metrics"))
+    cores: CoreShare = field(init=False)  # a lone visitor's heavy pass or measure runs on every core
+
+    def __post_init__(self):
+        self.cores = CoreShare(busy=self.decoding)
+        self.passes.cores = self.head_metrics.cores = self.cores
+
+    def decoding(self) -> bool:
+        """Whether any model's batch is decoding (on a thread of its own, which a heavy pass should leave its core)."""
+        return any(lm.batcher.active_requests() for lm in list(self.picker.loaded.values()) if lm.batcher)
 
     @classmethod
     def configure(

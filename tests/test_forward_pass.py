@@ -20,7 +20,7 @@ def test_recorded_tensors_are_the_models_own(implementation):
     assert recorded.attentions.shape == (L, 2, T, T) and recorded.residual.shape == (L + 1, T, C)
     with torch.no_grad():
         out = model(torch.tensor([IDS]), output_attentions=True, output_hidden_states=True)
-        torch.testing.assert_close(recorded.attentions, torch.stack(out.attentions, 1)[0])
+        assert torch.equal(recorded.attentions, torch.stack(out.attentions, 1)[0])  # the same eager path, bit for bit
         torch.testing.assert_close(recorded.logits(model), out.logits[0])
         torch.testing.assert_close(recorded.logits(model, position=4), out.logits[0, 4])
         for layer, block in enumerate(model.model.layers):
@@ -31,6 +31,23 @@ def test_recorded_tensors_are_the_models_own(implementation):
             torch.testing.assert_close(recorded.residual[layer + 1], after_attn + block.mlp(block.mlp_norm(after_attn)))
         loss = model(torch.tensor([IDS]), labels=torch.tensor([IDS])).loss
     torch.testing.assert_close(recorded.token_losses(model).mean(), loss)
+
+
+def test_each_layer_writes_its_weights_into_the_recorded_buffer_uncopied():
+    """`weights_out`: the eager softmax writes each layer's weights into its slice of the buffer, and
+    `output_attentions` hands back those very slices; the numbers are those of a call without the buffer."""
+    model = tiny_model("sdpa", shape=THREE_LAYERS)
+    buffer = torch.full((3, 1, 2, len(IDS), len(IDS)), float("nan"))
+    with torch.no_grad():
+        out = model(torch.tensor([IDS]), output_attentions=True, weights_out=buffer)
+        plain = model(torch.tensor([IDS]), output_attentions=True)
+    for layer, weights in enumerate(out.attentions):
+        assert weights.data_ptr() == buffer[layer].data_ptr()  # no copy: the buffer is the weights
+        assert torch.equal(weights, plain.attentions[layer])
+    assert torch.equal(out.logits, plain.logits)
+    recorded = run_forward_pass(model, IDS)
+    assert recorded.attentions.data_ptr() == recorded.attentions.untyped_storage().data_ptr()  # one buffer, a view
+    assert torch.equal(recorded.attentions, buffer[:, 0])
 
 
 def test_the_cache_computes_a_pass_once_and_keeps_models_apart():

@@ -17,6 +17,7 @@ from gradio.data_classes import FileData  # a file returned by an API-only endpo
 from explorer.attention_export import GRID_SVG_UP_TO, grid_png, grid_svg, map_slide_png, save_weights
 from explorer.attention_maps import Window, head_matrix, query_weights, trace_steps, trace_table
 from explorer.choices import head_index, layer_index, number, token_position
+from explorer.cores import pass_work
 from explorer.errors import VisitorError
 from explorer.links import read_link
 from explorer.models import snapshot_choices
@@ -65,17 +66,21 @@ class AttentionMaps:
         """Attention maps of `text` for every layer and head, the chosen head large, and the shape trace."""
         model = model or self.state.names_default
         view = self.state.text_view(model, text or "")
-        weights = view.recorded.attentions  # (L, H, T, T)
         config = view.lm.model.config
-        sizes = dict(B=1, T=len(view.tokens), C=config.n_embd, H=config.n_head, D=config.head_dim)
-        headers, rows = trace_table(trace_steps(view.lm.model.model.layers[0].attn, view.recorded, 0), sizes)
+        # The pass, the trace and the drawing: on every core when this visitor is alone with a big enough text
+        with self.state.cores.threads_for(pass_work(config, len(view.ids))):
+            weights = view.recorded.attentions  # (L, H, T, T)
+            sizes = dict(B=1, T=len(view.tokens), C=config.n_embd, H=config.n_head, D=config.head_dim)
+            headers, rows = trace_table(trace_steps(view.lm.model.model.layers[0].attn, view.recorded, 0), sizes)
+            shown = view.shown
+            grid = belongs_to(view.key, view.label, grid_html(weights, view.tokens))
+            # the last token's row outlined: the lesson's query until another is chosen
+            large = head_html(weights, view.tokens, 0, "0", shown, query=len(view.ids) - 1)
         notes = view.notes + [f"{len(view.tokens)} tokens: {' '.join(view.tokens)}"]
-        shown = view.shown
         return (
             notes_markdown(notes),
-            belongs_to(view.key, view.label, grid_html(weights, view.tokens)),
-            # the last token's row outlined: the lesson's query until another is chosen
-            belongs_to(view.key, view.label, head_html(weights, view.tokens, 0, "0", shown, query=len(view.ids) - 1)),
+            grid,
+            belongs_to(view.key, view.label, large),
             pandas.DataFrame(rows, columns=headers),
             *layer_and_head_choices(config.n_layer, config.n_head),
             shown,

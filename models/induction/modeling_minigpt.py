@@ -45,20 +45,25 @@ def eager_attention_forward(
     attention_mask: torch.Tensor | None,  # (B, 1, T, S): bool (True: may attend) or additive float; None: see below
     scaling: float,
     dropout: float = 0.0,
+    weights_out: torch.Tensor | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention written out, the path that returns the weights the demo draws."""
+    """Attention written out, the path that returns the weights the demo draws. `weights_out` (L, B, H, T, S), float32:
+    each layer's weights are written into their slice of it (the demo's recorded pass keeps them all, uncopied)."""
     T, S = query.shape[-2], key.shape[-2]
-    scores = (query @ key.transpose(-2, -1)) * scaling  # (B, H, T, S)
+    # Scaling the queries rather than the (T, S) scores: one pass less over the largest tensor here (T x S per head)
+    scores = (query * scaling) @ key.transpose(-2, -1)  # (B, H, T, S)
     if attention_mask is None and T > 1:  # what sdpa's is_causal means: query i sees keys 0..i
         attention_mask = torch.ones(T, S, dtype=torch.bool, device=query.device).tril()  # (T, S)
     if attention_mask is not None and attention_mask.dtype == torch.bool:  # sdpa's format
         # The dtype's minimum rather than -inf: a query that may see no key at all (left padding) then gets even
-        # weights instead of NaN, which the next layer's values would spread to every real token.
-        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        # weights instead of NaN, which the next layer's values would spread to every real token. In place: the
+        # scores are ours.
+        scores.masked_fill_(~attention_mask, torch.finfo(scores.dtype).min)
     elif attention_mask is not None:  # the library's eager format: 0 where allowed, the dtype's minimum where not
         scores = scores + attention_mask
-    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)  # each row sums to 1
+    out = None if weights_out is None else weights_out[module.layer_idx]
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32, out=out).to(query.dtype)  # each row sums to 1
     weights = F.dropout(weights, p=dropout, training=module.training)
     output = weights @ value  # (B, H, T, D)
     return output.transpose(1, 2), weights  # (B, T, H, D), as every attention interface returns it
