@@ -92,7 +92,7 @@ def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterru
     answered_during_training = False
     for out in job_a:
         progress = numbers(out)
-        if progress["state"] == "running" and 0 < progress["step"] < 120 and not answered_during_training:
+        if progress["state"] == "running" and 0 < progress["step"] < RACED_STEPS // 2 and not answered_during_training:
             assert len(call(c, "/names", count=3, seed=0)[0].split("\n")) == 3
             assert call(c, "/attention", text="anna")[1].count("<svg") == 20
             answered_during_training = True
