@@ -296,7 +296,6 @@ def test_a_good_call_works_after_the_other_digits(client):
 
 # ---- a value of the wrong type (a list, a number for a text), as a script may send it -------------------------------
 
-NOT_CHECKED = "the endpoint does not check the value's type: a TypeError or AttributeError, logged with a traceback"
 WRONG_TYPES = [
     ("/attention_values", dict(layer=[1])),
     ("/attention_values", dict(head=[1])),
@@ -306,33 +305,92 @@ WRONG_TYPES = [
     ("/attention_export", dict(what=5)),
     ("/resume", dict(name=5)),
     ("/train", dict(data=5)),
-    *[
-        pytest.param(endpoint, params, marks=pytest.mark.xfail(strict=True, reason=NOT_CHECKED))
-        for endpoint, params in [
-            ("/attention_values", dict(text=5)),
-            ("/attention_values", dict(text=["a"])),
-            ("/next_tokens", dict(text=5)),
-            ("/ablate", dict(prompt=5, new_tokens=3)),
-            ("/ablate", dict(heads=["0.1"])),
-            ("/compare", dict(other_text=5)),
-            ("/attention_export", dict(what=["map.png"])),
-        ]
-    ],
+    ("/attention_values", dict(text=5)),
+    ("/attention_values", dict(text=["a"])),
+    ("/next_tokens", dict(text=5)),
+    ("/ablate", dict(prompt=5, new_tokens=3)),
+    ("/ablate", dict(heads=["0.1"])),
+    ("/compare", dict(other_text=5)),
+    ("/attention_export", dict(what=["map.png"])),
 ]
 
 
 @pytest.mark.parametrize("endpoint, params", WRONG_TYPES, ids=shown)
 def test_a_value_of_the_wrong_type_is_a_visitors_mistake_too(server, client, endpoint, params):
-    """Refused with a message or read as what it stands for (as /attention's Textbox reads 5 as "5"): either way, no
-    traceback and no Python internals in the answer."""
-    from gradio_client.exceptions import AppError
-
+    """Through gradio_client, as a script calls: refused with a message naming the parameter, no traceback and no
+    Python internals in the answer."""
     before = len(settled_log(server[1]))
-    try:
-        call(client, endpoint, **params)
-        error = ""
-    except AppError as refused:
-        error = str(refused)
+    error = app_error(client, endpoint, **params)
     logged = settled_log(server[1])[before:]
+    wrong = next(iter(params))  # each case names its wrong value first
+    assert f"{wrong} must be" in error, error
     assert not re.search(r"has no attribute|object of type|unhashable type|not subscriptable", error), error
     assert "Traceback" not in logged, logged[-3000:]
+
+
+# ---- a value of the wrong JSON type, for every parameter of every named endpoint (the REST route, as a script sends) -
+
+WRONG_VALUES = {"text": "x", "a number": 5, "a list": ["x"], "an object": {"x": 1}, "true": True}
+EXPECTED_WORDS = {"str": "text", "int": "a whole number", "float": "a number", "bool": "true or false"}
+
+
+def declared(client) -> list[tuple[str, list[tuple[str, str, object]]]]:
+    """Each named endpoint and its parameters: (name, kind, default)."""
+    from explorer.ui.errors import declared_kind
+
+    return [
+        (
+            name,
+            [
+                (p["parameter_name"], declared_kind(p["python_type"]["type"]), p.get("parameter_default"))
+                for p in info["parameters"]
+            ],
+        )
+        for name, info in sorted(api(client).items())
+    ]
+
+
+def wrong_for(kind: str | None) -> dict:
+    """The JSON values of another type than `kind` (a number typed as text is a number's right type)."""
+    if kind is None:
+        return {}
+    right = {
+        "str": {"text"},
+        "int": {"text", "a number"},
+        "float": {"text", "a number"},
+        "bool": {"text", "true", "a number"},
+    }[kind]
+    return {label: value for label, value in WRONG_VALUES.items() if label not in right}
+
+
+def rest_call(url: str, endpoint: str, data: list) -> str:
+    """The final SSE event of one call through Gradio's REST route (event: complete or event: error, with its data)."""
+    import httpx
+
+    with httpx.Client(timeout=120) as http:
+        event = http.post(f"{url}gradio_api/call{endpoint}", json={"data": data}).json()["event_id"]
+        body = http.get(f"{url}gradio_api/call{endpoint}/{event}").text
+    return body.strip().split("\n\n")[-1]
+
+
+def test_every_parameter_of_every_endpoint_refuses_a_wrong_type_by_name(server, client):
+    """For each parameter, each JSON type it cannot be: an error naming the parameter and the type it wants; nothing
+    in the log; then good calls still work."""
+    url, process = server
+    before = len(settled_log(process))
+    tried = 0
+    for endpoint, parameters in declared(client):
+        defaults = [default for _, _, default in parameters]
+        for position, (name, kind, _) in enumerate(parameters):
+            for label, value in wrong_for(kind).items():
+                data = defaults[:position] + [value] + defaults[position + 1 :]
+                answer = rest_call(url, endpoint, data)
+                assert answer.startswith("event: error"), (endpoint, name, label, answer[:300])
+                assert f"{name} must be {EXPECTED_WORDS[kind]}, got {label}" in answer, (endpoint, name, answer[:300])
+                tried += 1
+    assert tried > 150
+    logged = settled_log(process)[before:]
+    assert "Traceback" not in logged, logged[-3000:]
+    names, _ = call(client, "/names", prefix="em", count=3, seed=0)
+    assert all(n.startswith("em") for n in names.split("\n"))
+    assert call(client, "/attention_values", text="emma", layer=1, head="2", query=3)["query"] == 3

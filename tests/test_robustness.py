@@ -96,7 +96,7 @@ def test_uploads_over_the_limit_are_refused(server):
         ("/names", dict(count=1.5), "Number of names must be a whole number, got 1.5"),
         ("/text", dict(max_new_tokens="2.5"), "Max new tokens must be a whole number, got '2.5'"),
         ("/names", dict(seed=2**63), f"Seed must be below 2**63, got {2**63}"),
-        ("/names", dict(count=True), "Number of names must be a number, got True"),
+        ("/names", dict(count=True), "count must be a whole number, got true"),  # JSON true: not a number
     ],
 )
 def test_odd_values_get_a_clear_message(client, endpoint, params, message):

@@ -20,14 +20,51 @@ def as_message():
         raise gr.Error(str(error), print_exception=False) from None
 
 
-def answers_visitors(endpoint):
-    """`endpoint` (a function, coroutine function, generator or async generator) under `as_message`. Every event and
+# What an endpoint's parameter may arrive as, by the type its API description gives (Gradio's `python_type`): a
+# number may come typed as text ("3"), which the endpoint reads with its own message; None is a value left out.
+ACCEPTED = {"str": (str,), "int": (int, float, str), "float": (int, float, str), "bool": (bool, int, str)}
+EXPECTED = {"str": "text", "int": "a whole number", "float": "a number", "bool": "true or false"}
+
+
+def declared_kind(python_type: str | None) -> str | None:
+    """'str', 'None | int', "Literal['a', 'b']" ... -> the kind checked (str, int, float, bool); None: not checked
+    (a file's path, which Gradio's upload route checks)."""
+    if python_type is None:
+        return None
+    if python_type.startswith("Literal["):
+        return "str"
+    kind = python_type.removeprefix("None | ")
+    return kind if kind in ACCEPTED else None
+
+
+def json_kind(value) -> str:
+    """A value's JSON type in words, without echoing it (it may be megabytes)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return {list: "a list", dict: "an object", str: "text"}.get(type(value), "a number")
+
+
+def check_types(parameters: list[tuple[str, str | None]], args: tuple) -> None:
+    """Each value against its parameter's declared kind: the wrong JSON type is the visitor's mistake, named."""
+    for (name, kind), value in zip(parameters, args):
+        if kind is None or value is None:
+            continue
+        wrong_number = kind in ("int", "float") and isinstance(value, bool)
+        if wrong_number or not isinstance(value, ACCEPTED[kind]):
+            raise VisitorError(f"{name} must be {EXPECTED[kind]}, got {json_kind(value)}.")
+
+
+def answers_visitors(endpoint, parameters: list[tuple[str, str | None]] = ()):
+    """`endpoint` (a function, coroutine function, generator or async generator) under `as_message`, its values first
+    checked against `parameters` ((name, kind) of each input, as its API description declares them). Every event and
     API endpoint of the page gets it (`page.build_demo`), so the rule holds alike on all of them."""
     if getattr(endpoint, "answers_visitors", False):
         return endpoint
     if inspect.isasyncgenfunction(endpoint):
 
         async def answer(*args, **kwargs):
+            with as_message():
+                check_types(parameters, args)
             inner = endpoint(*args, **kwargs)
             async with contextlib.aclosing(inner):  # a client that goes closes the inner stream at once
                 with as_message():
@@ -38,18 +75,21 @@ def answers_visitors(endpoint):
 
         def answer(*args, **kwargs):
             with as_message():
+                check_types(parameters, args)
                 yield from endpoint(*args, **kwargs)  # closing this closes the inner generator too
 
     elif inspect.iscoroutinefunction(endpoint):
 
         async def answer(*args, **kwargs):
             with as_message():
+                check_types(parameters, args)
                 return await endpoint(*args, **kwargs)
 
     else:
 
         def answer(*args, **kwargs):
             with as_message():
+                check_types(parameters, args)
                 return endpoint(*args, **kwargs)
 
     functools.update_wrapper(answer, endpoint)

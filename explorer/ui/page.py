@@ -9,7 +9,7 @@ from explorer.links import TABS, read_link
 from explorer.state import DemoState
 from explorer.ui.attention import AttentionMaps
 from explorer.ui.components import unchecked
-from explorer.ui.errors import answers_visitors
+from explorer.ui.errors import answers_visitors, declared_kind
 from explorer.ui.generation import Generation
 from explorer.ui.head_finder import HeadFinder
 from explorer.ui.insights import Insights
@@ -67,10 +67,31 @@ def build_demo(state: DemoState) -> gr.Blocks:
             HeadFinder(state).layout(maps)
         Selection(maps_section, steps).wire(maps, lesson, [*tools.tables, lesson.view], tools.token_strip)
         pickers_follow_training(demo, state, training)
+    named = demo.get_api_info()["named_endpoints"]
     for block_function in demo.fns.values():  # the error rule, alike on every event and endpoint
         if block_function.fn is not None:
-            block_function.fn = answers_visitors(block_function.fn)
+            block_function.fn = answers_visitors(block_function.fn, declared_parameters(block_function, named))
     return demo
+
+
+def declared_parameters(block_function, named: dict) -> list[tuple[str, str | None]]:
+    """(name, kind) of each input of a named endpoint, as its API description declares it, for the error rule's type
+    check; its components then hand the handler the values as sent (Gradio's own conversions would turn a list into
+    "['x']" or fail with a traceback). A file keeps Gradio's upload handling. The page's own events: none."""
+    info = named.get(f"/{block_function.api_name}") if block_function.api_name else None
+    if info is None:
+        return []
+    parameters = iter(info["parameters"])
+    declared = []
+    for component in block_function.inputs:
+        if getattr(component, "skip_api", False):
+            declared.append((None, None))
+            continue
+        parameter = next(parameters)
+        declared.append((parameter["parameter_name"], declared_kind(parameter["python_type"]["type"])))
+        if not isinstance(component, gr.File):
+            unchecked(component)
+    return declared
 
 
 def share_link(maps, lesson) -> None:
