@@ -91,8 +91,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def check_flags(args: argparse.Namespace) -> None:
+    """The numbers of the command line, each refused in one line when out of range (else the server would start and
+    hang, or end in a traceback)."""
+    bounds = [("--port", args.port, 1, 65535), ("--concurrency", args.concurrency, 1, None)]
+    bounds += [("--max-batch", args.max_batch, 1, None), ("--max-waiting", args.max_waiting, 0, None)]
+    for flag, value, low, high in bounds:
+        if value < low or (high is not None and value > high):
+            allowed = f"{low} to {high}" if high is not None else f"{low} or more"
+            raise SystemExit(f"app.py: error: {flag} takes {allowed}, got {value}.")
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
+    check_flags(args)
     # One thread per request: the models are small, and a request runs on whichever worker thread the server picks;
     # each such thread would start its own team of intra-op threads, and idle teams spin on the cores (10x slower).
     torch.set_num_threads(1)
@@ -111,16 +123,19 @@ def main(argv=None) -> None:
             raise SystemExit(f"app.py: error: {error} ({state.picker.sources[default]})") from None
     demo = build_demo(state)
     demo.queue(default_concurrency_limit=args.concurrency)
-    demo.launch(
-        server_name=args.host,
-        server_port=args.port,
-        share=False,
-        theme=THEME,
-        css=CSS,
-        ssr_mode=False,
-        show_error=True,  # an unexpected error's message (its traceback goes to the log) reaches the page and the API
-        max_file_size=MAX_UPLOAD,
-    )
+    try:
+        demo.launch(
+            server_name=args.host,
+            server_port=args.port,
+            share=False,
+            theme=THEME,
+            css=CSS,
+            ssr_mode=False,
+            show_error=True,  # an unexpected error's message (its traceback goes to the log) reaches the page and API
+            max_file_size=MAX_UPLOAD,
+        )
+    except OSError as error:  # a port in use, an address this machine does not have
+        raise SystemExit(f"app.py: error: cannot listen on {args.host}:{args.port}: {error}") from None
 
 
 if __name__ == "__main__":

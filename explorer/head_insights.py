@@ -26,7 +26,7 @@ import threading
 import torch
 from torch.nn import functional as F
 
-from explorer.errors import VisitorError
+from explorer.errors import VisitorError, shortened
 from explorer.forward_pass import ForwardPass, run_forward_pass, unembed
 
 ABLATION_MODES = ("zero", "mean")
@@ -35,15 +35,24 @@ ABLATION_MODES = ("zero", "mean")
 # ---- choosing heads ------------------------------------------------------------------------------------------------
 
 
+MAX_HEADS_CHARS = 10_000  # every head of a 48-layer, 25-head model written out, and room to spare
+
+
 def parse_heads(spec: str, n_layer: int, n_head: int) -> list[tuple[int, int]]:
     """'1.2, 0.3' -> [(1, 2), (0, 3)]: layer.head pairs separated by commas or spaces; '' -> no head."""
+    if len(spec or "") > MAX_HEADS_CHARS:
+        raise VisitorError(
+            f"heads is {len(spec):,} characters long: at most {MAX_HEADS_CHARS:,} (each head once, as layer.head)."
+        )
     heads = []
     for item in re.split(r"[,\s;]+", (spec or "").strip()):
         if not item:
             continue
-        match = re.fullmatch(r"(\d+)\.(\d+)", item)
+        match = re.fullmatch(r"(\d{1,6})\.(\d{1,6})", item)  # (int() refuses a number of 4,300 digits or more)
         if not match:
-            raise VisitorError(f"Cannot read the head {item!r}: write each head as layer.head, e.g. '1.2, 0.3'.")
+            raise VisitorError(
+                f"Cannot read the head {shortened(item)}: write each head as layer.head, e.g. '1.2, 0.3'."
+            )
         layer, head = int(match[1]), int(match[2])
         if layer >= n_layer or head >= n_head:
             raise VisitorError(

@@ -236,3 +236,32 @@ def test_load_errors_lose_the_server_paths():
     )
     assert without_paths("bad file '/home/u/x/config.json'", "/elsewhere", "x") == "bad file 'config.json'"
     assert json.loads('"\\ud800"') == "\ud800"  # how a lone surrogate reaches the server: valid JSON
+
+
+def test_heads_are_bounded_and_never_echoed_whole(client):
+    """A huge `heads` is refused by its length before it is read; a huge item is cut in the message."""
+    long = ", ".join(["0.1"] * 5000)
+    assert "heads is 24,998 characters long: at most 10,000" in app_error(client, "/ablate", text="emma", heads=long)
+    error = app_error(client, "/ablate", text="emma", heads="x" * 5000)
+    assert "Cannot read the head 'xxxx" in error and len(error) < 400
+    error = app_error(client, "/ablate", text="emma", heads="9" * 5000 + ".1")  # int() would refuse 4,300 digits
+    assert "Cannot read the head" in error and len(error) < 400
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--max-batch", "0"], "app.py: error: --max-batch takes 1 or more, got 0."),
+        (["--max-waiting", "-1"], "app.py: error: --max-waiting takes 0 or more, got -1."),
+        (["--concurrency", "0"], "app.py: error: --concurrency takes 1 or more, got 0."),
+        (["--port", "99999"], "app.py: error: --port takes 1 to 65535, got 99999."),
+    ],
+)
+def test_out_of_range_flags_stop_the_app_in_one_line(flags, message):
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    done = subprocess.run([sys.executable, "app.py", *flags], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and done.stderr.strip() == message, done.stderr[-2000:]
