@@ -78,7 +78,14 @@ def load_language_model(name: str, source: str, batching: dict, step: int | None
     if config.model_type == "gpt2":
         model = MiniGPTForCausalLM.from_gpt2(source)
     else:
-        model = AutoModelForCausalLM.from_pretrained(source, attn_implementation="sdpa")
+        model, loading = AutoModelForCausalLM.from_pretrained(
+            source, attn_implementation="sdpa", output_loading_info=True
+        )
+        if missing := sorted(loading["missing_keys"]):  # transformers would fill them with random numbers
+            raise ValueError(
+                f"its weights do not cover its config: {len(missing)} tensors are missing (e.g. {missing[0]}). "
+                "Check that config.json and model.safetensors belong together."
+            )
     if step is not None:
         model = load_snapshot(model, Path(source), step)
     tokenizer = AutoTokenizer.from_pretrained(source)

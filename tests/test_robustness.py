@@ -265,3 +265,15 @@ def test_out_of_range_flags_stop_the_app_in_one_line(flags, message):
 
     done = subprocess.run([sys.executable, "app.py", *flags], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and done.stderr.strip() == message, done.stderr[-2000:]
+
+
+def test_a_folder_whose_weights_do_not_cover_its_config_is_refused(tmp_path):
+    """A config asking for more layers than its weights hold: not served with random layers, but named."""
+    from explorer.models import ModelPicker, ModelUnavailable
+    from helpers import LOWERCASE, char_tokenizer, save_fixture_model
+
+    folder = save_fixture_model(tmp_path / "deep", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "n_layer": 30}))
+    with pytest.raises(ModelUnavailable, match="its weights do not cover its config: 312 tensors are missing"):
+        ModelPicker({"deep": str(folder)}, dict(max_rows=2, max_waiting=2)).get("deep")
