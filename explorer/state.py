@@ -2,9 +2,12 @@
 training queue, the limits of batching and streaming, the export folder), made once from the command line and handed
 to each section of the page. No Gradio here."""
 
+import contextlib
 import os
+import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +30,8 @@ STREAM = dict(every=0.04, per_second=250.0)
 # (F.dropout takes none): seeded and drawn under this lock, so concurrent step views do not mix their draws. One for
 # the process, as the generator is.
 GLOBAL_RNG = threading.Lock()
+# An export's or a download's file is copied into Gradio's cache as the request ends: ours can go soon after.
+EXPORT_KEPT_S = 600
 # One forward pass per (model, text) serves every view of it; 1 GiB holds one GPT-2-sized pass of 1,024 tokens.
 PASS_CACHE_BYTES = int(os.environ.get("MINIGPT_PASS_CACHE_BYTES", 1 << 30))
 
@@ -50,6 +55,14 @@ class DemoState:
     def __post_init__(self):
         self.cores = CoreShare(busy=self.decoding)
         self.passes.cores = self.head_metrics.cores = self.cores
+
+    def export_folder(self) -> Path:
+        """A fresh folder for one export or download; those older than EXPORT_KEPT_S go (the disk stays bounded)."""
+        for old in self.exports.iterdir():
+            with contextlib.suppress(FileNotFoundError):  # another request may have removed it meanwhile
+                if time.time() - old.stat().st_mtime > EXPORT_KEPT_S:
+                    shutil.rmtree(old, ignore_errors=True)
+        return Path(tempfile.mkdtemp(dir=self.exports))
 
     def decoding(self) -> bool:
         """Whether any model's batch is decoding (on a thread of its own, which a heavy pass should leave its core)."""

@@ -26,7 +26,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import zipfile
@@ -38,7 +37,7 @@ import torch
 
 import tokenization
 from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
-from explorer.errors import VisitorError
+from explorer.errors import VisitorError, shortened
 from modeling_minigpt import MiniGPTForCausalLM
 
 REPO = Path(__file__).resolve().parent.parent  # the repository: train.py and the built-in data live there
@@ -153,7 +152,7 @@ def check_name(name: str, taken: Collection[str]) -> str:
         return f"model-{secrets.token_hex(3)}"
     if not NAME.fullmatch(name):
         raise RunError(
-            f"The model name {name!r} is not allowed: use 1-32 lower-case letters a-z, digits and '-', "
+            f"The model name {shortened(name)} is not allowed: use 1-32 lower-case letters a-z, digits and '-', "
             "starting with a letter (e.g. my-names)."
         )
     if name in taken:
@@ -435,7 +434,7 @@ class RunQueue:
             return run
         folder = self.root / (name or "")
         if not NAME.fullmatch(name or "") or not (folder / "spec.json").is_file():
-            raise RunError(f"There is no run named {name!r} to resume: give the name of a stopped run.")
+            raise RunError(f"There is no run named {shortened(name)} to resume: give the name of a stopped run.")
         if is_finished(folder):
             raise RunError(f"The run {name!r} is finished: its model is in the model picker.")
         return self.enqueue(Run(name, folder, owner, resume=True))
@@ -455,7 +454,7 @@ class RunQueue:
         with self.changed:  # the worker cannot take the run meanwhile: it is either queued or has its process
             run = self.runs.get(name)
             if run is None or run.state == "done":
-                raise RunError(f"No run named {name!r} is queued or running.")
+                raise RunError(f"No run named {shortened(name)} is queued or running.")
             if run.owner != owner:
                 raise RunError(f"The run {name!r} was started by another visitor: only they can cancel it.")
             if run in self.pending:
@@ -518,11 +517,11 @@ class RunQueue:
         run.state = "done"
 
 
-def zip_model(folder: Path) -> Path:
-    """The model folder as NAME.zip in a fresh temporary folder, without checkpoints or the run's own files: what
+def zip_model(folder: Path, into: Path) -> Path:
+    """The model folder as NAME.zip in the folder `into`, without checkpoints or the run's own files: what
     `upload_folder` would push to the Hub."""
     own = {"spec.json", "progress.jsonl", "train.log", "data.txt"}
-    target = Path(tempfile.mkdtemp(prefix="minigpt-")) / f"{folder.name}.zip"
+    target = into / f"{folder.name}.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(folder.iterdir()):
             if path.is_file() and path.name not in own:

@@ -277,3 +277,9 @@ def test_a_folder_whose_weights_do_not_cover_its_config_is_refused(tmp_path):
     (folder / "config.json").write_text(json.dumps({**config, "n_layer": 30}))
     with pytest.raises(ModelUnavailable, match="its weights do not cover its config: 312 tensors are missing"):
         ModelPicker({"deep": str(folder)}, dict(max_rows=2, max_waiting=2)).get("deep")
+
+
+@pytest.mark.parametrize("endpoint", ["/download", "/resume", "/cancel", "/train"])
+def test_a_huge_run_name_is_not_echoed_whole(client, endpoint):
+    error = app_error(client, endpoint, name="x" * 100_000)
+    assert "'xxxxxxxx" in error and len(error) < 500, error[:600]

@@ -125,7 +125,27 @@ def test_the_zip_is_the_model_folder_without_the_run_files(tmp_path):
     (folder / "checkpoint-10").mkdir(parents=True)
     for name in ("model.safetensors", "config.json", "README.md", "spec.json", "progress.jsonl", "data.txt"):
         (folder / name).write_text(name)
-    with zipfile.ZipFile(training_runs.zip_model(folder)) as archive:
+    (tmp_path / "out").mkdir()
+    with zipfile.ZipFile(training_runs.zip_model(folder, tmp_path / "out")) as archive:
         names = sorted(archive.namelist())
         assert names == ["my-model/README.md", "my-model/config.json", "my-model/model.safetensors"]
         assert archive.read("my-model/config.json") == b"config.json"
+
+
+def test_downloads_and_exports_share_a_folder_whose_old_files_go(tmp_path, monkeypatch):
+    """Each download's zip is written into the state's export folder; one older than EXPORT_KEPT_S is removed when
+    the next export or download asks for a folder (it used to stay in a temporary folder for ever)."""
+    import os
+    import time
+
+    from explorer import state as state_module
+    from explorer.state import DemoState
+
+    state = DemoState.configure(training=False)
+    state.exports = tmp_path / "exports"
+    state.exports.mkdir()
+    first = state.export_folder()
+    old = time.time() - state_module.EXPORT_KEPT_S - 1
+    os.utime(first, (old, old))
+    second = state.export_folder()
+    assert not first.exists() and second.exists() and second.parent == state.exports

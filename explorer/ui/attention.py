@@ -2,11 +2,7 @@
 export, the shape trace, and the line naming the text every view below belongs to. Endpoints: /attention,
 /attention_values, /attention_export; the enlarged maps' server functions."""
 
-import contextlib
 import re
-import shutil
-import tempfile
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -40,7 +36,6 @@ EXPORTS = {  # what the export offers: {value (the API's `what`): label}
 }
 
 
-EXPORT_KEPT_S = 600  # an export's file is copied into Gradio's cache as the request ends: ours can go soon after
 
 
 def checked_head(view: TextView, layer, head) -> tuple[int, int | str]:
@@ -193,14 +188,6 @@ class AttentionMaps:
         "grid.svg" (every map)."""
         return FileData(path=str(self.export_file(model or self.state.names_default, text or "", what, layer, head)))
 
-    def export_folder(self) -> Path:
-        """A fresh folder for one export; the folders of exports older than EXPORT_KEPT_S go."""
-        for old in self.state.exports.iterdir():
-            with contextlib.suppress(FileNotFoundError):  # another export may have removed it meanwhile
-                if time.time() - old.stat().st_mtime > EXPORT_KEPT_S:
-                    shutil.rmtree(old, ignore_errors=True)
-        return Path(tempfile.mkdtemp(dir=self.state.exports))
-
     def export_file(self, model: str, text: str, what: str, layer, head) -> Path:
         if what not in EXPORTS:
             raise VisitorError(f"what must be one of {', '.join(EXPORTS)}, got {what!r}.")
@@ -208,7 +195,7 @@ class AttentionMaps:
         layer, head = checked_head(view, layer, head)
         attentions = view.recorded.attentions  # (L, H, T, T)
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", model)
-        path = self.export_folder() / f"attention-{name}-{len(view.ids)}-tokens"
+        path = self.state.export_folder() / f"attention-{name}-{len(view.ids)}-tokens"
         if what in ("safetensors", "npz"):
             return save_weights(path.with_suffix("." + what), attentions, view.tokens, view.ids)
         if what == "grid.svg" and len(view.ids) > GRID_SVG_UP_TO:

@@ -13,7 +13,7 @@ from PIL import Image
 import plots
 from explorer import training_runs
 from explorer.choices import number
-from explorer.errors import VisitorError
+from explorer.errors import VisitorError, shortened
 from explorer.role_log import read_roles
 from explorer.state import DemoState
 from explorer.ui.components import session, unchecked
@@ -211,8 +211,8 @@ class Training:
         """A finished model's folder as a zip (model, tokenizer, model card, loss curve; no checkpoints)."""
         folder = dict(self.state.runs.finished()).get((name or "").strip())
         if folder is None:
-            raise VisitorError(f"No finished model named {name!r}: train one first.")
-        return str(training_runs.zip_model(folder))
+            raise VisitorError(f"No finished model named {shortened(name)}: train one first.")
+        return str(training_runs.zip_model(folder, self.state.export_folder()))
 
     def watch(self, run: training_runs.Run):
         """Yields the run's progress every POLL_SECONDS until it is finished, stopped or failed."""
