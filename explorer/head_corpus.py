@@ -16,6 +16,7 @@ from pathlib import Path
 import data
 import tokenization
 from explorer.errors import VisitorError
+from explorer.head_metrics import first_tokens
 from explorer.models import LanguageModel
 from explorer.texts import encode
 
@@ -65,15 +66,11 @@ def token_budget(model) -> int:
 
 def cut_to_budget(windows: list[list[int]], budget: int, notes: list[str]) -> list[list[int]]:
     """The first windows holding `budget` tokens (the last one cut), with a note when some are left out."""
-    kept, total = [], 0
-    for window in windows:
-        if total >= budget:
-            break
-        kept.append(window[: budget - total])
-        total += len(kept[-1])
-    if len(kept) < len(windows) or total < sum(map(len, windows)):
-        notes.append(f"Measured on the first {total:,} tokens of {sum(map(len, windows)):,}.")
-    return [w for w in kept if len(w) >= 2]
+    kept = first_tokens([w for w in windows if len(w) >= 2], budget)
+    total, whole = sum(map(len, kept)), sum(map(len, windows))
+    if total < whole:
+        notes.append(f"Measured on the first {total:,} tokens of {whole:,}.")
+    return kept
 
 
 def reads_lines(lm: LanguageModel) -> bool:

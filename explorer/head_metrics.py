@@ -195,19 +195,25 @@ def batches(windows: list[list[int]], row_bytes) -> list[list[int]]:
     return groups + [current] if current else groups
 
 
+def first_tokens(windows: list[list[int]], budget: int) -> list[list[int]]:
+    """The first windows holding `budget` tokens, the last one cut (a piece of one token, which predicts nothing, is
+    left out)."""
+    kept, total = [], 0
+    for window in windows:
+        piece = window[: budget - total]
+        if len(piece) < 2:
+            break
+        kept.append(piece)
+        total += len(piece)
+    return kept
+
+
 def ablation_windows(model, windows: list[list[int]]) -> list[list[int]]:
     """The first windows the ablation reads: all of a shipped model's corpus; a big model's first tokens only, so
     that its (heads + 1) passes stay within ABLATION_WORK."""
     config = model.config
     parameters = sum(p.numel() for p in model.parameters())
-    budget = max(2, int(ABLATION_WORK / (parameters * (config.n_layer * config.n_head + 1))))
-    kept, total = [], 0
-    for window in windows:
-        if total >= budget:
-            break
-        kept.append(window[: max(2, budget - total)])
-        total += len(kept[-1])
-    return kept
+    return first_tokens(windows, max(2, int(ABLATION_WORK / (parameters * (config.n_layer * config.n_head + 1)))))
 
 
 def ablation_rise(model, windows: list[list[int]], progress) -> tuple[torch.Tensor, float, int]:

@@ -367,3 +367,10 @@ def test_sort_by_a_metric_open_the_top_head_and_see_its_dashboard(page_url):
         expect(board).to_contain_text("previous")
         expect(board.locator("svg.histogram rect").first).to_be_attached()
         expect(board.locator(".snippet").first).to_be_visible()
+        assert page.locator("#head-dashboard .stale-note").count() == 0
+
+        # Another text shown: the table and the dashboard (its map is of the text) say they are out of date
+        page.get_by_label("Text to look at (filled in by each generation)").fill("olivia")
+        page.get_by_role("button", name="Show attention").click()
+        for selector in ("#head-finder-table", "#head-dashboard"):
+            expect(page.locator(f"{selector} .stale-note")).to_contain_text("computed for “emma” on tiny-names")

@@ -36,8 +36,6 @@ EXPORTS = {  # what the export offers: {value (the API's `what`): label}
 }
 
 
-
-
 def checked_head(view: TextView, layer, head) -> tuple[int, int | str]:
     """`layer` and `head` as a request names them (head: a number, or "mean" for the layer's average), checked
     against the model."""

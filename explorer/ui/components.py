@@ -2,6 +2,9 @@
 
 import gradio as gr
 
+from explorer.errors import VisitorError
+from explorer.views.insights import belongs_to, error_html
+
 
 def unchecked(component):
     """`component`'s value reaches the handler as sent: an API client may send any value, and the handler checks it
@@ -18,3 +21,16 @@ def notes_markdown(notes: list[str]) -> str:
 
 def session(request: gr.Request | None) -> str | None:
     return request.session_hash if request else None
+
+
+def drawn(shown: dict | None, draw) -> str:
+    """One view of the text the maps show: `draw(text, model)`'s HTML, marked with the (model, token ids) it belongs
+    to (greyed as out of date once the page shows another). A visitor's mistake is drawn in its place, so that no
+    earlier result stays up beneath the message."""
+    if not shown:
+        return error_html("No text is shown: show the attention of a text first (the button above).")
+    try:
+        body = draw(shown["text"], shown["model"])
+    except VisitorError as error:
+        body = error_html(str(error))
+    return belongs_to(shown["key"], shown["label"], body)

@@ -14,8 +14,8 @@ from explorer.head_corpus import Corpus, default_corpus, text_corpus
 from explorer.head_finder import DEFINITIONS, dashboard, head_rows
 from explorer.models import LanguageModel, split_snapshot_name
 from explorer.state import DemoState
+from explorer.ui.components import drawn
 from explorer.views.head_finder import FINDER_JS, dashboard_html, finder_html
-from explorer.views.insights import error_html
 from explorer.views.maps import figure_body, head_caption
 
 PROGRESS = gr.Progress()  # Gradio fills a handler's progress parameter when its default is one
@@ -111,26 +111,28 @@ class HeadFinder:
     # ---- the page ----
 
     def show_finder(self, shown: dict | None, text: str, progress=PROGRESS):
-        if not shown:
-            return error_html("No model is shown: show the attention of a text first (the button above)."), ""
-        try:
-            measured = self.measured(shown["model"], text, lambda f: progress(f, desc="Measuring every head"))
-            return finder_html(self.metrics_answer(*measured)), ""
-        except VisitorError as error:
-            return error_html(str(error)), ""
+        """The table, marked with the text shown (the model it measures is that text's): out of date once another
+        model or text is shown."""
+
+        def draw(_, model):
+            measured = self.measured(model, text, lambda f: progress(f, desc="Measuring every head"))
+            return finder_html(self.metrics_answer(*measured))
+
+        return drawn(shown, draw), ""
 
     def show_dashboard(self, shown: dict | None, text: str, event: gr.EventData):
-        if not shown:
-            return error_html("No model is shown: show the attention of a text first (the button above).")
-        try:
-            layer, head = int(event._data["layer"]), int(event._data["head"])
-            answer = self.head_dashboard(shown["model"], layer, head, text, shown["text"])
-        except VisitorError as error:
-            return error_html(str(error))
-        map_ = answer["map"]
-        caption = f"{head_caption(layer, str(head))} on your text"
-        figure = figure_body(torch.tensor(map_["weights"]), map_["tokens"], caption, Window.fit(len(map_["tokens"])))
-        return dashboard_html(answer, f"<figure>{figure}</figure>")
+        """One head's dashboard, with its map on the text shown."""
+        layer, head = int(event._data["layer"]), int(event._data["head"])
+
+        def draw(shown_text, model):
+            answer = self.head_dashboard(model, layer, head, text, shown_text)
+            weights, tokens = torch.tensor(answer["map"]["weights"]), answer["map"]["tokens"]
+            caption = f"{head_caption(layer, str(head))} on your text"
+            return dashboard_html(
+                answer, f"<figure>{figure_body(weights, tokens, caption, Window.fit(len(tokens)))}</figure>"
+            )
+
+        return drawn(shown, draw)
 
     def layout(self, maps):
         """The section, on the model and text the maps show (`maps.shown`)."""

@@ -15,14 +15,13 @@ from explorer.errors import VisitorError
 from explorer.serving import Sampling, generate_in_this_thread
 from explorer.state import DemoState
 from explorer.texts import TextView, from_boundary, keep_context
-from explorer.ui.components import unchecked
+from explorer.ui.components import drawn, unchecked
 from explorer.views.insights import (
     PICK_HEAD_JS,
     PICK_TOKEN_JS,
     ablation_html,
     belongs_to,
     compare_html,
-    error_html,
     generation_html,
     importance_html,
     next_tokens_html,
@@ -279,30 +278,19 @@ class Insights:
         )
         return belongs_to(view.key, view.label, sampled_html(pieces, shown, note))
 
-    def drawn(self, shown: dict | None, draw) -> str:
-        """One view of the text the maps show: `draw(text, model)`'s HTML, marked with the (model, token ids) it belongs
-        to. A visitor's mistake is drawn in its place, so that no earlier result stays up beneath the message."""
-        if not shown:
-            return error_html("No text is shown: show the attention of a text first (the button above).")
-        try:
-            body = draw(shown["text"], shown["model"])
-        except VisitorError as error:
-            body = error_html(str(error))
-        return belongs_to(shown["key"], shown["label"], body)
-
     def show_next_tokens(self, shown, position, temperature=1.0, top_k=0, top_p=1.0):
         def draw(text, model):
             answer = self.next_tokens(text, model, position, temperature, top_k, top_p)
             return next_tokens_html(answer, self.logit_lens(text, model, position))
 
-        return self.drawn(shown, draw)
+        return drawn(shown, draw)
 
     def pick_position(self, shown, temperature, top_k, top_p, event: gr.EventData):
         position = int(event._data["position"])
         return position, self.show_next_tokens(shown, position, temperature, top_k, top_p)
 
     def show_ablation(self, shown, ticked, mode, position):
-        return self.drawn(shown, lambda t, m: ablation_html(self.ablate(t, m, ", ".join(ticked or []), mode, position)))
+        return drawn(shown, lambda t, m: ablation_html(self.ablate(t, m, ", ".join(ticked or []), mode, position)))
 
     def show_generation(self, shown, ticked, mode, prompt, new_tokens, temperature, top_k, top_p, seed):
         def draw(text, model):
@@ -310,13 +298,13 @@ class Insights:
             answer = self.ablate(text, model, heads, mode, -1, prompt, new_tokens, temperature, top_k, top_p, seed)
             return generation_html(answer["generation"]) if "generation" in answer else ""
 
-        return self.drawn(shown, draw)
+        return drawn(shown, draw)
 
     def show_importance(self, shown, mode):
-        return self.drawn(shown, lambda t, m: importance_html(self.importance(t, m, mode)))
+        return drawn(shown, lambda t, m: importance_html(self.importance(t, m, mode)))
 
     def show_roles(self, shown):
-        return self.drawn(shown, lambda t, m: roles_html(self.head_roles(t, m)))
+        return drawn(shown, lambda t, m: roles_html(self.head_roles(t, m)))
 
     def show_compare(self, shown, other_text, layer=0, head="0"):
         """Compare's answer drawn, with the maps of the chosen head (the page's selection; the average: head 0) on both
@@ -334,7 +322,7 @@ class Insights:
             }
             return compare_html(self.compared(first, second), maps)
 
-        return self.drawn(shown, draw)
+        return drawn(shown, draw)
 
     def head_choices(self, shown: dict | None, ticked: list[str] | None):
         """The heads of the shown text's model to tick; those ticked stay ticked while the model has them."""
