@@ -19,18 +19,20 @@ rather than a thread: a cancel cannot hang the server, its memory goes back when
 the two while the server answers generation and attention requests on the other.
 """
 
+import contextlib
+import hashlib
 import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-import zipfile
 from collections.abc import Callable, Collection
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -38,6 +40,16 @@ import torch
 import tokenization
 from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
 from explorer.errors import VisitorError, shortened
+from explorer.run_folder import (
+    Progress,
+    drop_checkpoints,
+    folder_bytes,
+    has_checkpoint,
+    is_finished,
+    progress_of,
+    read_events,
+    write_event,
+)
 from modeling_minigpt import MiniGPTForCausalLM
 
 REPO = Path(__file__).resolve().parent.parent  # the repository: train.py and the built-in data live there
@@ -65,6 +77,25 @@ HELD_OUT = 10  # the last 1/HELD_OUT of a text is the validation text
 CANCEL_GRACE_SECONDS = 20  # a run that has not stopped by then (a long evaluation) is killed: its checkpoints stay
 
 SAMPLES = 5  # generated at every evaluation
+
+# What one run may ask of the server's memory (training_bytes, estimated before it starts): the audit's 12 x 16-head
+# names run at context 512 needed over 7 GB and a 249,000-character vocabulary one tensor of 8.2 GB.
+MAX_TRAINING_BYTES = 2 << 30
+
+MAX_CHAR_VOCABULARY = 8192  # distinct characters of a char-tokenized text
+
+# The queue: runs waiting or training per visitor, and runs waiting in all.
+MAX_RUNS_PER_VISITOR = 2
+MAX_QUEUED = 8
+
+# Watchers of a run's progress (streams of /train and /resume), per run and in all; each polls its run's log.
+MAX_WATCHERS_PER_RUN = 4
+MAX_WATCHERS = 32
+
+# The runs folder's disk: a new run is refused past the quota; what nobody can use any more goes (see RunQueue.tidy).
+RUNS_QUOTA_BYTES = int(os.environ.get("MINIGPT_RUNS_QUOTA_BYTES", 5 << 30))
+UNUSABLE_KEPT_S = 3600  # a run that ended with nothing to resume (failed early, cancelled while queued)
+STOPPED_KEPT_S = 7 * 24 * 3600  # a stopped run its owner has not resumed
 
 # Built-in names, built-in Shakespeare, the induction lab's names written twice, the visitor's names or text.
 DATA = ("names", "shakespeare", "induction", "text")
@@ -172,9 +203,11 @@ def read_upload(path: str) -> str:
 
 
 def check_training_text(text: str, tokenizer: str, block_size: int) -> str:
-    """The visitor's training text, checked: not empty, small enough, a-z names, long enough for one window."""
+    """The visitor's training text, checked: not empty, small enough, a-z names, long enough for one window, few
+    enough distinct characters for the char tokenizer. Line ends become newlines (a Windows file's CR LF too)."""
     if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
         raise RunError(f"The text is {len(text.encode('utf-8')):,} bytes: the limit is {MAX_TEXT_BYTES:,}. Use a part.")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
         raise RunError("The text is empty: type or paste names (one a line) or a text, or upload a .txt file.")
     if tokenizer == "names":
@@ -183,7 +216,8 @@ def check_training_text(text: str, tokenizer: str, block_size: int) -> str:
         if unknown:
             raise RunError(
                 f"Names may hold only the letters a-z, one name a line; these characters are not: "
-                f"{', '.join(map(repr, unknown))}. Remove them, or choose the char tokenizer."
+                f"{', '.join(map(repr, unknown[:20]))}{' ...' * (len(unknown) > 20)}. Remove them, or choose the "
+                "char tokenizer."
             )
         if len(names) < MIN_NAMES:
             raise RunError(
@@ -197,6 +231,12 @@ def check_training_text(text: str, tokenizer: str, block_size: int) -> str:
             f"tokens in its last tenth (held out to validate): give at least {need:,} characters or lower "
             "the context (block size)."
         )
+    if tokenizer == "char" and len(set(text)) > MAX_CHAR_VOCABULARY:
+        raise RunError(
+            f"The text holds {len(set(text)):,} distinct characters: the char tokenizer takes at most "
+            f"{MAX_CHAR_VOCABULARY:,} (each is a row of the model's embedding and a column of its logits). Choose the "
+            "bpe tokenizer, or a text in fewer scripts."
+        )
     return text
 
 
@@ -209,6 +249,17 @@ def count_parameters(config: MiniGPTConfig) -> int:
     """Parameters of the model `config` makes, built on the meta device (no memory, no initialisation cost)."""
     with torch.device("meta"):
         return MiniGPTForCausalLM(config).num_parameters()
+
+
+def training_bytes(spec: RunSpec, vocabulary: int) -> int:
+    """A run's peak memory, estimated (4 bytes a number). Training keeps, for the backward pass, every layer's
+    attention weights and their gradient (batch x heads x context^2 each) and the logits with their softmax and
+    gradient (batch x context x vocabulary); evaluation holds one layer's weights at a time for a bigger batch; the
+    weights come four times (themselves, gradients, Adam's two moments)."""
+    context, rows = spec.block_size, TRAINING_PRESETS[spec.preset]["per_device_eval_batch_size"]
+    training = spec.batch_size * (2 * spec.n_layer * spec.n_head * context**2 + 3 * context * vocabulary)
+    evaluation = rows * (spec.n_head * context**2 + context * vocabulary)
+    return 4 * (max(training, evaluation) + 4 * spec.parameters)
 
 
 def vocabulary_estimate(tokenizer: str, text: str, vocab_size: int) -> int:
@@ -281,6 +332,14 @@ def check_request(
         raise RunError(
             f"{spec.parameters:,} parameters is over the limit of {MAX_PARAMETERS:,}: fewer layers or a smaller width."
         )
+    memory = training_bytes(spec, config.vocab_size)
+    if memory > MAX_TRAINING_BYTES:
+        raise RunError(
+            f"This run would need about {memory / 2**30:.1f} GiB of memory (attention: batch x heads x context^2 in "
+            f"each of {n_layer} layers; logits: batch x context x a vocabulary of {config.vocab_size:,}), over this "
+            f"server's {MAX_TRAINING_BYTES / 2**30:g} GiB a run: use a shorter context, fewer heads or layers, or a "
+            "smaller vocabulary."
+        )
     work = spec.work
     if work > MAX_WORK:
         fitting = int(MAX_WORK / (spec.parameters * spec.batch_size * block_size))
@@ -292,106 +351,26 @@ def check_request(
     return spec, text
 
 
-def write_event(folder: Path, event: str, **fields) -> None:
-    """One JSON line in progress.jsonl; a line is written whole, so a reader sees complete events."""
-    with open(folder / "progress.jsonl", "a") as log:
-        log.write(json.dumps({"event": event, "time": time.time(), **fields}) + "\n")
-
-
-def read_events(folder: Path) -> list[dict]:
-    try:
-        lines = (folder / "progress.jsonl").read_text().splitlines()
-    except FileNotFoundError:
-        return []
-    events = []
-    for line in lines:
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:  # a line being written as we read
-            pass
-    return events
-
-
-@dataclass
-class Progress:
-    state: str  # queued | running | finished | stopped | failed
-    position: int = 0  # in the queue: 1 = next; 0 when not queued
-    step: int = 0
-    max_steps: int = 0
-    seconds_left: float | None = None
-    train: list[tuple[int, float]] = field(default_factory=list)  # (step, training loss)
-    validation: list[tuple[int, float]] = field(default_factory=list)  # (step, validation loss)
-    samples: list[str] = field(default_factory=list)  # at the latest evaluation
-    samples_step: int = 0
-    message: str = ""
-    seconds_per_step: float | None = None  # measured since the latest start
-    resumed_at: list[int] = field(default_factory=list)  # the steps a resumed run started again from
-    vocab_size: int | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.state in ("finished", "stopped", "failed")
-
-
-TERMINAL = {"finished": "finished", "stopped": "stopped", "error": "failed"}
-
-
-def progress_of(events: list[dict]) -> Progress:
-    """What the events say. A resumed run writes a new start event at its checkpoint's step: points logged after it
-    by the run before (killed between checkpoints) are dropped, and the time left is measured since that start."""
-    progress = Progress(state="queued")
-    timing = []  # (time, step) since the latest start
-    for e in events:
-        kind = e["event"]
-        if kind == "launch":  # the process is starting (again): data and model are being prepared
-            progress.state, progress.message = "running", "Preparing the data and the model..."
-        elif kind == "start":
-            if progress.max_steps:  # an earlier start: this one resumes
-                progress.resumed_at.append(e["step"])
-            progress.state, progress.step, progress.max_steps = "running", e["step"], e["max_steps"]
-            progress.vocab_size = e.get("vocab_size", progress.vocab_size)
-            progress.train = [p for p in progress.train if p[0] <= e["step"]]
-            progress.validation = [p for p in progress.validation if p[0] <= e["step"]]
-            timing, progress.message = [(e["time"], e["step"])], ""
-        elif kind == "step":
-            progress.step = e["step"]
-            timing.append((e["time"], e["step"]))
-        elif kind == "loss":
-            progress.train.append((e["step"], e["loss"]))
-            progress.step = max(progress.step, e["step"])
-        elif kind == "eval":
-            progress.validation.append((e["step"], e["eval_loss"]))
-            progress.step = max(progress.step, e["step"])
-        elif kind == "samples":
-            progress.samples, progress.samples_step = e["samples"], e["step"]
-        elif kind in TERMINAL:
-            progress.state, progress.message = TERMINAL[kind], e.get("message", "")
-            progress.step = e.get("step", progress.step)
-    if len(timing) > 1 and timing[-1][1] > timing[0][1]:
-        (t0, s0), (t1, s1) = timing[0], timing[-1]
-        progress.seconds_per_step = (t1 - t0) / (s1 - s0)
-        if progress.state == "running":
-            progress.seconds_left = progress.seconds_per_step * (progress.max_steps - s1)
-    return progress
-
-
 @dataclass
 class Run:
     name: str
     folder: Path
-    owner: str | None  # the session that started it: only it may cancel
+    owner: str | None  # who started it (owner_key of the visitor's token): only they watch, cancel and resume it
     resume: bool = False
     state: str = "queued"  # queued | running | done
     process: subprocess.Popen | None = None
+    watchers: int = 0  # progress streams open on it
 
 
-def is_finished(folder: Path) -> bool:
-    """train.py writes training_args.json last: a folder with it holds a whole model."""
-    return (folder / "spec.json").is_file() and (folder / "training_args.json").is_file()
+def owner_key(token: str | None) -> str | None:
+    """What a run keeps of its owner: a hash of the visitor's token (the page keeps the token in its browser storage;
+    an API client sends its own), so that the run folder on the disk holds no secret."""
+    return hashlib.sha256(token.encode()).hexdigest()[:32] if token else None
 
 
 class RunQueue:
-    """Runs one training at a time, in the order asked, in a worker thread that starts each run's subprocess."""
+    """Runs one training at a time, in the order asked, in a worker thread that starts each run's subprocess; bounds
+    what visitors can make it hold (runs queued, watchers, disk) and keeps each run to its owner."""
 
     def __init__(self, root: Path, on_finished: Callable[[str, Path], None] = lambda name, folder: None):
         self.root, self.on_finished = root, on_finished
@@ -399,6 +378,9 @@ class RunQueue:
         self.pending: list[Run] = []
         self.changed = threading.Condition()
         self.worker: threading.Thread | None = None
+        self.watchers = 0
+        self.end_interrupted()
+        self.tidy()
 
     def pace(self) -> float | None:
         """Work a second (RunSpec.work) of this server's latest timed run, or None before any run was timed."""
@@ -410,34 +392,89 @@ class RunQueue:
                 return spec.work / spec.max_steps / seconds
         return None
 
+    def folders(self) -> list[Path]:
+        return sorted(f.parent for f in self.root.glob("*/spec.json")) if self.root.is_dir() else []
+
     def finished(self) -> list[tuple[str, Path]]:
         """(name, folder) of every finished run in the folder, from this server's life or before."""
-        folders = sorted(self.root.glob("*/spec.json")) if self.root.is_dir() else []
-        return [(f.parent.name, f.parent) for f in folders if is_finished(f.parent)]
+        return [(folder.name, folder) for folder in self.folders() if is_finished(folder)]
+
+    def end_interrupted(self) -> None:
+        """Runs a server's earlier life left queued or running (it died): said stopped, so their owner can resume
+        them (from their last checkpoint, if any) and tidy can free what nobody resumes."""
+        for folder in self.folders():
+            if not is_finished(folder) and not progress_of(read_events(folder)).done:
+                message = "The server restarted while this run was queued or running: Resume continues it."
+                write_event(folder, "stopped", message=message)
+
+    def tidy(self) -> None:
+        """Frees the disk of what nobody can use: a finished run's checkpoints (its model is whole), a run that ended
+        with nothing to resume after UNUSABLE_KEPT_S, a stopped run not resumed within STOPPED_KEPT_S."""
+        now = time.time()
+        for folder in self.folders():
+            if folder.name in self.runs and self.runs[folder.name].state != "done":
+                continue
+            if is_finished(folder):
+                drop_checkpoints(folder)
+                continue
+            age = now - (folder / "progress.jsonl").stat().st_mtime if (folder / "progress.jsonl").exists() else 0
+            kept = STOPPED_KEPT_S if has_checkpoint(folder) else UNUSABLE_KEPT_S
+            if age > kept:
+                shutil.rmtree(folder, ignore_errors=True)
+                self.runs.pop(folder.name, None)
+
+    def check_room(self, owner: str | None) -> None:
+        """A new or resumed run's place: within the visitor's runs, the queue's length and the disk's quota."""
+        active = [run for run in self.runs.values() if run.state != "done"]
+        if owner is not None and sum(run.owner == owner for run in active) >= MAX_RUNS_PER_VISITOR:
+            raise RunError(
+                f"You have {MAX_RUNS_PER_VISITOR} runs queued or training, the most a visitor may: wait for one to "
+                "end, or cancel one."
+            )
+        if len(self.pending) >= MAX_QUEUED:
+            raise RunError(f"The queue is full ({MAX_QUEUED} runs waiting): try again when a run has ended.")
+        used = folder_bytes(self.root) if self.root.is_dir() else 0
+        if used > RUNS_QUOTA_BYTES:
+            raise RunError(
+                f"This server's disk for trained models is full ({used / 2**30:.1f} of "
+                f"{RUNS_QUOTA_BYTES / 2**30:g} GiB): try again later, or train with train.py on your machine."
+            )
 
     def submit(self, spec: RunSpec, text: str, owner: str | None) -> Run:
         """A new run in the queue; its folder is made here, so that its name is taken at once."""
+        self.tidy()
+        self.check_room(owner)
         folder = self.root / spec.name
         try:
             folder.mkdir(parents=True)
         except FileExistsError:
             raise RunError(f"The name {spec.name!r} is taken: choose another.") from None
         spec.save(folder)
+        (folder / "owner").write_text(owner or "")
         if text:
             (folder / "data.txt").write_text(text, encoding="utf-8")
         return self.enqueue(Run(spec.name, folder, owner))
 
+    def check_owner(self, name: str, owner: str | None, kept: str | None, what: str) -> None:
+        if kept and kept != owner:
+            raise RunError(f"The run {name!r} was started by another visitor: only they can {what} it.")
+
     def resume(self, name: str, owner: str | None) -> Run:
-        """A stopped run queued again to continue from its checkpoint; a queued or running one, as it is (to watch)."""
+        """A stopped run queued again to continue from its checkpoint; a queued or running one, as it is (to watch).
+        Only for the visitor who started it."""
         run = self.runs.get(name)
         if run and run.state != "done":
+            self.check_owner(name, owner, run.owner, "watch")
             return run
         folder = self.root / (name or "")
         if not NAME.fullmatch(name or "") or not (folder / "spec.json").is_file():
             raise RunError(f"There is no run named {shortened(name)} to resume: give the name of a stopped run.")
         if is_finished(folder):
             raise RunError(f"The run {name!r} is finished: its model is in the model picker.")
-        return self.enqueue(Run(name, folder, owner, resume=True))
+        kept = (folder / "owner").read_text() if (folder / "owner").is_file() else None  # None: a run from before
+        self.check_owner(name, owner, kept, "resume")
+        self.check_room(owner)
+        return self.enqueue(Run(name, folder, kept or owner, resume=True))
 
     def enqueue(self, run: Run) -> Run:
         with self.changed:
@@ -449,14 +486,32 @@ class RunQueue:
             self.changed.notify_all()
         return run
 
+    @contextlib.contextmanager
+    def watching(self, run: Run):
+        """One progress stream on `run` while inside, within MAX_WATCHERS_PER_RUN and MAX_WATCHERS."""
+        with self.changed:
+            if run.watchers >= MAX_WATCHERS_PER_RUN:
+                raise RunError(
+                    f"The run {run.name!r} is watched in {run.watchers} places already, the most allowed: close one."
+                )
+            if self.watchers >= MAX_WATCHERS:
+                raise RunError(f"{self.watchers} runs' progress is being watched, the most this server serves: later.")
+            run.watchers += 1
+            self.watchers += 1
+        try:
+            yield
+        finally:
+            with self.changed:
+                run.watchers -= 1
+                self.watchers -= 1
+
     def cancel(self, name: str, owner: str | None) -> str:
         """Removes a queued run, or asks a running one to stop (it saves a checkpoint at its next step)."""
         with self.changed:  # the worker cannot take the run meanwhile: it is either queued or has its process
             run = self.runs.get(name)
             if run is None or run.state == "done":
                 raise RunError(f"No run named {shortened(name)} is queued or running.")
-            if run.owner != owner:
-                raise RunError(f"The run {name!r} was started by another visitor: only they can cancel it.")
+            self.check_owner(name, owner, run.owner, "cancel")
             if run in self.pending:
                 self.pending.remove(run)
                 run.state = "done"
@@ -513,17 +568,6 @@ class RunQueue:
             message = f"The training process ended (exit code {code}): {message}."
             write_event(run.folder, "stopped" if code < 0 else "error", message=message)
         elif last.state == "finished":
+            drop_checkpoints(run.folder)
             self.on_finished(run.name, run.folder)
         run.state = "done"
-
-
-def zip_model(folder: Path, into: Path) -> Path:
-    """The model folder as NAME.zip in the folder `into`, without checkpoints or the run's own files: what
-    `upload_folder` would push to the Hub."""
-    own = {"spec.json", "progress.jsonl", "train.log", "data.txt"}
-    target = into / f"{folder.name}.zip"
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(folder.iterdir()):
-            if path.is_file() and path.name not in own:
-                archive.write(path, f"{folder.name}/{path.name}")
-    return target

@@ -1,12 +1,14 @@
 """training_runs.py in process, without training: the limits, the progress read back from the events, the zip."""
 
+import json
 import zipfile
+from pathlib import Path
 
 import pytest
 
 import data
 from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
-from explorer import training_runs
+from explorer import run_folder, training_runs
 from modeling_minigpt import MiniGPTForCausalLM
 
 SIZES = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, max_steps=100, learning_rate=1e-3, seed=0, vocab_size=512)
@@ -78,12 +80,12 @@ def test_progress_of_a_resumed_run_drops_what_came_after_its_checkpoint():
         dict(event="step", step=40, time=62.0),
         dict(event="loss", step=40, loss=2.4, time=62.0),
     ]
-    progress = training_runs.progress_of(events)
+    progress = run_folder.progress_of(events)
     assert progress.state == "running" and progress.step == 40 and progress.max_steps == 100
     assert progress.train == [(10, 3.0), (40, 2.4)] and progress.validation == [(20, 2.9)]
     assert progress.samples == ["ann", "bo"]
     assert progress.seconds_left == pytest.approx((62 - 60) / (40 - 20) * (100 - 40))
-    finished = training_runs.progress_of(events + [dict(event="finished", step=100, message="done", time=70.0)])
+    finished = run_folder.progress_of(events + [dict(event="finished", step=100, message="done", time=70.0)])
     assert finished.done and finished.state == "finished" and finished.seconds_left is None
     assert progress.resumed_at == [20]  # where the plot marks the resume
     assert progress.seconds_per_step == pytest.approx((62 - 60) / (40 - 20))  # the resumed run's own pace
@@ -97,12 +99,12 @@ def test_the_estimate_before_start_uses_this_servers_latest_timed_run(tmp_path):
     folder.mkdir()
     spec.save(folder)
     for event, fields in [("start", dict(step=0, max_steps=100, vocab_size=28)), ("step", dict(step=50))]:
-        training_runs.write_event(folder, event, **fields)
-    events = training_runs.read_events(folder)
+        run_folder.write_event(folder, event, **fields)
+    events = run_folder.read_events(folder)
     seconds_per_step = (events[1]["time"] - events[0]["time"]) / 50
     assert queue.pace() == pytest.approx(spec.work / spec.max_steps / seconds_per_step)
     assert spec.work == spec.parameters * spec.max_steps * spec.batch_size * spec.block_size
-    assert training_runs.progress_of(events).vocab_size == 28
+    assert run_folder.progress_of(events).vocab_size == 28
 
 
 def test_the_loss_plot_draws_chance_at_ln_v_and_marks_a_resume():
@@ -120,16 +122,24 @@ def test_the_loss_plot_draws_chance_at_ln_v_and_marks_a_resume():
     plots.plt.close(figure)
 
 
-def test_the_zip_is_the_model_folder_without_the_run_files(tmp_path):
+def test_the_zip_is_the_model_folder_without_the_run_files_or_the_servers_paths(tmp_path):
     folder = tmp_path / "my-model"
     (folder / "checkpoint-10").mkdir(parents=True)
-    for name in ("model.safetensors", "config.json", "README.md", "spec.json", "progress.jsonl", "data.txt"):
+    for name in ("model.safetensors", "config.json", "README.md", "spec.json", "progress.jsonl", "data.txt", "owner"):
         (folder / name).write_text(name)
+    cached = str(Path.home() / ".cache" / "minigpt" / "names_32000_2008.txt")
+    args = dict(preset="names", dataset=cached, output_dir=str(folder), val_size=1000, tokenizer=None)
+    (folder / "training_args.json").write_text(json.dumps(args))
     (tmp_path / "out").mkdir()
-    with zipfile.ZipFile(training_runs.zip_model(folder, tmp_path / "out")) as archive:
+    with zipfile.ZipFile(run_folder.zip_model(folder, tmp_path / "out")) as archive:
         names = sorted(archive.namelist())
-        assert names == ["my-model/README.md", "my-model/config.json", "my-model/model.safetensors"]
+        assert names == [
+            f"my-model/{name}" for name in ("README.md", "config.json", "model.safetensors", "training_args.json")
+        ]
         assert archive.read("my-model/config.json") == b"config.json"
+        shipped = json.loads(archive.read("my-model/training_args.json"))
+    assert str(tmp_path) not in json.dumps(shipped) and str(Path.home()) not in json.dumps(shipped)
+    assert shipped == {**args, "dataset": "~/.cache/minigpt/names_32000_2008.txt", "output_dir": "my-model"}
 
 
 def test_downloads_and_exports_share_a_folder_whose_old_files_go(tmp_path, monkeypatch):
@@ -149,3 +159,67 @@ def test_downloads_and_exports_share_a_folder_whose_old_files_go(tmp_path, monke
     os.utime(first, (old, old))
     second = state.export_folder()
     assert not first.exists() and second.exists() and second.parent == state.exports
+
+
+def test_runs_the_server_could_not_hold_are_refused_before_they_start():
+    """The audit's runs: 12 x 16 heads at context 512 (over 7 GB measured), and a char text of 249,000 distinct
+    characters (one 8.2 GB tensor). Every preset's own sizes still fit."""
+    big = dict(n_layer=12, n_head=16, n_embd=32, block_size=512, max_steps=10)
+    with pytest.raises(training_runs.RunError, match=r"would need about [\d.]+ GiB of memory .* shorter context"):
+        request(**big)
+    spec, _ = request(**big | dict(block_size=64))
+    assert training_runs.training_bytes(spec, 28) <= training_runs.MAX_TRAINING_BYTES
+    scripts = "".join(map(chr, range(0x4E00, 0x4E00 + 9000))) * 2  # 9,000 CJK characters, and the newline
+    with pytest.raises(training_runs.RunError, match="9,001 distinct characters: the char tokenizer takes at most"):
+        request(data="text", text=scripts + "\n")
+    for kind in training_runs.DATA:
+        sizes = {k: training_runs.defaults(kind)[k] for k in SIZES}
+        spec, _ = request(data=kind, text="to be or not to be\n" * 2000 if kind == "text" else "", **sizes)
+        assert training_runs.training_bytes(spec, 4096) <= training_runs.MAX_TRAINING_BYTES
+
+
+def test_a_windows_text_trains_as_its_lines():
+    _, text = request(data="text", tokenizer="names", text="anna\r\nbob\r\n" * 5)
+    assert text == "anna\nbob\n" * 5
+    _, text = request(data="text", text="to be\r\nor not\r\n" * 20)
+    assert "\r" not in text
+
+
+def run_folder_with(root: Path, name: str, events: list[str], finished=False, checkpoint=False) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    spec, _ = request(name=name)
+    spec.save(folder)
+    for event in events:
+        run_folder.write_event(folder, event, step=0, max_steps=100)
+    if checkpoint:
+        (folder / "checkpoint-50").mkdir()
+        (folder / "checkpoint-50" / "trainer_state.json").write_text("{}")
+    if finished:
+        (folder / "training_args.json").write_text("{}")
+    return folder
+
+
+def test_a_restarted_server_says_interrupted_runs_stopped_and_frees_what_nobody_can_use(tmp_path):
+    """A server that died leaves runs queued or running: the next one says them stopped (their owner may resume).
+    A finished run loses its checkpoints; a run with nothing to resume goes after an hour, a stopped one after a
+    week; one younger stays."""
+    import os
+    import time
+
+    interrupted = run_folder_with(tmp_path, "interrupted", ["launch", "start"], checkpoint=True)
+    finished = run_folder_with(tmp_path, "finished", ["launch", "start", "finished"], finished=True, checkpoint=True)
+    failed_early = run_folder_with(tmp_path, "failed-early", ["launch", "error"])
+    fresh_failure = run_folder_with(tmp_path, "fresh-failure", ["launch", "error"])
+    forgotten = run_folder_with(tmp_path, "forgotten", ["launch", "start", "stopped"], checkpoint=True)
+    for folder, age in ((failed_early, training_runs.UNUSABLE_KEPT_S), (forgotten, training_runs.STOPPED_KEPT_S)):
+        then = time.time() - age - 60
+        os.utime(folder / "progress.jsonl", (then, then))
+
+    runs = training_runs.RunQueue(tmp_path)
+    progress = run_folder.progress_of(run_folder.read_events(interrupted))
+    assert progress.state == "stopped" and "server restarted" in progress.message
+    assert interrupted.is_dir() and (interrupted / "checkpoint-50").is_dir()
+    assert finished.is_dir() and not any(finished.glob("checkpoint-*"))
+    assert runs.finished() == [("finished", finished)]
+    assert not failed_early.exists() and not forgotten.exists() and fresh_failure.is_dir()

@@ -48,7 +48,7 @@ def build_demo(state: DemoState) -> gr.Blocks:
         generation, trainer, insights = Generation(state), Training(state), Insights(state)
         with gr.Tabs() as tabs:
             generated = generation.tabs()
-            training = trainer.tab()
+            training = trainer.tab(demo)
         tab_from_link(demo, tabs)
         maps_section, steps = AttentionMaps(state), StepByStep(state, insights.head_roles)
         maps = maps_section.layout(demo, generated)

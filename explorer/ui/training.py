@@ -2,16 +2,18 @@
 training_process.py runs each), watch its loss and samples, cancel, resume, download the folder; a finished model
 joins every model picker. Endpoints: /train and /resume (streamed), /cancel, /download."""
 
+import asyncio
 import dataclasses
 import io
 import re
+import secrets
 import time
 
 import gradio as gr
 from PIL import Image
 
 import plots
-from explorer import training_runs
+from explorer import run_folder, training_runs
 from explorer.choices import number
 from explorer.errors import VisitorError, shortened
 from explorer.role_log import read_roles
@@ -70,7 +72,7 @@ stops, with a checkpoint, after {training_runs.MAX_RUN_SECONDS // 60} minutes. M
 """
 
 
-def loss_plot(name: str, progress: training_runs.Progress) -> Image.Image | None:
+def loss_plot(name: str, progress: run_folder.Progress) -> Image.Image | None:
     """Training and validation loss against step, drawn by the same code as the model folder's loss_curve.png."""
     if not progress.train and not progress.validation:
         return None
@@ -88,6 +90,47 @@ def roles_image(name: str, roles: list[dict]) -> Image.Image | None:
     image = io.BytesIO()
     plots.plot_roles(roles, image, name)
     return Image.open(image)
+
+
+MAX_TOKEN_CHARS = 200  # the owner token a client sends
+
+
+def visitor(token, request: gr.Request | None) -> str | None:
+    """Who asks, as runs keep it (training_runs.owner_key): the token the page keeps in the browser's storage, so that
+    a run stays its visitor's across page reloads (an API client sends a token of its own, or is known by its
+    session alone)."""
+    if token is not None and not isinstance(token, str) or len(token or "") > MAX_TOKEN_CHARS:
+        raise VisitorError(f"owner must be a text of at most {MAX_TOKEN_CHARS} characters (a token you keep secret).")
+    return training_runs.owner_key(token or session(request))
+
+
+def new_token(token):
+    """A page's token, made on its first visit and kept in its browser storage after."""
+    return gr.skip() if isinstance(token, str) and token else secrets.token_urlsafe(24)
+
+
+class Watcher:
+    """One progress stream's drawing: the update of each poll, plots redrawn only when they have something new."""
+
+    def __init__(self, runs: training_runs.RunQueue, run: training_runs.Run):
+        self.runs, self.run = runs, run
+        self.drawn, self.drawn_at, self.drawn_roles, self.roles_at = None, 0.0, 0, time.monotonic()
+
+    def update(self) -> tuple[tuple, run_folder.Progress]:
+        """The outputs for the run's progress now (name, bar, loss plot, samples, numbers, roles plot)."""
+        run, progress = self.run, self.runs.progress(self.run)
+        points = (len(progress.train), len(progress.validation))
+        plot = gr.skip()
+        if points != self.drawn and (progress.done or time.monotonic() - self.drawn_at > PLOT_SECONDS):
+            plot, self.drawn, self.drawn_at = loss_plot(run.name, progress), points, time.monotonic()
+        roles = read_roles(run.folder)  # a line per evaluation: the heads' role scores (explorer/role_log.py)
+        roles_plot = gr.skip()  # five panels cost more than the loss plot: at most every ROLES_PLOT_SECONDS
+        due = progress.done or time.monotonic() - self.roles_at > ROLES_PLOT_SECONDS
+        if len(roles) != self.drawn_roles and due:
+            roles_plot, self.drawn_roles, self.roles_at = roles_image(run.name, roles), len(roles), time.monotonic()
+        numbers = {"name": run.name, **dataclasses.asdict(progress), "roles": roles}
+        apart = "\n\n" if any("\n" in sample for sample in progress.samples) else "\n"  # texts, or one name a line
+        return (run.name, progress_html(progress), plot, apart.join(progress.samples), numbers, roles_plot), progress
 
 
 def note_after_progress(bar: str):
@@ -118,7 +161,7 @@ class Training:
     def __init__(self, state: DemoState):
         self.state = state
 
-    def train(
+    async def train(
         self,
         data: str = "names",
         text: str = "",
@@ -133,15 +176,19 @@ class Training:
         name: str = "",
         vocab_size: float | None = None,
         upload: str | None = None,
+        owner: str | None = None,
         request: gr.Request = None,
     ):
         """Trains a model with train.py (queued behind any other run) and streams its progress: the name, the progress
         bar, the loss plot, the latest samples and the numbers. Left out, the tokenizer follows the data (names, bpe for
-        Shakespeare, char for a text) and the sizes are the tab's first ones (the names preset)."""
+        Shakespeare, char for a text) and the sizes are the tab's first ones (the names preset). `owner`: a token you
+        keep (the page keeps its own in the browser): only who sends it watches, cancels and resumes the run."""
+        who = visitor(owner, request)
         asked = (data, text, tokenizer, n_layer, n_head, n_embd, block_size, max_steps, learning_rate, seed, vocab_size)
-        spec, text = self.requested(*asked, upload, name, taken=self.state.picker.names)
-        run = self.state.runs.submit(spec, text, owner=session(request))
-        yield from self.watch(run)
+        spec, text = await asyncio.to_thread(self.requested, *asked, upload, name, taken=self.state.picker.names)
+        run = await asyncio.to_thread(self.state.runs.submit, spec, text, owner=who)
+        async for update in self.watch(run):
+            yield update
 
     def requested(
         self, data, text, tokenizer, n_layer, n_head, n_embd, block_size, max_steps, learning_rate, seed, vocab_size,
@@ -197,49 +244,47 @@ class Training:
             f"tokens: about **{duration(seconds)}** of training at the pace of {source}, plus a few seconds to prepare."
         )
 
-    def resume(self, name: str = "", request: gr.Request = None):
-        """Continues a stopped run from its last checkpoint (or shows a queued or running one), streaming as
-        `train`."""
-        run = self.state.runs.resume((name or "").strip(), owner=session(request))
-        yield from self.watch(run)
+    async def resume(self, name: str = "", owner: str | None = None, request: gr.Request = None):
+        """Continues your stopped run from its last checkpoint (or shows your queued or running one), streaming as
+        `train`; `owner`: the token the run was started with."""
+        who = visitor(owner, request)
+        run = await asyncio.to_thread(self.state.runs.resume, (name or "").strip(), owner=who)
+        async for update in self.watch(run):
+            yield update
 
-    def cancel(self, name: str = "", request: gr.Request = None) -> str:
-        """Stops your run at its next step, keeping a checkpoint (or takes it out of the queue)."""
-        return self.state.runs.cancel((name or "").strip(), owner=session(request))
+    def cancel(self, name: str = "", owner: str | None = None, request: gr.Request = None) -> str:
+        """Stops your run at its next step, keeping a checkpoint (or takes it out of the queue); `owner`: the token
+        the run was started with."""
+        return self.state.runs.cancel((name or "").strip(), owner=visitor(owner, request))
 
     def download(self, name: str = "") -> str:
         """A finished model's folder as a zip (model, tokenizer, model card, loss curve; no checkpoints)."""
         folder = dict(self.state.runs.finished()).get((name or "").strip())
         if folder is None:
             raise VisitorError(f"No finished model named {shortened(name)}: train one first.")
-        return str(training_runs.zip_model(folder, self.state.export_folder()))
+        return str(run_folder.zip_model(folder, self.state.export_folder()))
 
-    def watch(self, run: training_runs.Run):
-        """Yields the run's progress every POLL_SECONDS until it is finished, stopped or failed."""
-        drawn, drawn_at, drawn_roles, roles_at = None, 0.0, 0, time.monotonic()
-        while True:
-            progress = self.state.runs.progress(run)
-            points = (len(progress.train), len(progress.validation))
-            plot = gr.skip()
-            if points != drawn and (progress.done or time.monotonic() - drawn_at > PLOT_SECONDS):
-                plot, drawn, drawn_at = loss_plot(run.name, progress), points, time.monotonic()
-            roles = read_roles(run.folder)  # a line per evaluation: the heads' role scores (explorer/role_log.py)
-            roles_plot = gr.skip()  # five panels cost more than the loss plot: at most every ROLES_PLOT_SECONDS
-            due = progress.done or time.monotonic() - roles_at > ROLES_PLOT_SECONDS
-            if len(roles) != drawn_roles and due:
-                roles_plot, drawn_roles, roles_at = roles_image(run.name, roles), len(roles), time.monotonic()
-            numbers = {"name": run.name, **dataclasses.asdict(progress), "roles": roles}
-            apart = "\n\n" if any("\n" in sample for sample in progress.samples) else "\n"  # texts, or one name a line
-            yield run.name, progress_html(progress), plot, apart.join(progress.samples), numbers, roles_plot
-            if progress.state == "failed":
-                raise VisitorError(progress.message)
-            if progress.done:
-                return
-            time.sleep(POLL_SECONDS)
+    async def watch(self, run: training_runs.Run):
+        """Yields the run's progress every POLL_SECONDS until it is finished, stopped or failed. Between polls the
+        stream holds no worker thread (it awaits), and each poll is drawn on a thread of its own: open streams do not
+        starve the other endpoints; RunQueue.watching bounds their number."""
+        watcher = Watcher(self.state.runs, run)
+        with self.state.runs.watching(run):
+            while True:
+                update, progress = await asyncio.to_thread(watcher.update)
+                yield update
+                if progress.state == "failed":
+                    raise VisitorError(progress.message)
+                if progress.done:
+                    return
+                await asyncio.sleep(POLL_SECONDS)
 
-    def tab(self) -> list:
+    def tab(self, demo: gr.Blocks) -> list:
         """The Train tab, wired; returns the events whose end may bring a new model (for `pickers_follow_training`)."""
         default = training_runs.defaults("names")
+        owner = gr.BrowserState("", storage_key="minigpt-run-owner")  # the visitor's token, across page reloads
+        owner.api_info = lambda: {"type": "string", "description": "a token you keep: the run is yours by it"}
+        demo.load(new_token, owner, owner, api_visibility="private")
         with gr.Tab("Train", id="train", elem_id="train-tab"):
             gr.Markdown(TRAIN_INTRO)
             with gr.Row():
@@ -299,14 +344,15 @@ class Training:
             name,
             n["vocab_size"],
             upload,
+            owner,
         ]
         outputs = [name, bar, plot, samples, as_json, roles_plot]  # the roles last: earlier clients' positions kept
         streaming = dict(
             concurrency_limit=None, show_progress="hidden"
         )  # watchers only read files; the queue is state.runs
         started = start.click(self.train, inputs, outputs, api_name="train", **streaming)
-        resumed = go_on.click(self.resume, [name], outputs, api_name="resume", **streaming)
-        stop.click(self.cancel, [name], notes, api_name="cancel", concurrency_limit=None)
+        resumed = go_on.click(self.resume, [name, owner], outputs, api_name="resume", **streaming)
+        stop.click(self.cancel, [name, owner], notes, api_name="cancel", concurrency_limit=None)
         for button in (start, go_on):  # a new start or a resume: the note of an earlier Cancel no longer holds
             button.click(lambda: "", None, notes, api_visibility="private")
         bar.change(note_after_progress, bar, notes, api_visibility="private")
@@ -317,7 +363,7 @@ class Training:
             fields_for, [data, tokenizer], shown, **private
         )
         tokenizer.input(fields_for, [data, tokenizer], shown, **private)
-        asked = [i for i in inputs if i is not name]  # the estimate: every field but the name
+        asked = [i for i in inputs if i not in (name, owner)]  # the estimate: every field but the name
         for field in [data, tokenizer, *numbers.values(), learning_rate, upload]:
             field.change(self.estimate, [*asked, name], estimate, **private)
         text.blur(self.estimate, [*asked, name], estimate, **private)

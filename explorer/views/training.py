@@ -2,7 +2,7 @@
 
 import html
 
-from explorer.training_runs import Progress
+from explorer.run_folder import Progress
 
 
 def duration(seconds: float) -> str:
