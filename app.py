@@ -21,7 +21,7 @@ import torch  # noqa: E402
 
 from explorer.models import ModelUnavailable  # noqa: E402
 from explorer.serving import MIN_DECODE_ROWS  # noqa: E402
-from explorer.state import BATCHING, STREAM, DemoState  # noqa: E402
+from explorer.state import BATCHING, SESSIONS_KEPT, STREAM, DemoState  # noqa: E402
 from explorer.training_runs import MAX_TEXT_BYTES  # noqa: E402
 from explorer.ui.page import CSS, THEME, build_demo  # noqa: E402
 from tokenization import missing_local_path  # noqa: E402
@@ -74,6 +74,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         "crowd in rare cases (a near tie between two tokens)",
     )
     parser.add_argument(
+        "--sessions",
+        type=int,
+        default=SESSIONS_KEPT,
+        help="visitors' sessions whose page state the server keeps (each API call is one; the oldest go first)",
+    )
+    parser.add_argument(
         "--stream-every",
         type=float,
         default=STREAM["every"],
@@ -96,6 +102,7 @@ def check_flags(args: argparse.Namespace) -> None:
     hang, or end in a traceback)."""
     bounds = [("--port", args.port, 1, 65535), ("--concurrency", args.concurrency, 1, None)]
     bounds += [("--max-batch", args.max_batch, 1, None), ("--max-waiting", args.max_waiting, 0, None)]
+    bounds += [("--sessions", args.sessions, 1, None)]
     for flag, value, low, high in bounds:
         if value < low or (high is not None and value > high):
             allowed = f"{low} to {high}" if high is not None else f"{low} or more"
@@ -133,6 +140,7 @@ def main(argv=None) -> None:
             ssr_mode=False,
             show_error=True,  # an unexpected error's message (its traceback goes to the log) reaches the page and API
             max_file_size=MAX_UPLOAD,
+            state_session_capacity=args.sessions,
         )
     except OSError as error:  # a port in use, an address this machine does not have
         raise SystemExit(f"app.py: error: cannot listen on {args.host}:{args.port}: {error}") from None

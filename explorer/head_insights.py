@@ -198,6 +198,27 @@ def losses_per_row(model, ids: list[int], ablate: torch.Tensor, means, budget_by
     return torch.cat(losses)  # (B, T - 1)
 
 
+# Importance runs the model once per head and once plain: it measures at most this much work (importance_work), about
+# 30 s on one CPU core. A shipped model's whole context fits; GPT-2's first 11 tokens.
+IMPORTANCE_WORK = 2e11
+
+
+def importance_work(config, tokens: int) -> float:
+    """Multiply-adds of importance over `tokens` tokens: (1 + heads) rows, each through every weight once a token and
+    through every head's scores and weights (a softmax's worth more a cell)."""
+    weights = config.n_layer * 12 * config.n_embd**2 + config.vocab_size * config.n_embd
+    attention = config.n_layer * config.n_head * tokens**2 * (2 * config.n_embd // config.n_head + 16)
+    return (1 + config.n_layer * config.n_head) * (tokens * weights + attention)
+
+
+def importance_tokens(config, length: int) -> int:
+    """The longest start of a `length`-token text whose importance fits IMPORTANCE_WORK (at least 2 tokens)."""
+    tokens = length
+    while tokens > 2 and importance_work(config, tokens) > IMPORTANCE_WORK:
+        tokens = max(2, int(tokens * 0.9))
+    return tokens
+
+
 def head_importance(model, recorded: ForwardPass, mode: str = "zero") -> tuple[torch.Tensor, float]:
     """(L, H) mean loss over the text with each head alone ablated, minus the plain model's, and the plain loss.
 
@@ -208,7 +229,8 @@ def head_importance(model, recorded: ForwardPass, mode: str = "zero") -> tuple[t
         raise VisitorError("The text is empty: head importance needs at least one token after the start token.")
     ablate = torch.cat([torch.zeros(1, L, H, dtype=torch.bool), torch.eye(L * H, dtype=torch.bool).view(-1, L, H)])
     means = head_means(recorded) if check_mode(mode) == "mean" else None
-    losses = losses_per_row(model, list(recorded.input_ids), ablate, means).mean(dim=1)  # (1 + L * H,)
+    ids = list(recorded.input_ids)[: importance_tokens(model.config, len(recorded.input_ids))]  # bounded work
+    losses = losses_per_row(model, ids, ablate, means).mean(dim=1)  # (1 + L * H,)
     return (losses[1:] - losses[0]).view(L, H), float(losses[0])
 
 

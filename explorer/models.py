@@ -105,7 +105,8 @@ class ModelPicker:
     def __init__(self, sources: dict[str, str], batching: dict):
         self.sources, self.batching = sources, batching  # batching: ContinuousBatcher's limits, for each model
         self.loaded: dict[str, LanguageModel] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # held for a moment: the dicts' changes
+        self.loading: dict[str, threading.Lock] = {}  # one per model name, held while it loads
 
     @property
     def names(self) -> list[str]:
@@ -121,13 +122,19 @@ class ModelPicker:
         if step is not None and step not in snapshots_of(Path(self.sources[base])):
             steps = ", ".join(map(str, snapshots_of(Path(self.sources[base])))) or "none"
             raise VisitorError(f"The model {base!r} has no snapshot at step {step}: its snapshots are at {steps}.")
+        if (lm := self.loaded.get(name)) is not None:  # loaded: served without waiting for any other model's load
+            return lm
         with self.lock:
+            loading = self.loading.setdefault(name, threading.Lock())
+        with loading:  # one load per name, even under concurrent requests; other models' requests go on meanwhile
             if name not in self.loaded:
                 try:
-                    self.loaded[name] = load_language_model(name, self.sources[base], self.batching, step)
+                    lm = load_language_model(name, self.sources[base], self.batching, step)
                 except Exception as error:  # a broken folder or no network for a Hub id: say so, keep serving
-                    message = without_paths(str(error), self.sources[name], name)
+                    message = without_paths(str(error), self.sources[base], base)
                     raise ModelUnavailable(f"Could not load the model {name!r}: {message}") from error
+                with self.lock:
+                    self.loaded[name] = lm
             return self.loaded[name]
 
     def register(self, name: str, source: str) -> bool:

@@ -32,6 +32,9 @@ STREAM = dict(every=0.04, per_second=250.0)
 GLOBAL_RNG = threading.Lock()
 # An export's or a download's file is copied into Gradio's cache as the request ends: ours can go soon after.
 EXPORT_KEPT_S = 600
+# Gradio keeps each session's copy of the page's configuration (about 0.4 MB of this page's; every API call is a new
+# session) until this many newer sessions push it out: 500 bound that memory near 200 MB (Gradio's default: 10,000).
+SESSIONS_KEPT = 500
 # One forward pass per (model, text) serves every view of it; 1 GiB holds one GPT-2-sized pass of 1,024 tokens.
 PASS_CACHE_BYTES = int(os.environ.get("MINIGPT_PASS_CACHE_BYTES", 1 << 30))
 

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from explorer import training_runs
 from helpers import app_error, call, server_log, training_app
@@ -105,3 +106,110 @@ def test_a_stopped_run_resumes_only_for_its_owner_and_a_page_reload_keeps_it(ser
     assert streaming(resumed)
     assert "Cancel" in call(first, "/cancel", name="mine", owner="my-token")
     assert resumed.result(timeout=60)[4]["state"] == "stopped"
+
+
+@pytest.fixture(scope="module")
+def big_model_views(tmp_path_factory):
+    """The sections' endpoints in process, on the widest model a visitor could ask for by heads (12 layers x 16
+    heads, context 512, random weights) beside the fixture models."""
+    from explorer.state import DemoState
+    from explorer.ui.attention import AttentionMaps
+    from explorer.ui.insights import Insights
+    from helpers import LOWERCASE, char_tokenizer, save_fixture_model
+
+    root = tmp_path_factory.mktemp("big")
+    big = dict(n_layer=12, n_head=16, n_embd=32, block_size=512)
+    folder = save_fixture_model(root / "wide", char_tokenizer(LOWERCASE, "."), seed=0, name="names", **big)
+    state = DemoState.configure([str(folder)], training=False)
+    return state, Insights(state), AttentionMaps(state)
+
+
+def test_a_view_of_every_map_is_refused_past_its_size_and_importance_is_bounded(big_model_views, monkeypatch):
+    """Compare's answer and the exports of every map hold L x H x T^2 numbers: refused for a long text (with the
+    longest that fits), served for a short one; the page's Compare (one head) is drawn at any length. Importance is
+    measured over the start of the text that fits its work bound, with a note, and equals the importance of that
+    start."""
+    from explorer import head_insights
+    from explorer.errors import VisitorError
+    from explorer.texts import MAX_ANSWER_NUMBERS
+
+    state, insights, maps = big_model_views
+    longest = int((MAX_ANSWER_NUMBERS / (12 * 16)) ** 0.5)
+    long_text, short_text = "abcdefgh" * 60, "emma"
+    with pytest.raises(VisitorError, match=f"over this server's limit .* at most {longest} tokens"):
+        insights.compare(long_text, "anna" * 100, "wide")
+    assert insights.compare(short_text, "anna", "wide")["compared_tokens"] == 5
+    with pytest.raises(VisitorError, match="export one head's map"):
+        maps.attention_export(long_text, "wide", "npz")
+    assert maps.attention_export(long_text, "wide", "map.png", 11, "15").path.endswith(".png")
+    shown = state.text_view("wide", long_text).shown
+    page = insights.show_compare(shown, "anna" * 100, 11, "15")
+    assert "Mean |difference| of each head" in page and "view-error" not in page
+
+    monkeypatch.setattr(head_insights, "IMPORTANCE_WORK", 2e8)
+    view = state.text_view("wide", "emma" * 10)
+    measured = head_insights.importance_tokens(view.lm.model.config, len(view.ids))
+    assert 2 < measured < len(view.ids)
+    answer = insights.importance("emma" * 10, "wide")
+    assert f"over the first {measured} tokens of {len(view.ids)}" in " ".join(answer["notes"])
+    start = state.text_view("wide", state.picker.get("wide").tokenizer.decode(view.ids[1:measured]))
+    expected, _ = head_insights.head_importance(view.lm.model, start.recorded)
+    torch.testing.assert_close(torch.tensor(answer["importance"]), expected, atol=1e-5, rtol=0)
+
+
+def resident_mib(process) -> float:
+    status = Path(f"/proc/{process.pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
+
+
+def test_fresh_sessions_leave_bounded_memory():
+    """Every REST call is a new Gradio session, and Gradio keeps a copy of the page's configuration per session (0.4
+    MB of this page's): --sessions bounds how many are kept. After the first 50 calls fill the 20 kept, 150 more leave
+    the server's memory within 20 MB (unbounded, they would keep about 55 MB)."""
+    import httpx
+
+    from helpers import running_app
+
+    with running_app("--sessions", "20") as (url, process), httpx.Client(timeout=60) as http:
+
+        def call_once():
+            asked = http.post(f"{url}gradio_api/call/attention_values", json={"data": ["emma", None, 0, "0", 1, None]})
+            answer = http.get(f"{url}gradio_api/call/attention_values/{asked.json()['event_id']}").text
+            assert "event: complete" in answer
+
+        for _ in range(50):
+            call_once()
+        filled = resident_mib(process)
+        for _ in range(150):
+            call_once()
+        assert resident_mib(process) - filled < 20
+
+
+def test_a_model_loading_does_not_hold_up_a_loaded_ones_requests(monkeypatch):
+    """While one model loads (a Hub download, a big folder), a loaded model is served; the loading one loads once
+    for all who wait on it."""
+    import threading
+
+    from explorer import models
+
+    started, release, loads = threading.Event(), threading.Event(), []
+
+    def slow_load(name, source, batching, step=None):
+        loads.append(name)
+        if name == "slow":
+            started.set()
+            release.wait(30)
+        return f"model {name}"
+
+    monkeypatch.setattr(models, "load_language_model", slow_load)
+    picker = models.ModelPicker({"fast": "a", "slow": "b"}, {})
+    assert picker.get("fast") == "model fast"
+    waiting = [threading.Thread(target=picker.get, args=("slow",)) for _ in range(3)]
+    for thread in waiting:
+        thread.start()
+    assert started.wait(30)
+    assert picker.get("fast") == "model fast" and not release.is_set()  # served while "slow" is still loading
+    release.set()
+    for thread in waiting:
+        thread.join(30)
+    assert picker.get("slow") == "model slow" and loads == ["fast", "slow"]

@@ -14,7 +14,7 @@ from explorer.choices import clamped, number, parse_sampling, token_position
 from explorer.errors import VisitorError
 from explorer.serving import Sampling, generate_in_this_thread
 from explorer.state import DemoState
-from explorer.texts import TextView, from_boundary, keep_context
+from explorer.texts import TextView, check_every_map, from_boundary, keep_context
 from explorer.ui.components import drawn, unchecked
 from explorer.views.insights import (
     PICK_HEAD_JS,
@@ -166,6 +166,12 @@ class Insights:
         """Per head (layer x head list), the rise of the mean loss over the text when that head alone is ablated."""
         view = self.insight_view(text, model)
         scores, loss = head_insights.head_importance(view.lm.model, view.recorded, mode)
+        measured = head_insights.importance_tokens(view.lm.model.config, len(view.ids))
+        if measured < len(view.ids):
+            view.notes.append(
+                f"Importance runs the model once per head: it is measured over the first {measured} tokens of "
+                f"{len(view.ids)} (start token included), which bounds this server's work."
+            )
         return {"importance": scores.tolist(), "loss": loss, "mode": mode, **view.about, "notes": view.notes}
 
     def head_roles(self, text: str = "emma", model: str | None = None) -> dict:
@@ -211,7 +217,10 @@ class Insights:
         """The per-head difference of the two texts' attention maps (first minus second) over their common positions,
         and the per-token loss of each. An empty second text: the first with its last token changed to the model's most
         likely other token there."""
-        return self.compared(*self.texts_to_compare(text, other_text, model))
+        first, second = self.texts_to_compare(text, other_text, model)
+        length = min(len(first.ids), len(second.ids))
+        check_every_map(first, length, "Compare's answer", "the page's Compare (it draws one head at any length)")
+        return self.compared(first, second)
 
     def texts_to_compare(self, text: str, other_text: str, model: str | None) -> tuple[TextView, TextView]:
         """The two texts as the model reads them; an empty second text: the first with its last token changed."""
@@ -219,8 +228,9 @@ class Insights:
         second = self.insight_view(other_text, model) if (other_text or "").strip() else self.one_token_changed(first)
         return first, second
 
-    def compared(self, first: TextView, second: TextView) -> dict:
-        """Compare's answer for two texts read by one model."""
+    def compared(self, first: TextView, second: TextView, every_map: bool = True) -> dict:
+        """Compare's answer for two texts read by one model; without `every_map`, no difference maps (the page draws
+        one head's)."""
         difference, per_head = head_insights.compare_attention(first.recorded, second.recorded)
         notes = first.notes + second.notes
         length = difference.shape[-1]
@@ -237,7 +247,8 @@ class Insights:
             "other_ids": list(second.ids),
             "other_tokens": second.tokens,
             "compared_tokens": length,
-            "difference": difference.double().round(decimals=6).tolist(),  # short decimals: a smaller answer
+            # short decimals: a smaller answer
+            "difference": difference.double().round(decimals=6).tolist() if every_map else None,
             "difference_per_head": per_head.tolist(),
             "loss": first.recorded.token_losses(lm).tolist(),
             "other_loss": second.recorded.token_losses(lm).tolist(),
@@ -314,13 +325,17 @@ class Insights:
             first, second = self.texts_to_compare(text, other_text, model)
             chosen_layer = int(layer or 0)
             chosen_head = 0 if head in (None, "", "mean") else int(head)
+            first_map, second_map = (v.recorded.attentions[chosen_layer, chosen_head] for v in (first, second))
+            answer = self.compared(first, second, every_map=False)
+            length = answer["compared_tokens"]
             maps = {
                 "layer": chosen_layer,
                 "head": chosen_head,
-                "first": first.recorded.attentions[chosen_layer, chosen_head].tolist(),
-                "second": second.recorded.attentions[chosen_layer, chosen_head].tolist(),
+                "first": first_map.tolist(),
+                "second": second_map.tolist(),
+                "difference": (first_map[:length, :length] - second_map[:length, :length]).tolist(),
             }
-            return compare_html(self.compared(first, second), maps)
+            return compare_html(answer, maps)
 
         return drawn(shown, draw)
 

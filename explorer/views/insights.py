@@ -309,7 +309,7 @@ def compare_maps_html(answer: dict, maps: dict) -> str:
     length, layer, head = answer["compared_tokens"], maps["layer"], maps["head"]
     if length > MAX_COMPARED_MAP:
         return f"<p>The maps are drawn for texts of up to {MAX_COMPARED_MAP} common tokens; here {length}.</p>"
-    difference = answer["difference"][layer][head]
+    difference = maps["difference"]
     parts = [
         ("First text", map_table(maps["first"], answer["tokens"], "first")),
         ("Second text", map_table(maps["second"], answer["other_tokens"], "second")),
