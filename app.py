@@ -23,6 +23,7 @@ from explorer.models import ModelUnavailable  # noqa: E402
 from explorer.serving import MIN_DECODE_ROWS  # noqa: E402
 from explorer.state import BATCHING, SESSIONS_KEPT, STREAM, DemoState  # noqa: E402
 from explorer.training_runs import MAX_TEXT_BYTES  # noqa: E402
+from explorer.ui.errors import route_errors  # noqa: E402
 from explorer.ui.page import CSS, THEME, build_demo  # noqa: E402
 from tokenization import missing_local_path  # noqa: E402
 
@@ -141,6 +142,7 @@ def main(argv=None) -> None:
             show_error=True,  # an unexpected error's message (its traceback goes to the log) reaches the page and API
             max_file_size=MAX_UPLOAD,
             state_session_capacity=args.sessions,
+            app_kwargs={"exception_handlers": route_errors()},  # the unqueued route's errors, by the error rule
         )
     except OSError as error:  # a port in use, an address this machine does not have
         raise SystemExit(f"app.py: error: cannot listen on {args.host}:{args.port}: {error}") from None

@@ -213,3 +213,29 @@ def test_a_model_loading_does_not_hold_up_a_loaded_ones_requests(monkeypatch):
     for thread in waiting:
         thread.join(30)
     assert picker.get("slow") == "model slow" and loads == ["fast", "slow"]
+
+
+def test_concurrent_exports_all_succeed_while_old_ones_are_removed(big_model_views):
+    """20 exports at once while the export folder holds expired ones (each request removes those it finds): every
+    export is served, whole; the expired folders are gone (the audit saw 9 in 20 fail with the server's path)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    from explorer import state as state_module
+
+    state, _, maps = big_model_views
+    expired = [state.export_folder() for _ in range(30)]
+    for folder in expired:
+        (folder / "old.npz").write_bytes(b"x")
+        then = time.time() - state_module.EXPORT_KEPT_S - 60
+        os.utime(folder, (then, then))
+
+    def export(i: int) -> Path:
+        return Path(maps.attention_export("emma" + "abcdefghij"[i % 10] * (i + 1), "wide", "npz").path)
+
+    with ThreadPoolExecutor(20) as pool:
+        files = list(pool.map(export, range(20)))
+    assert all(np.load(file)["layer_0"].shape[:2] == (1, 16) for file in files)
+    assert not any(folder.exists() for folder in expired)

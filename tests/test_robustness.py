@@ -283,3 +283,25 @@ def test_a_folder_whose_weights_do_not_cover_its_config_is_refused(tmp_path):
 def test_a_huge_run_name_is_not_echoed_whole(client, endpoint):
     error = app_error(client, endpoint, name="x" * 100_000)
     assert "'xxxxxxxx" in error and len(error) < 500, error[:600]
+
+
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        (dict(data={}, component_id=999_999, fn_name="attention_row"), 404, "No component or session '999999' here."),
+        (dict(data="zz", fn_name="attention_row"), 400, "Expected {model, text, layer, head, ...}."),
+        (dict(data={"text": "Zoë", "model": None, "layer": 0, "head": "0"}, fn_name="attention_row"), 400, "'ë'"),
+        (dict(data={"text": "emma", "layer": 0, "head": "0", "query": 99}, fn_name="attention_row"), 400, "query"),
+    ],
+)
+def test_the_unqueued_component_route_answers_mistakes_by_the_error_rule(server, body, status, message):
+    """The enlarged maps' server functions bypass the queue: a bad call gets its message and a 4xx status, and the log
+    no traceback (Gradio answered 500, or reset the connection, and logged 6 KB)."""
+    from helpers import component_id
+
+    url, process = server
+    mark = len(server_log(process))
+    sent = {"component_id": component_id(url, "attention-head"), "session_hash": "robustness", **body}
+    answer = httpx.post(f"{url}gradio_api/component_server/", json=sent, timeout=60)
+    assert answer.status_code == status and message in answer.json()["error"]
+    assert "Traceback" not in server_log(process)[mark:]

@@ -4,10 +4,13 @@ endpoint of the page runs under `answers_visitors` (page.py wraps them all)."""
 import contextlib
 import functools
 import inspect
+import logging
 
 import gradio as gr
 
-from explorer.errors import VisitorError
+from explorer.errors import VisitorError, shortened
+
+logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -95,3 +98,22 @@ def answers_visitors(endpoint, parameters: list[tuple[str, str | None]] = ()):
     functools.update_wrapper(answer, endpoint)
     answer.answers_visitors = True
     return answer
+
+
+def route_errors() -> dict:
+    """FastAPI exception handlers (app.py passes them to the server) for what Gradio's unqueued component route lets
+    through: a server function's visitor error, and a component id that is not on the page, answer with a message
+    and a 4xx status, no traceback (Gradio answered 500 and logged 6 KB, or reset the connection). Any other
+    KeyError keeps the rule: its traceback goes to the log, a 500 to the client."""
+    from fastapi.responses import JSONResponse
+
+    async def visitor_error(request, error: gr.Error):
+        return JSONResponse({"error": str(error.message)}, status_code=400)  # ours: any value in it is cut
+
+    async def unknown_key(request, error: KeyError):
+        if request.url.path.rstrip("/").endswith("/component_server"):
+            return JSONResponse({"error": f"No component or session {shortened(str(error))} here."}, status_code=404)
+        logger.error("Unexpected error on %s", request.url.path, exc_info=error)
+        return JSONResponse({"error": "Internal Server Error"}, status_code=500)
+
+    return {gr.Error: visitor_error, KeyError: unknown_key}
