@@ -51,7 +51,8 @@ class DemoState:
     # find missing from the cache is computed at most two at a time.
     unqueued_passes: threading.BoundedSemaphore = field(default_factory=lambda: threading.BoundedSemaphore(2))
     rng_lock: threading.Lock = GLOBAL_RNG  # see GLOBAL_RNG
-    exports: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="minigpt-exports-")))
+    # Exports and downloads; the page puts it inside Gradio's cache, whence a file is served without a second copy.
+    exports: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "minigpt-exports")
     head_metrics: MetricsStore = field(default_factory=lambda: MetricsStore(CACHE / "head_metrics"))
     cores: CoreShare = field(init=False)  # a lone visitor's heavy pass or measure runs on every core
 
@@ -61,6 +62,7 @@ class DemoState:
 
     def export_folder(self) -> Path:
         """A fresh folder for one export or download; those older than EXPORT_KEPT_S go (the disk stays bounded)."""
+        self.exports.mkdir(parents=True, exist_ok=True)
         for old in self.exports.iterdir():
             with contextlib.suppress(FileNotFoundError):  # another request may have removed it meanwhile
                 if time.time() - old.stat().st_mtime > EXPORT_KEPT_S:

@@ -240,9 +240,14 @@ def check_training_text(text: str, tokenizer: str, block_size: int) -> str:
     return text
 
 
+def written(number: float) -> str:
+    """A number as a visitor reads it: 2,147,483,647 rather than 2.14748e+09; 0.0001 and 1e-06 as they are."""
+    return f"{number:,}" if float(number).is_integer() and abs(number) < 1e15 else f"{number:g}"
+
+
 def in_range(label: str, value: float, low: float, high: float) -> None:
     if not low <= value <= high:
-        raise RunError(f"{label} must be between {low:g} and {high:g}, got {value:g}.")
+        raise RunError(f"{label} must be between {written(low)} and {written(high)}, got {written(value)}.")
 
 
 def count_parameters(config: MiniGPTConfig) -> int:

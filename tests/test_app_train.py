@@ -138,7 +138,7 @@ def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterru
         ("/train", dict(data="text", tokenizer="names", text="anna\nbob\n"), "give at least 10"),
         ("/train", dict(n_embd=30, n_head=4), "n_embd (30) must be divisible by n_head (4)"),
         ("/train", dict(n_layer=8, n_head=8, n_embd=256, max_steps=20_000), "too big for this server"),
-        ("/train", dict(max_steps=10**6), "max_steps must be between 1 and 20000"),
+        ("/train", dict(max_steps=10**6), "max_steps must be between 1 and 20,000"),
         ("/train", dict(n_layer="two"), "Layers must be a number, got 'two'"),
         ("/train", dict(data="wikipedia"), "data must be one of names, shakespeare, induction, text"),
         ("/train", dict(data="shakespeare", tokenizer="names"), "not a list of a-z names"),

@@ -64,16 +64,20 @@ def test_a_crowd_of_streams_holds_no_threads_and_every_bound_answers_with_a_mess
     assert "You have 2 runs queued or training" in app_error(http[1], "/train", **TINY, name="third", owner=visitors[1])
     assert "The queue is full (8 runs waiting)" in app_error(http[1], "/train", **TINY, owner="token-new")
 
-    # Watch each run in as many places as allowed (the run's owner, from other sessions: a reloaded page).
+    # Watch each run from more places than allowed (its owner, from other sessions: a reloaded page): 45 streams in
+    # all, 32 open at once.
     owners = {"long": visitors[0]} | {name: visitors[1 + i // 2] for i, name in enumerate(names)}
     watched, refused = [], []
     for name, owner in owners.items():
-        for _ in range(training_runs.MAX_WATCHERS_PER_RUN - 1):  # its /train stream is the first
+        for _ in range(training_runs.MAX_WATCHERS_PER_RUN):  # its /train stream was the first
             job = http[len(watched) % 4].submit(name=name, owner=owner, api_name="/resume")
             (watched if streaming(job) else refused).append(job)
-    assert len(watched) + len(jobs) == training_runs.MAX_WATCHERS
-    assert refused and all("the most this server serves" in str(job.exception()) for job in refused)
-    assert "watched in 4 places already" in app_error(http[0], "/resume", name="long", owner=visitors[0])
+    assert len(jobs) + len(watched) + len(refused) >= 40
+    assert len(jobs) + len(watched) == training_runs.MAX_WATCHERS
+    messages = [str(job.exception()) for job in refused]
+    assert all("watched in 4 places already" in m or "the most this server serves" in m for m in messages)
+    assert any("watched in 4 places already" in m for m in messages)
+    assert any("the most this server serves" in m for m in messages)
 
     # 32 open streams: no more threads than a handful, and the other endpoints answer.
     assert threads(process) < baseline + 16
@@ -239,3 +243,14 @@ def test_concurrent_exports_all_succeed_while_old_ones_are_removed(big_model_vie
         files = list(pool.map(export, range(20)))
     assert all(np.load(file)["layer_0"].shape[:2] == (1, 16) for file in files)
     assert not any(folder.exists() for folder in expired)
+
+
+def test_an_export_is_stored_once_inside_gradios_cache(big_model_views):
+    """The page puts the export folder inside Gradio's cache, whence Gradio serves a returned file as it is: one copy
+    on the disk (the audit saw each export stored twice)."""
+    from explorer.ui.page import build_demo
+
+    state, _, maps = big_model_views
+    demo = build_demo(state)
+    path = maps.attention_export("emma", "wide", "npz").path
+    assert demo.move_resource_to_block_cache(path) == path

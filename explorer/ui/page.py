@@ -3,7 +3,10 @@ tab beside it; the attention maps; the lesson through the block, step by step, a
 tools, folded), each built by its module from the one state; the selection (layer, head, query) they share; then the
 error rule on every event and endpoint."""
 
+from pathlib import Path
+
 import gradio as gr
+from gradio.utils import get_upload_folder
 
 from explorer.links import TABS, read_link
 from explorer.state import DemoState
@@ -43,6 +46,7 @@ def build_demo(state: DemoState) -> gr.Blocks:
     """The whole page on `state`."""
     # delete_cache: exports (up to 604 MB of weights for GPT-2 at 1,024 tokens) and uploads are copied into Gradio's
     # cache; every 10 minutes, the files older than 30 go, so that a Space does not fill its disk.
+    state.exports = Path(get_upload_folder()) / "minigpt-exports"  # in Gradio's cache: served from there, not copied
     with gr.Blocks(title="MiniGPT attention explorer", delete_cache=(600, 1800)) as demo:
         gr.Markdown(INTRO)
         generation, trainer, insights = Generation(state), Training(state), Insights(state)
