@@ -1,5 +1,6 @@
 """The Train tab in a real browser (Debian Chromium driven by Playwright): start a tiny run, watch the loss plot
-redraw, cancel, resume, let it finish, then open the new model's attention maps."""
+redraw, cancel, reload the page and resume (the run is the browser's), let it finish, then open the new model's
+attention maps."""
 
 import os
 import re
@@ -68,6 +69,11 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
             expect(bar).to_contain_text("checkpoint is kept")
             expect(notes).not_to_contain_text("Cancelling")  # the bar says how it ended: Cancel's note has gone
 
+            # A reloaded page is the same visitor (the token the run is owned by stays in the browser's storage).
+            page.reload()
+            expect(page.get_by_role("tab", name="Train")).to_have_count(1)
+            page.get_by_role("tab", name="Train").click()
+            page.get_by_label("Model name (empty: one is picked)").fill("browser-run")
             page.get_by_role("button", name="Resume").click()
             expect(bar).to_have_attribute("data-state", "running")
             expect(notes).not_to_contain_text("Cancelling")

@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import io
 import re
-import secrets
 import time
 
 import gradio as gr
@@ -19,6 +18,7 @@ from explorer.errors import VisitorError, shortened
 from explorer.role_log import read_roles
 from explorer.state import DemoState
 from explorer.ui.components import session, unchecked
+from explorer.views.assets import asset
 from explorer.views.training import duration, progress_html
 
 POLL_SECONDS = 1.0  # a watcher reads its run's progress this often
@@ -107,9 +107,7 @@ def visitor(token, request: gr.Request | None) -> str | None:
     return training_runs.owner_key(token or session(request))
 
 
-def new_token(token):
-    """A page's token, made on its first visit and kept in its browser storage after."""
-    return gr.skip() if isinstance(token, str) and token else secrets.token_urlsafe(24)
+OWNER_JS = asset("owner.js")  # the token the page keeps in the browser's storage
 
 
 class Watcher:
@@ -285,10 +283,11 @@ class Training:
     def tab(self, demo: gr.Blocks) -> list:
         """The Train tab, wired; returns the events whose end may bring a new model (for `pickers_follow_training`)."""
         default = training_runs.defaults("names")
-        owner = gr.BrowserState("", storage_key="minigpt-run-owner")  # the visitor's token, across page reloads
-        owner.api_info = lambda: {"type": "string", "description": "a token you keep: the run is yours by it"}
-        demo.load(new_token, owner, owner, api_visibility="private")
         with gr.Tab("Train", id="train", elem_id="train-tab"):
+            # The visitor's token, kept in the browser's storage across page reloads (read there by the browser itself
+            # as the page loads: a gr.BrowserState's stored value reaches the server's load event too late).
+            owner = gr.Textbox("", visible=False, elem_id="train-owner")
+            demo.load(None, None, owner, js=OWNER_JS, api_visibility="private")
             gr.Markdown(TRAIN_INTRO)
             with gr.Row():
                 data = unchecked(gr.Radio(DATA_CHOICES, value="names", label="Data"))
