@@ -34,6 +34,7 @@ from transformers import (
     HfArgumentParser,
     Trainer,
     TrainerCallback,
+    TrainerState,
     TrainingArguments,
     set_seed,
 )
@@ -117,6 +118,10 @@ class ScriptArguments:
     val_size: int = field(default=1000, metadata={"help": "Names held out for validation (at most a tenth)."})
     max_tokenizer_chars: int = field(default=100_000_000, metadata={"help": "Characters BPE is trained on, at most."})
     samples: int = field(default=10, metadata={"help": "Samples generated for the model card."})
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Train into a --output_dir that holds other files (without it, such a folder is refused)."},
+    )
 
 
 def parse_args(argv: list[str]) -> tuple[ScriptArguments, TrainingArguments]:
@@ -149,6 +154,28 @@ def last_complete_checkpoint(output_dir: Path) -> str | None:
     return str(output_dir / f"checkpoint-{max(complete)}") if complete else None
 
 
+def has_final_model(output_dir: Path, step: int) -> bool:
+    """Whether output_dir holds the final model of a run that ended at `step`: training_args.json, written last,
+    records the run's max_steps."""
+    try:
+        return json.loads((output_dir / "training_args.json").read_text())["max_steps"] >= step
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def check_same_model(checkpoint: str, config: MiniGPTConfig) -> None:
+    """A resumed run must build the model its checkpoint holds: else loading it fails with a raw size mismatch."""
+    kept = MiniGPTConfig.from_pretrained(checkpoint)
+    for key in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size"):
+        if getattr(kept, key) != getattr(config, key):
+            what = "its tokenizer's size" if key == "vocab_size" else f"--{key}"
+            raise UsageError(
+                f"The checkpoint {checkpoint} was trained with {key}={getattr(kept, key)}, this run asks for "
+                f"{getattr(config, key)} ({what}): resume with the checkpoint's sizes and tokenizer, or start a new "
+                "--output_dir."
+            )
+
+
 def resolve_checkpoint(training: TrainingArguments) -> str | None:
     """--resume_from_checkpoint PATH, or `last` (also `true`) for the newest complete checkpoint in output_dir."""
     wanted = training.resume_from_checkpoint
@@ -169,8 +196,33 @@ def resolve_checkpoint(training: TrainingArguments) -> str | None:
     return wanted
 
 
-def check_run(training: TrainingArguments) -> None:
-    """What the Trainer would only find out later, with a traceback: a step count and an output folder that work."""
+MAX_VOCAB_SIZE = 1 << 18  # a BPE vocabulary past this (GPT-2's is 50,257) would only exhaust the tokenizer trainer
+
+
+def check_flags(script: ScriptArguments, training: TrainingArguments) -> None:
+    """Numbers the Trainer or the tokenizer trainer would take and fail on later, with a traceback or an abort."""
+    if not (math.isfinite(training.learning_rate) and training.learning_rate > 0):
+        raise UsageError(f"--learning_rate must be a positive number, got {training.learning_rate}.")
+    for flag in ("per_device_train_batch_size", "per_device_eval_batch_size"):
+        if getattr(training, flag) < 1:
+            raise UsageError(f"--{flag} must be at least 1 (examples a step), got {getattr(training, flag)}.")
+    if not 0 <= training.seed < 2**32:
+        raise UsageError(f"--seed must be between 0 and 2**32 - 1 (numpy's range), got {training.seed}.")
+    if script.vocab_size is not None and not 260 <= script.vocab_size <= MAX_VOCAB_SIZE:
+        raise UsageError(
+            f"--vocab_size must be between 260 (the 256 bytes and the special tokens) and {MAX_VOCAB_SIZE:,}, "
+            f"got {script.vocab_size}."
+        )
+    if script.val_size < 1:
+        raise UsageError(f"--val_size is the number of names held out to validate: at least 1, got {script.val_size}.")
+    if script.stride is not None and script.stride < 1:
+        raise UsageError(f"--stride is the tokens between training windows: at least 1, got {script.stride}.")
+
+
+def check_run(script: ScriptArguments, training: TrainingArguments) -> None:
+    """What the Trainer would only find out later, with a traceback: a step count and an output folder that work, and
+    no other folder's files overwritten."""
+    check_flags(script, training)
     if training.max_steps < 1:
         raise UsageError(
             f"--max_steps must be a positive number of steps, got {training.max_steps}: the data "
@@ -179,6 +231,12 @@ def check_run(training: TrainingArguments) -> None:
     out = Path(training.output_dir)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--output_dir {out} is a file: give a folder (it is made if missing).")
+    resuming = training.resume_from_checkpoint is not None
+    if out.is_dir() and any(out.iterdir()) and not (resuming or script.overwrite_output_dir):
+        raise UsageError(
+            f"--output_dir {out} is not empty: choose a new folder, continue its run with --resume_from_checkpoint "
+            "last, or train over its files with --overwrite_output_dir."
+        )
     try:
         out.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=out).close()
@@ -207,7 +265,7 @@ def load_splits(script: ScriptArguments, training: TrainingArguments, block_size
         return data.names_splits(corpus, block_size, script.val_size, training.seed)
     if not 0 < script.val_fraction < 1:
         raise UsageError(f"--val_fraction must be between 0 and 1, got {script.val_fraction}.")
-    stride = script.stride or block_size
+    stride = block_size if script.stride is None else script.stride
     if not 0 < stride <= block_size:
         raise UsageError(f"--stride must be between 1 and block_size ({block_size}), got {stride}.")
     for flag in ("repeat_fraction", "random_span_fraction"):
@@ -424,9 +482,11 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
     stops a run through them)."""
     script, training = parse_args(argv)
     push_to_hub, training.push_to_hub = training.push_to_hub, False  # pushed once at the end, with our model card
-    check_run(training)
+    check_run(script, training)
     checkpoint = resolve_checkpoint(training)
-    if checkpoint and checkpoint_step(Path(checkpoint)) >= training.max_steps:
+    at = checkpoint_step(Path(checkpoint)) if checkpoint else 0
+    done = at > training.max_steps or (at == training.max_steps and has_final_model(Path(training.output_dir), at))
+    if done:
         # The Trainer would train one more step past the end and overwrite the final model: say it is done instead.
         print(
             f"This run is finished: {checkpoint} is at step {checkpoint_step(Path(checkpoint))} and --max_steps is "
@@ -438,7 +498,10 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
     splits = load_splits(script, training, block_size, checkpoint)
     config = model_config(script, splits.tokenizer)
     splits.tokenizer.model_max_length = config.block_size  # saved with it: truncation and pipelines know the context
-    model = MiniGPTForCausalLM(config)
+    if checkpoint:
+        check_same_model(checkpoint, config)
+    finishing = checkpoint is not None and at == training.max_steps  # stopped after its last checkpoint was saved
+    model = MiniGPTForCausalLM.from_pretrained(checkpoint) if finishing else MiniGPTForCausalLM(config)
     model.generation_config.update(
         bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id
     )
@@ -462,7 +525,11 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
     )
     if trainer.is_world_process_zero():
         print(f"MiniGPT {script.preset}: {model.num_parameters():,} parameters; {splits.summary}")
-    trainer.train(resume_from_checkpoint=checkpoint)
+    if finishing:  # the checkpoint holds the last step's weights and history: the folder is finished from them
+        print(f"{checkpoint} is at the last step ({at}) but the folder has no final model yet: finishing it.")
+        trainer.state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+    else:
+        trainer.train(resume_from_checkpoint=checkpoint)
     if trainer.state.global_step < training.max_steps:  # a callback stopped the run: keep its checkpoint, nothing more
         print(f"Stopped at step {trainer.state.global_step}: resume with --resume_from_checkpoint last.")
         return {"steps": trainer.state.global_step, "stopped": True}

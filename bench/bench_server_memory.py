@@ -7,7 +7,7 @@ run:
 2. fresh sessions (each REST call is one): --sessions 500 (the default) against Gradio's 10,000, after more calls
    than 500.
 
-    python bench/bench_server_memory.py [--texts 20] [--calls 1000]
+    python bench/bench_server_memory.py [--texts 20] [--calls 1000]    # --calls 0: the texts alone
 """
 
 import argparse
@@ -15,6 +15,7 @@ import os
 import random
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import httpx
@@ -45,16 +46,17 @@ def distinct_texts(folder: Path, texts: int, allocator: str) -> list[object]:
     os.environ.update(env)
     try:
         with running_app("--model", str(folder)) as (url, process), httpx.Client(timeout=600) as http:
-            start = resident_mib(process.pid)
+            start, began = resident_mib(process.pid), time.perf_counter()
             for i in range(texts):
                 text = "".join(random.Random(i).choice(LOWERCASE) for _ in range(500))
                 call(http, url, [text, "wide", 0, "0", 1, None])
+            seconds = (time.perf_counter() - began) / texts
             grown, peak = resident_mib(process.pid) - start, resident_mib(process.pid, "VmHWM") - start
     finally:
         for key, value in saved.items():
             os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
     label = "freed tensors given back (app.py)" if allocator == "app" else "glibc's own (reference)"
-    return [label, texts, f"{grown:.0f}", f"{peak:.0f}", f"{grown / (PASS_CACHE / 2**20):.2f}"]
+    return [label, texts, f"{grown:.0f}", f"{peak:.0f}", f"{grown / (PASS_CACHE / 2**20):.2f}", f"{seconds:.2f}"]
 
 
 def fresh_sessions(calls: int, kept: int) -> list[object]:
@@ -81,7 +83,9 @@ def main() -> None:
         )  # fmt: skip
         rows = [distinct_texts(folder, args.texts, allocator) for allocator in ("app", "glibc")]
     print(f"\nDistinct 500-token texts on a 12 x 16-head model, pass cache {PASS_CACHE >> 20} MiB (RSS in MiB):")
-    print_table(["allocator", "texts", "RSS growth", "peak growth", "growth / cache budget"], rows)
+    print_table(["allocator", "texts", "RSS growth", "peak growth", "growth / cache budget", "s a text"], rows)
+    if not args.calls:
+        return
     rows = [fresh_sessions(args.calls, kept) for kept in (500, 10_000)]
     print("\nFresh sessions (one REST call each), RSS growth in MiB:")
     print_table(["sessions kept", "calls", "RSS growth", "KiB a call"], rows)

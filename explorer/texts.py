@@ -11,23 +11,24 @@ from explorer.forward_pass import ForwardPass, ForwardPassCache
 from explorer.models import LanguageModel
 from tokenization import known_characters, unknown_characters
 
-# An answer or file holding every head's map (Compare's differences, an export of every weight or map) is refused past
-# this many numbers: 4M are about 40 MB of JSON or 16 MB of float32; a 12-layer, 16-head model's maps of 512 tokens
-# are 50M, GPT-2's of 1,024 tokens 151M.
+# An answer or file holding every head's map is refused past this many numbers: Compare's JSON differences past 4M
+# (about 40 MB of JSON), an export's float32 weights or pixels past 32M (128 MB). A 12-layer, 16-head model's maps of
+# 512 tokens are 50M numbers, GPT-2's of 1,024 tokens 151M.
 MAX_ANSWER_NUMBERS = 4_000_000
+MAX_FILE_NUMBERS = 32_000_000
 
 
-def check_every_map(view: "TextView", length: int, what: str, instead: str) -> None:
-    """Refuses `what` (a view holding every head's map of `length` tokens) past MAX_ANSWER_NUMBERS, saying the longest
+def check_every_map(view: "TextView", length: int, what: str, instead: str, limit: int = MAX_ANSWER_NUMBERS) -> None:
+    """Refuses `what` (a view holding every head's map of `length` tokens) past `limit` numbers, saying the longest
     text it serves for this model and what to ask `instead`."""
     config = view.lm.model.config
     heads = config.n_layer * config.n_head
-    if heads * length**2 > MAX_ANSWER_NUMBERS:
-        longest = int((MAX_ANSWER_NUMBERS / heads) ** 0.5)
+    if heads * length**2 > limit:
+        longest = int((limit / heads) ** 0.5)
         raise VisitorError(
             f"{what} holds every head's map: {config.n_layer} layers x {config.n_head} heads x {length}^2 tokens = "
-            f"{heads * length**2:,} numbers, over this server's limit of {MAX_ANSWER_NUMBERS:,}. Use a text of at "
-            f"most {longest} tokens for this model, or {instead}."
+            f"{heads * length**2:,} numbers, over this server's limit of {limit:,}. Use a text of at most {longest} "
+            f"tokens for this model, or {instead}."
         )
 
 

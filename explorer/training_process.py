@@ -14,7 +14,8 @@ from transformers import TrainerCallback
 
 import data
 import train
-from explorer.training_runs import HELD_OUT, MAX_RUN_SECONDS, SAMPLES, RunSpec, write_event
+from explorer.run_folder import write_event
+from explorer.training_runs import HELD_OUT, MAX_RUN_SECONDS, SAMPLES, RunSpec
 
 
 class Cancelled(BaseException):
@@ -119,6 +120,8 @@ def train_arguments(spec: RunSpec, folder: Path, resume: bool) -> list[str]:
         "true",
         "--samples",
         str(SAMPLES),
+        "--overwrite_output_dir",  # the folder is the run's own: it holds spec.json, progress.jsonl, data.txt
+        "true",
     ]
     return argv + (["--resume_from_checkpoint", "last"] if resume else [])
 

@@ -143,7 +143,7 @@ def test_a_view_of_every_map_is_refused_past_its_size_and_importance_is_bounded(
     with pytest.raises(VisitorError, match=f"over this server's limit .* at most {longest} tokens"):
         insights.compare(long_text, "anna" * 100, "wide")
     assert insights.compare(short_text, "anna", "wide")["compared_tokens"] == 5
-    with pytest.raises(VisitorError, match="export one head's map"):
+    with pytest.raises(VisitorError, match="limit of 32,000,000. .*export one head's map"):
         maps.attention_export(long_text, "wide", "npz")
     assert maps.attention_export(long_text, "wide", "map.png", 11, "15").path.endswith(".png")
     shown = state.text_view("wide", long_text).shown
@@ -254,3 +254,26 @@ def test_an_export_is_stored_once_inside_gradios_cache(big_model_views):
     demo = build_demo(state)
     path = maps.attention_export("emma", "wide", "npz").path
     assert demo.move_resource_to_block_cache(path) == path
+
+
+def test_watchers_of_one_run_share_its_plot_files_written_whole(tmp_path):
+    """Eight watchers asking for one run's plot at once get one file, written whole (a temporary file renamed; Gradio
+    rewrote equal images in place, and a watcher downloading one then got a cut file); a new version is a new file."""
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace
+
+    from explorer.ui.training import SharedPlots
+
+    plots = SharedPlots(SimpleNamespace(exports=tmp_path))
+    image = bytes(range(256)) * 400
+
+    def draw():
+        time.sleep(0.01)
+        return image
+
+    with ThreadPoolExecutor(8) as pool:
+        paths = set(pool.map(lambda _: plots.path("my-run", "loss", (3, 1), draw), range(8)))
+    assert len(paths) == 1 and Path(paths.pop()).read_bytes() == image
+    newer = plots.path("my-run", "loss", (4, 1), lambda: b"newer")
+    assert Path(newer).read_bytes() == b"newer" and len(list((tmp_path / "plots-my-run").iterdir())) == 2
+    assert plots.path("my-run", "roles", (0,), lambda: None) is None  # nothing to draw yet

@@ -278,6 +278,35 @@ def test_resuming_a_finished_run_changes_nothing(names_run, names_file):
     assert {p.name: p.read_bytes() for p in names_run.iterdir() if p.is_file()} == before  # nothing trained or written
 
 
+def test_a_run_stopped_after_its_last_checkpoint_is_finished_by_resume(names_run, names_file, tmp_path):
+    """Killed after checkpoint-80 (its last step) was saved, before the final model, card and training_args.json:
+    resume finishes the folder from that checkpoint (it used to say "finished, nothing to do", and the web app's
+    Resume failed with KeyError 'eval_loss' for ever), with the whole run's history and final loss."""
+    out = shutil.copytree(names_run, tmp_path / "stopped")
+    for path in out.iterdir():
+        if path.is_file() and path.name != "roles_log.jsonl":  # what write_outputs writes after the last checkpoint
+            path.unlink()
+    done = run_train(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last")
+    assert "no final model yet: finishing it" in done.stdout
+    assert_publishable(out)
+    assert eval_losses(out) == eval_losses(names_run)  # the history of the whole run, its last evaluation at step 80
+    assert json.loads((out / "training_args.json").read_text())["max_steps"] == 80
+    again = run_train(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last")
+    assert "This run is finished" in again.stdout
+
+
+def test_a_resume_with_other_sizes_says_which(names_run, names_file, tmp_path, monkeypatch, capsys):
+    out = shutil.copytree(names_run, tmp_path / "other-width")
+    argv = [*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last"]
+    argv[argv.index("--n_embd") + 1] = "32"
+    monkeypatch.setattr(sys, "argv", ["train.py", *argv, "--max_steps", "90"])
+    with pytest.raises(SystemExit):
+        train.cli()
+    assert "was trained with n_embd=16, this run asks for 32 (--n_embd): resume with the checkpoint's" in (
+        capsys.readouterr().err
+    )
+
+
 def test_resuming_with_a_higher_max_steps_trains_on(names_run, names_file, tmp_path):
     out = shutil.copytree(names_run, tmp_path / "longer")
     run_train(
@@ -436,6 +465,18 @@ def test_help_lists_the_flags():
             ["--dataset", "{tmp}/names.txt", "--resume_from_checkpoint", "{tmp}/cut"],
             "trainer_state.json is missing or cut short",
         ),
+        # Flags the Trainer or the tokenizer trainer took, to fail later with a traceback, or an abort (the vocabulary).
+        (["--vocab_size", "-5"], "--vocab_size must be between 260"),
+        (["--preset", "shakespeare", "--vocab_size", "1000000000"], "--vocab_size must be between 260"),
+        (["--learning_rate", "-1"], "--learning_rate must be a positive number, got -1.0"),
+        (["--learning_rate", "nan"], "--learning_rate must be a positive number, got nan"),
+        (["--learning_rate", "inf"], "--learning_rate must be a positive number, got inf"),
+        (["--per_device_train_batch_size", "0"], "--per_device_train_batch_size must be at least 1"),
+        (["--seed", "-1"], "--seed must be between 0 and 2**32 - 1"),
+        (["--seed", str(2**40)], "--seed must be between 0 and 2**32 - 1"),
+        (["--val_size", "0"], "--val_size is the number of names held out to validate: at least 1, got 0"),
+        (["--preset", "shakespeare", "--stride", "0"], "--stride is the tokens between training windows: at least 1"),
+        (["--output_dir", "{tmp}/full"], "--output_dir {tmp}/full is not empty: choose a new folder, continue"),
     ],
 )
 def test_each_bad_input_gets_its_message(tmp_path, monkeypatch, capsys, args, message):
@@ -448,6 +489,8 @@ def test_each_bad_input_gets_its_message(tmp_path, monkeypatch, capsys, args, me
     (tmp_path / "names.txt").write_text("anna\nbob\n" * 20)
     (tmp_path / "cut").mkdir()
     (tmp_path / "cut" / "trainer_state.json").write_text('{"global_step": 3, "log_hi')
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "config.json").write_text("{}")  # a user's folder (a copy of models/names, say)
     argv = [a.format(tmp=tmp_path) for a in args]
     argv += [] if "--output_dir" in argv else ["--output_dir", str(tmp_path / "out")]
     argv += [] if "--max_steps" in argv else ["--max_steps", "1"]

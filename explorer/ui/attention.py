@@ -18,7 +18,7 @@ from explorer.errors import VisitorError
 from explorer.links import read_link
 from explorer.models import snapshot_choices
 from explorer.state import DemoState
-from explorer.texts import TextView, check_every_map, text_label
+from explorer.texts import MAX_FILE_NUMBERS, TextView, check_every_map, text_label
 from explorer.ui.components import notes_markdown, unchecked
 from explorer.ui.errors import answers_visitors
 from explorer.views.insights import CURRENT_JS, belongs_to, current_html, lost_html
@@ -192,7 +192,8 @@ class AttentionMaps:
         view = self.state.text_view(model, text)
         layer, head = checked_head(view, layer, head)
         if what != "map.png":
-            check_every_map(view, len(view.ids), f"The {what} export", "export one head's map (map.png)")
+            instead = "export one head's map (map.png)"
+            check_every_map(view, len(view.ids), f"The {what} export", instead, MAX_FILE_NUMBERS)
         attentions = view.recorded.attentions  # (L, H, T, T)
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", model)
         path = self.state.export_folder() / f"attention-{name}-{len(view.ids)}-tokens"

@@ -37,6 +37,11 @@ def labelled(view: TextView, ids: list[int], probabilities: list[float]) -> list
     return [{"token": t, "id": i, "probability": p} for t, i, p in zip(labels, ids, probabilities)]
 
 
+def six_decimals(difference: torch.Tensor) -> list:
+    """Compare's differences as its answer gives them, and the page draws them: 6 decimals (a smaller answer)."""
+    return difference.double().round(decimals=6).tolist()
+
+
 class Insights:
     """The section's endpoints, on the demo's state; `layout` builds it on the page."""
 
@@ -247,8 +252,7 @@ class Insights:
             "other_ids": list(second.ids),
             "other_tokens": second.tokens,
             "compared_tokens": length,
-            # short decimals: a smaller answer
-            "difference": difference.double().round(decimals=6).tolist() if every_map else None,
+            "difference": six_decimals(difference) if every_map else None,
             "difference_per_head": per_head.tolist(),
             "loss": first.recorded.token_losses(lm).tolist(),
             "other_loss": second.recorded.token_losses(lm).tolist(),
@@ -333,7 +337,7 @@ class Insights:
                 "head": chosen_head,
                 "first": first_map.tolist(),
                 "second": second_map.tolist(),
-                "difference": (first_map[:length, :length] - second_map[:length, :length]).tolist(),
+                "difference": six_decimals(first_map[:length, :length] - second_map[:length, :length]),
             }
             return compare_html(answer, maps)
 

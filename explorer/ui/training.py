@@ -5,11 +5,13 @@ joins every model picker. Endpoints: /train and /resume (streamed), /cancel, /do
 import asyncio
 import dataclasses
 import io
+import os
 import re
+import threading
 import time
+from pathlib import Path
 
 import gradio as gr
-from PIL import Image
 
 import plots
 from explorer import run_folder, training_runs
@@ -75,7 +77,7 @@ runs of yours queued or training at a time. Model names: a-z, digits and '-'.
 """
 
 
-def loss_plot(name: str, progress: run_folder.Progress) -> Image.Image | None:
+def loss_png(name: str, progress: run_folder.Progress) -> bytes | None:
     """Training and validation loss against step, drawn by the same code as the model folder's loss_curve.png."""
     if not progress.train and not progress.validation:
         return None
@@ -83,16 +85,16 @@ def loss_plot(name: str, progress: run_folder.Progress) -> Image.Image | None:
     history += [{"step": s, "eval_loss": v} for s, v in progress.validation]
     image = io.BytesIO()
     plots.plot_losses(history, image, f"{name}: loss", progress.vocab_size, progress.resumed_at)
-    return Image.open(image)
+    return image.getvalue()
 
 
-def roles_image(name: str, roles: list[dict]) -> Image.Image | None:
+def roles_png(name: str, roles: list[dict]) -> bytes | None:
     """Each head's role scores at each evaluation so far, drawn by the code of the model folder's roles_curve.png."""
     if not roles:
         return None
     image = io.BytesIO()
     plots.plot_roles(roles, image, name)
-    return Image.open(image)
+    return image.getvalue()
 
 
 MAX_TOKEN_CHARS = 200  # the owner token a client sends
@@ -110,11 +112,40 @@ def visitor(token, request: gr.Request | None) -> str | None:
 OWNER_JS = asset("owner.js")  # the token the page keeps in the browser's storage
 
 
+class SharedPlots:
+    """Each run's plots, drawn once for all who watch it and written whole (a temporary file renamed) into the export
+    folder, inside Gradio's cache, whence Gradio serves a file as it is. Watchers handing Gradio equal images would
+    have it rewrite one file in place while another watcher downloads it: a cut download. A run's folder goes with
+    the export folder's expiry once nobody has drawn in it for EXPORT_KEPT_S."""
+
+    def __init__(self, state: DemoState):
+        self.state, self.lock, self.latest = state, threading.Lock(), {}
+
+    def path(self, run: str, kind: str, version: tuple, draw) -> str | None:
+        """The file of `run`'s `kind` plot at `version` (what it shows: points, evaluations), drawn if new."""
+        with self.lock:
+            known = self.latest.get((run, kind))
+        if known and known[0] == version and Path(known[1]).is_file():
+            return known[1]
+        image = draw()
+        if image is None:
+            return None
+        folder = self.state.exports / f"plots-{run}"  # run names are checked: a-z, digits and '-'
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{kind}-{'-'.join(map(str, version))}.png"
+        written = folder / f".{target.name}.{threading.get_ident()}.tmp"
+        written.write_bytes(image)
+        os.replace(written, target)  # whole or not at all, for a reader
+        with self.lock:
+            self.latest[(run, kind)] = (version, str(target))
+        return str(target)
+
+
 class Watcher:
     """One progress stream's drawing: the update of each poll, plots redrawn only when they have something new."""
 
-    def __init__(self, runs: training_runs.RunQueue, run: training_runs.Run):
-        self.runs, self.run = runs, run
+    def __init__(self, runs: training_runs.RunQueue, run: training_runs.Run, plots: SharedPlots):
+        self.runs, self.run, self.plots = runs, run, plots
         self.drawn, self.drawn_at, self.drawn_roles, self.roles_at = None, 0.0, 0, time.monotonic()
 
     def update(self) -> tuple[tuple, run_folder.Progress]:
@@ -123,12 +154,15 @@ class Watcher:
         points = (len(progress.train), len(progress.validation))
         plot = gr.skip()
         if points != self.drawn and (progress.done or time.monotonic() - self.drawn_at > PLOT_SECONDS):
-            plot, self.drawn, self.drawn_at = loss_plot(run.name, progress), points, time.monotonic()
+            drawn = (*points, *progress.resumed_at)
+            plot = self.plots.path(run.name, "loss", drawn, lambda: loss_png(run.name, progress))
+            self.drawn, self.drawn_at = points, time.monotonic()
         roles = read_roles(run.folder)  # a line per evaluation: the heads' role scores (explorer/role_log.py)
         roles_plot = gr.skip()  # five panels cost more than the loss plot: at most every ROLES_PLOT_SECONDS
         due = progress.done or time.monotonic() - self.roles_at > ROLES_PLOT_SECONDS
         if len(roles) != self.drawn_roles and due:
-            roles_plot, self.drawn_roles, self.roles_at = roles_image(run.name, roles), len(roles), time.monotonic()
+            roles_plot = self.plots.path(run.name, "roles", (len(roles),), lambda: roles_png(run.name, roles))
+            self.drawn_roles, self.roles_at = len(roles), time.monotonic()
         numbers = {"name": run.name, **dataclasses.asdict(progress), "roles": roles}
         apart = "\n\n" if any("\n" in sample for sample in progress.samples) else "\n"  # texts, or one name a line
         return (run.name, progress_html(progress), plot, apart.join(progress.samples), numbers, roles_plot), progress
@@ -161,6 +195,7 @@ class Training:
 
     def __init__(self, state: DemoState):
         self.state = state
+        self.plots = SharedPlots(state)
 
     async def train(
         self,
@@ -269,7 +304,7 @@ class Training:
         """Yields the run's progress every POLL_SECONDS until it is finished, stopped or failed. Between polls the
         stream holds no worker thread (it awaits), and each poll is drawn on a thread of its own: open streams do not
         starve the other endpoints; RunQueue.watching bounds their number."""
-        watcher = Watcher(self.state.runs, run)
+        watcher = Watcher(self.state.runs, run, self.plots)
         with self.state.runs.watching(run):
             while True:
                 update, progress = await asyncio.to_thread(watcher.update)
@@ -314,14 +349,14 @@ class Training:
             bar = gr.HTML(elem_id="train-progress")
             notes = gr.Markdown(elem_id="train-notes")
             with gr.Row():
-                plot = gr.Image(label="Loss", type="pil", interactive=False, elem_id="train-plot", scale=3)
+                plot = gr.Image(label="Loss", type="filepath", interactive=False, elem_id="train-plot", scale=3)
                 samples = gr.Textbox(
                     label="Samples at the latest evaluation", lines=10, elem_id="train-samples", scale=2
                 )
             gr.Markdown(LOSS_NOTE)
             roles_plot = gr.Image(
                 label="Head roles over training (at each evaluation, on the first validation text)",
-                type="pil",
+                type="filepath",
                 interactive=False,
                 elem_id="train-roles",
             )
