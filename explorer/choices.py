@@ -28,20 +28,20 @@ def number(name: str, value, default, kind=float):
     if isinstance(value, str) and not value.isascii():  # int() and float() read "٣" and "０" as 3 and 0
         raise VisitorError(f"{name} must be written with the digits 0-9, got {shortened(value)}.")
     if isinstance(value, bool):  # JSON's true and false are not numbers here
-        raise VisitorError(f"{name} must be a number, got {value!r}.")
+        raise VisitorError(f"{name} must be a number, got {shortened(value)}.")
     if kind is int and isinstance(value, int | str):
         with contextlib.suppress(ValueError):
             return int(value)  # an int, or a string of one: exact
     try:
         result = float(value)
     except (TypeError, ValueError):
-        raise VisitorError(f"{name} must be a number, got {value!r}.") from None
+        raise VisitorError(f"{name} must be a number, got {shortened(value)}.") from None
     except OverflowError:
-        raise VisitorError(f"{name} must be a finite number, got {value!r}.") from None
+        raise VisitorError(f"{name} must be a finite number, got {shortened(value)}.") from None
     if not math.isfinite(result):
-        raise VisitorError(f"{name} must be a finite number, got {value!r}.")
+        raise VisitorError(f"{name} must be a finite number, got {shortened(value)}.")
     if kind is int and not result.is_integer():
-        raise VisitorError(f"{name} must be a whole number, got {value!r}.")
+        raise VisitorError(f"{name} must be a whole number, got {shortened(value)}.")
     return int(result) if kind is int else result
 
 
@@ -116,7 +116,7 @@ def flag(name: str, value, default: bool) -> bool:
         return default
     spelled = str(value).strip().lower()
     if spelled not in ("true", "false", "1", "0"):
-        raise VisitorError(f"{name} must be true or false, got {value!r}.")
+        raise VisitorError(f"{name} must be true or false, got {shortened(value)}.")
     return spelled in ("true", "1")
 
 

@@ -73,7 +73,7 @@ def head_mask(heads: list[tuple[int, int]], n_layer: int, n_head: int) -> torch.
 
 def check_mode(mode: str) -> str:
     if mode not in ABLATION_MODES:
-        raise VisitorError(f"The ablation mode must be 'zero' or 'mean', got {mode!r}.")
+        raise VisitorError(f"The ablation mode must be 'zero' or 'mean', got {shortened(mode)}.")
     return mode
 
 

@@ -293,10 +293,10 @@ def check_request(
     """The run a visitor asks for, every limit checked, and its training text ("" for built-in data); raises
     RunError with what to change."""
     if data not in DATA:
-        raise RunError(f"data must be one of {', '.join(DATA)}, got {data!r}.")
+        raise RunError(f"data must be one of {', '.join(DATA)}, got {shortened(data)}.")
     tokenizer = tokenizer or DEFAULT_TOKENIZER[data]
     if tokenizer not in TOKENIZERS:
-        raise RunError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {tokenizer!r}.")
+        raise RunError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {shortened(tokenizer)}.")
     if tokenizer not in TOKENIZERS_FOR[data]:
         if data == "shakespeare":
             raise RunError("Shakespeare is not a list of a-z names: choose the char or bpe tokenizer.")

@@ -305,3 +305,19 @@ def test_the_unqueued_component_route_answers_mistakes_by_the_error_rule(server,
     answer = httpx.post(f"{url}gradio_api/component_server/", json=sent, timeout=60)
     assert answer.status_code == status and message in answer.json()["error"]
     assert "Traceback" not in server_log(process)[mark:]
+
+
+def test_echoed_values_and_long_messages_are_cut(client):
+    """A value a message names is cut (a 1 MB 'what' or mode came back whole), and a message listing many things (each
+    character a model does not know) is cut at 2,000 characters."""
+    huge = "x" * 1_000_000
+    for endpoint, params in [
+        ("/attention_export", dict(text="emma", what=huge)),
+        ("/importance", dict(text="emma", mode=huge)),
+        ("/names", dict(count=huge)),
+    ]:
+        error = app_error(client, endpoint, **params)
+        assert "xxx..." in error and len(error) < 500, endpoint
+    unknown = "".join(map(chr, range(0x4E00, 0x4E00 + 5000)))  # 5,000 characters the names model does not know
+    error = app_error(client, "/attention", text=unknown)
+    assert "does not know" in error and len(error) <= 2000

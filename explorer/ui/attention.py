@@ -14,7 +14,7 @@ from explorer.attention_export import GRID_SVG_UP_TO, grid_png, grid_svg, map_sl
 from explorer.attention_maps import Window, head_matrix, query_weights, trace_steps, trace_table
 from explorer.choices import head_index, layer_index, number, token_position
 from explorer.cores import pass_work
-from explorer.errors import VisitorError
+from explorer.errors import VisitorError, shortened
 from explorer.links import read_link
 from explorer.models import snapshot_choices
 from explorer.state import DemoState
@@ -188,7 +188,7 @@ class AttentionMaps:
 
     def export_file(self, model: str, text: str, what: str, layer, head) -> Path:
         if what not in EXPORTS:
-            raise VisitorError(f"what must be one of {', '.join(EXPORTS)}, got {what!r}.")
+            raise VisitorError(f"what must be one of {', '.join(EXPORTS)}, got {shortened(what)}.")
         view = self.state.text_view(model, text)
         layer, head = checked_head(view, layer, head)
         if what != "map.png":

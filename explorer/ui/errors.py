@@ -13,6 +13,9 @@ from explorer.errors import VisitorError, shortened
 logger = logging.getLogger(__name__)
 
 
+MAX_MESSAGE_CHARS = 2000  # a message naming each of 20,000 characters a model does not know would be 600 KB
+
+
 @contextlib.contextmanager
 def as_message():
     """The error rule (explorer/errors.py): a VisitorError inside becomes a message for the visitor, with no traceback
@@ -20,7 +23,10 @@ def as_message():
     try:
         yield
     except VisitorError as error:
-        raise gr.Error(str(error), print_exception=False) from None
+        message = str(error)  # every value in it is cut where it is written; a list of them (characters) here
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = message[: MAX_MESSAGE_CHARS - 3] + "..."
+        raise gr.Error(message, print_exception=False) from None
 
 
 # What an endpoint's parameter may arrive as, by the type its API description gives (Gradio's `python_type`): a
