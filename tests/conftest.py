@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from helpers import REPO, build_fixture_models, running_app
+from helpers import REPO, build_fixture_models, running_app, training_app
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -52,3 +52,11 @@ def client(server):
 def page_url(server):
     """The address of `server`, for the browser tests."""
     return server[0]
+
+
+@pytest.fixture(scope="module")
+def training_server(tmp_path_factory):
+    """app.py on the fixture models with a runs folder of its own, one per module that trains (test_app_train,
+    test_crowd); yields (url, process, runs folder)."""
+    with training_app(tmp_path_factory.mktemp("train")) as server:
+        yield server

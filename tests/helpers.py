@@ -192,6 +192,16 @@ def training_app(root: Path):
 # ---- calls, as a gradio_client user and as the page make them ------------------------------------------------------
 
 
+TINY_RUN = dict(data="names", n_layer=1, n_head=2, n_embd=16, seed=3)  # the Train tab's tiniest runs, in tests
+
+
+def visitor(server):
+    """A new gradio_client Client of `server` (url first): its own session, as a second browser would have."""
+    from gradio_client import Client
+
+    return Client(server[0], verbose=False)
+
+
 def call(client, endpoint: str, **params):
     return client.predict(**params, api_name=endpoint)
 

@@ -6,22 +6,7 @@ import zipfile
 
 import pytest
 
-from helpers import app_error, call, running_app, server_log, training_app
-
-TINY = dict(data="names", n_layer=1, n_head=2, n_embd=16, seed=3)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with training_app(tmp_path_factory.mktemp("train")) as server:
-        yield server
-
-
-def visitor(server):
-    """A new gradio_client Client: its own session, as a second browser would have."""
-    from gradio_client import Client
-
-    return Client(server[0], verbose=False)
+from helpers import TINY_RUN, app_error, call, running_app, server_log, visitor
 
 
 def numbers(output) -> dict:
@@ -33,9 +18,9 @@ def events(folder) -> list[dict]:
     return [json.loads(line) for line in (folder / "progress.jsonl").read_text().splitlines()]
 
 
-def test_a_names_run_streams_progress_and_its_model_generates_downloads_and_outlives_a_restart(server):
-    client = visitor(server)
-    job = client.submit(**TINY, max_steps=80, name="tiny-run", api_name="/train")
+def test_a_names_run_streams_progress_and_its_model_generates_downloads_and_outlives_a_restart(training_server):
+    client = visitor(training_server)
+    job = client.submit(**TINY_RUN, max_steps=80, name="tiny-run", api_name="/train")
     updates = [numbers(out) for out in job] + [numbers(job.result())]
     steps = [u["step"] for u in updates]
     assert steps == sorted(steps) and len(set(steps)) >= 3  # streamed as it went, not only at the end
@@ -70,7 +55,7 @@ def test_a_names_run_streams_progress_and_its_model_generates_downloads_and_outl
 
     # A server started afresh on the same runs folder offers the model again.
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("MINIGPT_RUNS_DIR", str(server[2]))
+        env.setenv("MINIGPT_RUNS_DIR", str(training_server[2]))
         with running_app() as (url, _):
             names, _ = call(visitor((url,)), "/names", count=3, seed=0, model="tiny-run")
     assert len(names.split("\n")) == 3
@@ -80,14 +65,14 @@ def test_a_names_run_streams_progress_and_its_model_generates_downloads_and_outl
 RACED_STEPS = 600
 
 
-def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterrupted_run(server):
+def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterrupted_run(training_server):
     """Visitor A trains RACED_STEPS steps; visitor B asks for the same run meanwhile: B waits in the queue, then is
     cancelled part way and resumed. B ends at A's validation loss (same seed: same batches, same dropout). While A
     trains, a third visitor generates names and looks at the maps."""
-    a, b, c = visitor(server), visitor(server), visitor(server)
-    job_a = a.submit(**TINY, max_steps=RACED_STEPS, name="whole", api_name="/train")
+    a, b, c = visitor(training_server), visitor(training_server), visitor(training_server)
+    job_a = a.submit(**TINY_RUN, max_steps=RACED_STEPS, name="whole", api_name="/train")
     assert numbers(next(job_a))["name"] == "whole"  # A's run is in the queue before B asks
-    job_b = b.submit(**TINY, max_steps=RACED_STEPS, name="cut", api_name="/train")
+    job_b = b.submit(**TINY_RUN, max_steps=RACED_STEPS, name="cut", api_name="/train")
 
     answered_during_training = False
     for out in job_a:
@@ -114,7 +99,7 @@ def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterru
     stopped = numbers(job_b.result())
     assert stopped["state"] == "stopped" and cancelled_at <= stopped["step"] < RACED_STEPS
     assert "checkpoint is kept" in stopped["message"]
-    runs = server[2]
+    runs = training_server[2]
     assert (runs / "cut" / f"checkpoint-{stopped['step']}" / "trainer_state.json").is_file()
     assert any(u["state"] == "queued" for u in map(numbers, job_b.outputs()))
     a_finished = next(e["time"] for e in events(runs / "whole") if e["event"] == "finished")
@@ -149,26 +134,26 @@ def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterru
         ("/download", dict(name="no-such-run"), "No finished model named 'no-such-run'"),
     ],
 )
-def test_bad_input_gets_its_message_and_no_traceback(server, endpoint, params, message):
-    error = app_error(visitor(server), endpoint, **params)
+def test_bad_input_gets_its_message_and_no_traceback(training_server, endpoint, params, message):
+    error = app_error(visitor(training_server), endpoint, **params)
     assert message in error and "Traceback" not in error
-    assert "Traceback" not in server_log(server[1])
+    assert "Traceback" not in server_log(training_server[1])
 
 
-def test_an_oversized_upload_is_refused_by_its_size(server, tmp_path):
+def test_an_oversized_upload_is_refused_by_its_size(training_server, tmp_path):
     from gradio_client import handle_file
 
     big = tmp_path / "big.txt"
     big.write_text("to be or not to be\n" * 60_000)  # 1.14 MB
-    error = app_error(visitor(server), "/train", data="text", upload=handle_file(str(big)))
+    error = app_error(visitor(training_server), "/train", data="text", upload=handle_file(str(big)))
     assert "The file is 1.1 MB: the limit is 1 MB" in error
-    assert "Traceback" not in server_log(server[1])
+    assert "Traceback" not in server_log(training_server[1])
 
 
-def test_a_check_that_only_training_can_make_comes_back_as_a_message(server):
+def test_a_check_that_only_training_can_make_comes_back_as_a_message(training_server):
     """160 characters pass the check made before the run (one 16-character window in the last tenth), but byte-level
     BPE turns the repeated letter into a few tokens: train.py's own message comes back, the traceback stays out."""
     params = dict(data="text", tokenizer="bpe", vocab_size=300, text="a" * 160, max_steps=5, name="too-short")
-    error = app_error(visitor(server), "/train", **params)
+    error = app_error(visitor(training_server), "/train", **params)
     assert "shorter than one window of 16 tokens" in error and "Traceback" not in error
-    assert "Traceback" not in server_log(server[1])
+    assert "Traceback" not in server_log(training_server[1])

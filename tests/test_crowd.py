@@ -9,21 +9,7 @@ import pytest
 import torch
 
 from explorer import training_runs
-from helpers import app_error, call, server_log, training_app
-
-TINY = dict(data="names", n_layer=1, n_head=2, n_embd=16, seed=3)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with training_app(tmp_path_factory.mktemp("crowd")) as server:
-        yield server
-
-
-def client(server):
-    from gradio_client import Client
-
-    return Client(server[0], verbose=False)
+from helpers import TINY_RUN, app_error, call, server_log, visitor
 
 
 def threads(process) -> int:
@@ -44,25 +30,26 @@ def streaming(job, timeout: float = 60.0) -> bool:
     raise TimeoutError("the stream neither answered nor was refused")
 
 
-def test_a_crowd_of_streams_holds_no_threads_and_every_bound_answers_with_a_message(server):
+def test_a_crowd_of_streams_holds_no_threads_and_every_bound_answers_with_a_message(training_server):
     """One running run and a full queue, each watched in as many places as allowed: the streams past the bounds are
     refused with a message, the open ones hold no worker thread, and /names answers meanwhile."""
-    process = server[1]
+    process = training_server[1]
     mark = len(server_log(process))
     visitors = [f"token-{i}" for i in range(5)]  # five visitors, each with the token its page would keep
-    http = [client(server) for _ in range(4)]
+    http = [visitor(training_server) for _ in range(4)]
     baseline = threads(process)
 
     # The running run, then a queue of eight: two runs for each of four other visitors.
-    jobs = [http[0].submit(**TINY, max_steps=20_000, name="long", owner=visitors[0], api_name="/train")]
+    jobs = [http[0].submit(**TINY_RUN, max_steps=20_000, name="long", owner=visitors[0], api_name="/train")]
     assert streaming(jobs[0])
     names = [f"queued-{i}" for i in range(training_runs.MAX_QUEUED)]
     for i, name in enumerate(names):
         owner = visitors[1 + i // training_runs.MAX_RUNS_PER_VISITOR]
-        jobs.append(http[i % 4].submit(**TINY, max_steps=50, name=name, owner=owner, api_name="/train"))
+        jobs.append(http[i % 4].submit(**TINY_RUN, max_steps=50, name=name, owner=owner, api_name="/train"))
         assert streaming(jobs[-1])
-    assert "You have 2 runs queued or training" in app_error(http[1], "/train", **TINY, name="third", owner=visitors[1])
-    assert "The queue is full (8 runs waiting)" in app_error(http[1], "/train", **TINY, owner="token-new")
+    refused = app_error(http[1], "/train", **TINY_RUN, name="third", owner=visitors[1])
+    assert "You have 2 runs queued or training" in refused
+    assert "The queue is full (8 runs waiting)" in app_error(http[1], "/train", **TINY_RUN, owner="token-new")
 
     # Watch each run from more places than allowed (its owner, from other sessions: a reloaded page): 45 streams in
     # all, 32 open at once.
@@ -95,11 +82,11 @@ def test_a_crowd_of_streams_holds_no_threads_and_every_bound_answers_with_a_mess
     assert "Traceback" not in server_log(process)[mark:]
 
 
-def test_a_stopped_run_resumes_only_for_its_owner_and_a_page_reload_keeps_it(server):
+def test_a_stopped_run_resumes_only_for_its_owner_and_a_page_reload_keeps_it(training_server):
     """The token is the owner, not the session: a new session (a reloaded page) with the token resumes the run;
     another token, or none, is refused by name."""
-    first, reloaded, other = client(server), client(server), client(server)
-    job = first.submit(**TINY, max_steps=20_000, name="mine", owner="my-token", api_name="/train")
+    first, reloaded, other = visitor(training_server), visitor(training_server), visitor(training_server)
+    job = first.submit(**TINY_RUN, max_steps=20_000, name="mine", owner="my-token", api_name="/train")
     assert streaming(job)
     assert "Cancel" in call(reloaded, "/cancel", name="mine", owner="my-token")
     assert job.result(timeout=60)[4]["state"] == "stopped"

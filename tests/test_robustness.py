@@ -255,6 +255,7 @@ def test_heads_are_bounded_and_never_echoed_whole(client):
         (["--max-waiting", "-1"], "app.py: error: --max-waiting takes 0 or more, got -1."),
         (["--concurrency", "0"], "app.py: error: --concurrency takes 1 or more, got 0."),
         (["--port", "99999"], "app.py: error: --port takes 1 to 65535, got 99999."),
+        (["--sessions", "0"], "app.py: error: --sessions takes 1 or more, got 0."),
     ],
 )
 def test_out_of_range_flags_stop_the_app_in_one_line(flags, message):
