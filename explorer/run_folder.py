@@ -2,6 +2,7 @@
 JSON event a line, written by the run's process, training_process.py, and by the queue; read back as a Progress), its
 checkpoints, and its model as a zip for visitors. Knows nothing of Gradio."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -111,7 +112,12 @@ def drop_checkpoints(folder: Path) -> None:
 
 
 def folder_bytes(folder: Path) -> int:
-    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+    """The bytes of the files under `folder`; one removed while counted (a checkpoint rotated out) counts nothing."""
+    total = 0
+    for path in folder.rglob("*"):
+        with contextlib.suppress(FileNotFoundError):
+            total += path.stat().st_size if path.is_file() else 0
+    return total
 
 
 def without_server_paths(value):

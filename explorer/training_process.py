@@ -143,7 +143,9 @@ def run_in_this_process(folder: Path, resume: bool) -> int:
     except Exception as error:  # the traceback goes to the run's train.log, the visitor gets one line
         write_event(folder, "error", message=f"Training failed: {type(error).__name__}: {error}")
         raise
-    if metrics.get("stopped"):
+    if not metrics:  # train.py found the folder finished already: nothing was trained
+        write_event(folder, "finished", message="This run had finished already.")
+    elif metrics.get("stopped"):
         write_event(
             folder,
             "stopped",

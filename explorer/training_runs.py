@@ -384,6 +384,7 @@ class RunQueue:
         self.changed = threading.Condition()
         self.worker: threading.Thread | None = None
         self.watchers = 0
+        self.admitting = threading.Lock()  # one submit or resume at a time: its checks, tidying and enqueueing
         self.end_interrupted()
         self.tidy()
 
@@ -447,18 +448,19 @@ class RunQueue:
 
     def submit(self, spec: RunSpec, text: str, owner: str | None) -> Run:
         """A new run in the queue; its folder is made here, so that its name is taken at once."""
-        self.tidy()
-        self.check_room(owner)
-        folder = self.root / spec.name
-        try:
-            folder.mkdir(parents=True)
-        except FileExistsError:
-            raise RunError(f"The name {spec.name!r} is taken: choose another.") from None
-        spec.save(folder)
-        (folder / "owner").write_text(owner or "")
-        if text:
-            (folder / "data.txt").write_text(text, encoding="utf-8")
-        return self.enqueue(Run(spec.name, folder, owner))
+        with self.admitting:  # two visitors' checks cannot both pass on the same room
+            self.tidy()
+            self.check_room(owner)
+            folder = self.root / spec.name
+            try:
+                folder.mkdir(parents=True)
+            except FileExistsError:
+                raise RunError(f"The name {spec.name!r} is taken: choose another.") from None
+            spec.save(folder)
+            (folder / "owner").write_text(owner or "")
+            if text:
+                (folder / "data.txt").write_text(text, encoding="utf-8")
+            return self.enqueue(Run(spec.name, folder, owner))
 
     def check_owner(self, name: str, owner: str | None, kept: str | None, what: str) -> None:
         if kept and kept != owner:
@@ -467,19 +469,20 @@ class RunQueue:
     def resume(self, name: str, owner: str | None) -> Run:
         """A stopped run queued again to continue from its checkpoint; a queued or running one, as it is (to watch).
         Only for the visitor who started it."""
-        run = self.runs.get(name)
-        if run and run.state != "done":
-            self.check_owner(name, owner, run.owner, "watch")
-            return run
-        folder = self.root / (name or "")
-        if not NAME.fullmatch(name or "") or not (folder / "spec.json").is_file():
-            raise RunError(f"There is no run named {shortened(name)} to resume: give the name of a stopped run.")
-        if is_finished(folder):
-            raise RunError(f"The run {name!r} is finished: its model is in the model picker.")
-        kept = (folder / "owner").read_text() if (folder / "owner").is_file() else None  # None: a run from before
-        self.check_owner(name, owner, kept, "resume")
-        self.check_room(owner)
-        return self.enqueue(Run(name, folder, kept or owner, resume=True))
+        with self.admitting:  # two Resumes of one stopped run: the second watches the first's
+            run = self.runs.get(name)
+            if run and run.state != "done":
+                self.check_owner(name, owner, run.owner, "watch")
+                return run
+            folder = self.root / (name or "")
+            if not NAME.fullmatch(name or "") or not (folder / "spec.json").is_file():
+                raise RunError(f"There is no run named {shortened(name)} to resume: give the name of a stopped run.")
+            if is_finished(folder):
+                raise RunError(f"The run {name!r} is finished: its model is in the model picker.")
+            kept = (folder / "owner").read_text() if (folder / "owner").is_file() else None  # None: from before
+            self.check_owner(name, owner, kept, "resume")
+            self.check_room(owner)
+            return self.enqueue(Run(name, folder, kept or owner, resume=True))
 
     def enqueue(self, run: Run) -> Run:
         with self.changed:
