@@ -101,8 +101,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def check_flags(args: argparse.Namespace) -> None:
-    """The numbers of the command line, each refused in one line when out of range (else the server would start and
-    hang, or end in a traceback)."""
+    """The command line's numbers and folders, each refused in one line when out of range or missing (else the server
+    would start and hang, or end in a traceback). Nothing is loaded or started before these checks."""
     bounds = [("--port", args.port, 1, 65535), ("--concurrency", args.concurrency, 1, None)]
     bounds += [("--max-batch", args.max_batch, 1, None), ("--max-waiting", args.max_waiting, 0, None)]
     bounds += [("--sessions", args.sessions, 1, None)]
@@ -110,6 +110,11 @@ def check_flags(args: argparse.Namespace) -> None:
         if value < low or (high is not None and value > high):
             allowed = f"{low} to {high}" if high is not None else f"{low} or more"
             raise SystemExit(f"app.py: error: {flag} takes {allowed}, got {value}.")
+    if not 0 <= args.stream_every <= 1 or args.stream_rate < 0:
+        raise SystemExit("app.py: error: --stream-every takes 0 to 1 second, --stream-rate 0 or more updates.")
+    for source in [*args.model, args.names_model, args.text_model]:
+        if source and missing_local_path(source):
+            raise SystemExit(f"app.py: error: the model folder {source} does not exist.")
 
 
 def give_freed_memory_back() -> None:
@@ -130,11 +135,6 @@ def main(argv=None) -> None:
     # One thread per request: the models are small, and a request runs on whichever worker thread the server picks;
     # each such thread would start its own team of intra-op threads, and idle teams spin on the cores (10x slower).
     torch.set_num_threads(1)
-    for source in [*args.model, args.names_model, args.text_model]:
-        if source and missing_local_path(source):
-            raise SystemExit(f"app.py: error: the model folder {source} does not exist.")
-    if not 0 <= args.stream_every <= 1 or args.stream_rate < 0:
-        raise SystemExit("app.py: error: --stream-every takes 0 to 1 second, --stream-rate 0 or more updates.")
     batching = dict(max_rows=args.max_batch, max_waiting=args.max_waiting, min_decode_rows=args.min_decode_rows)
     stream = dict(every=args.stream_every, per_second=args.stream_rate)
     state = DemoState.configure(args.model, args.names_model, args.text_model, batching, stream)

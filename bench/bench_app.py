@@ -49,7 +49,7 @@ from helpers import (  # noqa: E402
     save_fixture_model,
     save_gpt2,
 )
-from timing import alternate, summarise  # noqa: E402  (bench/timing.py)
+from timing import alternate, reference_corpus, summarise  # noqa: E402  (bench/timing.py)
 
 BEFORE_ISSUE_11 = "4492d0f"  # the commit whose attention_maps.py drew the maps before they scaled
 GPT2_SHAPE = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
@@ -91,16 +91,16 @@ INSIGHTS = {  # row name: (endpoint, its inputs after text and model, goal in ms
 
 def shakespeare_128(lm) -> str:
     """The first 127 tokens of Tiny Shakespeare as text: with the start token, the 128 tokens the goals are set on."""
-    source = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
-    sample = source.read_text()[:4000] if source.exists() else "To be, or not to be, that is the question:\n" * 40
+    source = reference_corpus("tinyshakespeare.txt", required=False)
+    sample = source.read_text()[:4000] if source else "To be, or not to be, that is the question:\n" * 40
     return lm.tokenizer.decode(lm.tokenizer.encode(sample, add_special_tokens=False)[:127])
 
 
 def step_texts(runs: int) -> list[str]:
     """Texts of 128 tokens or more (the view keeps the last 128): 3,000-character windows of Shakespeare, a new one
     per run, so that each run records its forward pass; without the data file, one repeated line, varied."""
-    data = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
-    if data.exists():
+    data = reference_corpus("tinyshakespeare.txt", required=False)
+    if data:
         text = data.read_text()
         return [text[i * 3000 : (i + 1) * 3000] for i in range(runs + 1)]
     return [f"{i} " + "To be, or not to be, that is the question. " * 40 for i in range(runs + 1)]

@@ -24,9 +24,8 @@ from explorer.head_corpus import default_corpus, text_corpus  # noqa: E402
 from explorer.head_metrics import measure  # noqa: E402
 from explorer.models import SHIPPED, load_language_model  # noqa: E402
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM  # noqa: E402
-from timing import machine_summary, print_table  # noqa: E402
+from timing import machine_summary, print_table, reference_corpus  # noqa: E402
 
-NAMES = REPO.parent / "shared" / "data" / "names.txt"
 TARGET = {"shipped": 30.0, "gpt2": 120.0}
 
 
@@ -42,7 +41,7 @@ def shipped_corpora():
     for name, folder in SHIPPED.items():
         lm = load_language_model(name, str(folder), dict(max_rows=2, max_waiting=2))
         if name == "names":
-            corpus = text_corpus(lm, NAMES.read_text())
+            corpus = text_corpus(lm, reference_corpus("names.txt").read_text())
         else:
             corpus = default_corpus(lm, str(folder))
         yield name, lm.model, corpus.windows

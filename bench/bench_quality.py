@@ -42,9 +42,9 @@ from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM  # noqa: E402
+from timing import reference_corpus  # noqa: E402  (bench/timing.py: the script's folder is on sys.path)
 
 REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "data"
 
 BENCHMARKS = {
     "names": dict(
@@ -52,7 +52,16 @@ BENCHMARKS = {
         target_loss=1.92,
         budget_s=300,
         seeds=[3407, 1, 2],  # one split, initialisation and order of the training names each
-        args=["--preset", "names", "--dataset", str(DATA / "names.txt"), "--val_size", "2000", "--eval_steps", "250"],
+        args=[
+            "--preset",
+            "names",
+            "--dataset",
+            str(reference_corpus("names.txt")),
+            "--val_size",
+            "2000",
+            "--eval_steps",
+            "250",
+        ],
     ),
     "shakespeare": dict(
         reference="nanoGPT, same model and batch, this machine: 1.886 in 86 s",
@@ -64,7 +73,7 @@ BENCHMARKS = {
             "--tokenizer",
             "char",
             "--dataset",
-            str(DATA / "tinyshakespeare.txt"),
+            str(reference_corpus("tinyshakespeare.txt")),
             "--val_fraction",
             "0.1",
             "--n_layer",
@@ -140,7 +149,7 @@ def reference_loop(steps=2000, batch=12, block=64, lr=1e-3, min_lr=1e-4, warmup=
     predictions each), AdamW (weight decay 0.1 on matrices, betas 0.9/0.99), linear warmup then cosine decay, gradient
     clipping at 1. Validation loss measured as train.py measures it (all of the last 10% in windows of `block`)."""
     started = time.perf_counter()
-    text = (DATA / "tinyshakespeare.txt").read_text()
+    text = reference_corpus("tinyshakespeare.txt").read_text()
     vocab = {c: i for i, c in enumerate(sorted(set(text)))}
     tokens = torch.tensor([vocab[c] for c in text])
     split = int(0.9 * len(tokens))

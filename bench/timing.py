@@ -3,10 +3,31 @@
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
+
+# The reference corpora the field's published small-GPT results use, beside the checkout (../shared/data/) where the
+# project keeps them, and where anyone else gets them.
+REFERENCE_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+REFERENCE_SOURCES = {
+    "names.txt": "makemore's names.txt (github.com/karpathy/makemore, names.txt)",
+    "tinyshakespeare.txt": "char-rnn's Tiny Shakespeare (github.com/karpathy/char-rnn, data/tinyshakespeare/input.txt)",
+}
+
+
+def reference_corpus(name: str, required: bool = True) -> Path | None:
+    """The path of a reference corpus in ../shared/data/; when it is not there, a one-line exit naming where to get
+    it (or None, when the benchmark can do without it)."""
+    path = REFERENCE_DATA / name
+    if path.exists():
+        return path
+    if required:
+        sys.exit(f"{path} is missing: save {REFERENCE_SOURCES[name]} there.")
+    return None
 
 
 def machine_summary() -> str:

@@ -16,6 +16,35 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+# pytest-xdist runs the tests in a worker process per core: each worker's own computations take one thread, so that
+# two workers do not fight over two cores (a team of threads that waits for a busy core spins). Subprocesses (the
+# servers, train.py) keep their defaults; a test that sets threads (CoreShare) sets them against this.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    import torch
+
+    torch.set_num_threads(1)
+
+
+# The modules that take longest go first: pytest-xdist hands out whole modules (--dist loadfile) in collection order,
+# so the short ones then fill in around them instead of one long module running alone at the end.
+LONGEST_FIRST = (
+    "test_train.py",
+    "test_app_train.py",
+    "test_app_train_browser.py",
+    "test_flex.py",
+    "test_crowd.py",
+    "test_app_browser.py",
+    "test_error_rule.py",
+    "test_robustness.py",
+    "test_links.py",
+    "test_app_batching.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each module's tests keep their order
+
 
 # ---- the app on the fixture models: one server for the whole run -------------------------------------------------
 # Every module that wants app.py on tiny-names and tiny-text with no other flag and no environment of its own shares

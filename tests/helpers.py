@@ -146,14 +146,15 @@ def running_app(*args: str, timeout: float = 120.0, cwd: Path = REPO):
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}/"
+    process.log = log
     try:
         deadline = time.monotonic() + timeout
-        while not _serving(port):
+        # Serving on the port and saying so: tests may run in parallel (pytest-xdist), and a port found free here may
+        # be taken by another test's server before this one binds it; this server then exits, and the port answers.
+        while not (_serving(port) and f"127.0.0.1:{port}" in server_log(process)):
             if process.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                raise RuntimeError(f"app.py did not start (exit code {process.poll()}):\n{log.read()[-4000:]}")
+                raise RuntimeError(f"app.py did not start (exit code {process.poll()}):\n{server_log(process)[-4000:]}")
             time.sleep(0.2)
-        process.log = log
         yield url, process
     finally:
         process.terminate()

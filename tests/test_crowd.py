@@ -37,7 +37,6 @@ def test_a_crowd_of_streams_holds_no_threads_and_every_bound_answers_with_a_mess
     mark = len(server_log(process))
     visitors = [f"token-{i}" for i in range(5)]  # five visitors, each with the token its page would keep
     http = [visitor(training_server) for _ in range(4)]
-    baseline = threads(process)
 
     # The running run, then a queue of eight: two runs for each of four other visitors.
     jobs = [http[0].submit(**TINY_RUN, max_steps=20_000, name="long", owner=visitors[0], api_name="/train")]
@@ -50,6 +49,8 @@ def test_a_crowd_of_streams_holds_no_threads_and_every_bound_answers_with_a_mess
     refused = app_error(http[1], "/train", **TINY_RUN, name="third", owner=visitors[1])
     assert "You have 2 runs queued or training" in refused
     assert "The queue is full (8 runs waiting)" in app_error(http[1], "/train", **TINY_RUN, owner="token-new")
+
+    with_nine_streams = threads(process)
 
     # Watch each run from more places than allowed (its owner, from other sessions: a reloaded page): 45 streams in
     # all, 32 open at once.
@@ -66,8 +67,12 @@ def test_a_crowd_of_streams_holds_no_threads_and_every_bound_answers_with_a_mess
     assert any("watched in 4 places already" in m for m in messages)
     assert any("the most this server serves" in m for m in messages)
 
-    # 32 open streams: no more threads than a handful, and the other endpoints answer.
-    assert threads(process) < baseline + 16
+    # 32 open streams hold no thread each: from 9 streams to 32 the server gains fewer threads than half the 23 new
+    # streams (a thread per stream would be +23). A difference, not a count: what a loaded machine adds to the
+    # server's pools (their threads come and go with the load) is there at 9 streams as at 32. The other endpoints
+    # answer.
+    added = threads(process) - with_nine_streams
+    assert added < 23 / 2, f"{added} threads more for 23 more streams"
     answer = http[3].submit(count=3, seed=0, api_name="/names").result(timeout=60)
     assert len(answer[0].split("\n")) == 3
 
