@@ -3,7 +3,7 @@ text tokens, through the running app (HTTP requests on 127.0.0.1, as `curl` or a
 figures and references measured in the same run.
 
     python bench/bench_app.py                      # the shipped models (else same-size random models, said so)
-    python bench/bench_app.py --runs 30 --names-model models/names --text-model models/shakespeare
+    python bench/bench_app.py --runs 30 --names-model minigpt/models/names --text-model minigpt/models/shakespeare
     python bench/bench_app.py --only scale         # issue 11's rows: GPT-2 size at 1,024 tokens; drawing then and now
 
 Goals (issue 4): names + maps <= 150 ms, 200 streamed tokens <= 2 s, on this CPU; (issue 9) the step view of the text
@@ -38,8 +38,6 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the repo's modules, and the tests' helpers.py
 
-from explorer.serving import Sampling  # noqa: E402
-from explorer.texts import from_boundary  # noqa: E402
 from helpers import (  # noqa: E402
     LOWERCASE,
     char_tokenizer,
@@ -49,6 +47,8 @@ from helpers import (  # noqa: E402
     save_fixture_model,
     save_gpt2,
 )
+from minigpt.demo.serving import Sampling  # noqa: E402
+from minigpt.demo.texts import from_boundary  # noqa: E402
 from timing import alternate, reference_corpus, summarise  # noqa: E402  (bench/timing.py)
 
 BEFORE_ISSUE_11 = "4492d0f"  # the commit whose attention_maps.py drew the maps before they scaled
@@ -147,11 +147,11 @@ def through_the_server(
 
 def in_process_demo(extra: list[str], names_model: str | None = None, text_model: str | None = None):
     """The demo's sections on a state of their own, as the server builds them (without a page or a training queue)."""
-    from explorer.state import DemoState
-    from explorer.ui.attention import AttentionMaps
-    from explorer.ui.generation import Generation
-    from explorer.ui.insights import Insights
-    from explorer.ui.steps import StepByStep
+    from minigpt.demo.state import DemoState
+    from minigpt.demo.ui.attention import AttentionMaps
+    from minigpt.demo.ui.generation import Generation
+    from minigpt.demo.ui.insights import Insights
+    from minigpt.demo.ui.steps import StepByStep
 
     state = DemoState.configure(extra, names_model, text_model, training=False)
     sections = dict(maps=AttentionMaps(state), steps=StepByStep(state), insights=Insights(state))
@@ -171,8 +171,8 @@ def full_length_seeds(lm, ids: list[int], count: int) -> list[int]:
 
 
 def in_process(names_source: str, text_source: str, runs: int, prompt: str) -> dict[str, float]:
-    from explorer.forward_pass import run_forward_pass
-    from explorer.views.steps import steps_html
+    from minigpt.demo.views.steps import steps_html
+    from minigpt.heads.recorded_pass import run_forward_pass
 
     demo = in_process_demo([], names_source, text_source)
     torch.set_num_threads(1)  # as app.py serves
@@ -241,8 +241,8 @@ def gpt2_at_1024(root: Path, runs: int) -> dict[str, float]:
     served."""
     import httpx
 
-    from explorer.attention_export import save_weights
-    from explorer.forward_pass import run_forward_pass
+    from minigpt.demo.attention_export import save_weights
+    from minigpt.heads.recorded_pass import run_forward_pass
 
     folder = save_gpt2(root / "gpt2-shaped", printable_tokenizer(), **GPT2_SHAPE)
     text = ("It was the best of times, it was the worst of times, it was the age of wisdom. " * 20)[:1023]
@@ -325,7 +325,7 @@ def old_drawing_module():
 
 def drawing_then_and_now(names_source: str, text_source: str, runs: int) -> list[list]:
     """Drawing the grid and the enlarged head, new code vs the code before issue 11, from the same recorded pass."""
-    from explorer.views import maps as now
+    from minigpt.demo.views import maps as now
 
     before = old_drawing_module()
     if before is None:
@@ -395,8 +395,8 @@ def print_scale(results: dict[str, float], drawing: list[list]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--names-model", default=str(REPO / "models" / "names"))
-    parser.add_argument("--text-model", default=str(REPO / "models" / "shakespeare"))
+    parser.add_argument("--names-model", default=str(REPO / "minigpt" / "models" / "names"))
+    parser.add_argument("--text-model", default=str(REPO / "minigpt" / "models" / "shakespeare"))
     parser.add_argument("--prompt", default="ROMEO:\n")
     parser.add_argument("--only", choices=["speed", "scale"], help="only issue 4's rows (speed) or issue 11's (scale)")
     args = parser.parse_args()

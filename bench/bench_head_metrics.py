@@ -1,4 +1,4 @@
-"""How long the Head Finder takes to measure every head over a corpus (explorer/head_metrics.py `measure`).
+"""How long the Head Finder takes to measure every head over a corpus (minigpt/heads/metrics.py `measure`).
 
     python bench/bench_head_metrics.py            # the shipped models over their corpora (>= 32K tokens)
     python bench/bench_head_metrics.py --gpt2     # and a GPT-2-shaped model (random weights) over 8K tokens
@@ -20,9 +20,9 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
-from explorer.head_corpus import default_corpus, text_corpus  # noqa: E402
-from explorer.head_metrics import measure  # noqa: E402
-from explorer.models import SHIPPED, load_language_model  # noqa: E402
+from minigpt.demo.head_corpus import default_corpus, text_corpus  # noqa: E402
+from minigpt.demo.models import SHIPPED, load_language_model  # noqa: E402
+from minigpt.heads.metrics import measure  # noqa: E402
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM  # noqa: E402
 from timing import machine_summary, print_table, reference_corpus  # noqa: E402
 

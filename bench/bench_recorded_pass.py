@@ -24,8 +24,8 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "bench"), str(REPO / "tests")]
 
-from explorer.forward_pass import run_forward_pass  # noqa: E402
 from helpers import printable_tokenizer, running_app, save_gpt2  # noqa: E402
+from minigpt.heads.recorded_pass import run_forward_pass  # noqa: E402
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM  # noqa: E402
 from timing import alternate, machine_summary, print_table, summarise  # noqa: E402
 
@@ -49,7 +49,7 @@ def in_process(threads: int, rounds: int) -> dict[str, float]:
     torch.manual_seed(0)
     model = MiniGPTForCausalLM(MiniGPTConfig(**SHAPE)).eval()
     old_modeling = module_from_git("modeling_minigpt.py", "modeling_before")
-    old_pass = module_from_git("explorer/forward_pass.py", "forward_pass_before")
+    old_pass = module_from_git("minigpt/heads/recorded_pass.py", "forward_pass_before")
     old_model = old_modeling.MiniGPTForCausalLM(old_modeling.MiniGPTConfig(**SHAPE)).eval()
     old_model.load_state_dict(model.state_dict())
     ids = torch.randint(1, SHAPE["vocab_size"], (1024,)).tolist()
@@ -70,11 +70,11 @@ def in_process(threads: int, rounds: int) -> dict[str, float]:
 def shipped_before_and_now(rounds: int) -> list[list[str]]:
     """The shipped models' recorded pass (names: a name; shakespeare: its 128-token context), before and now, on the
     server's one thread, alternating."""
-    from explorer.models import SHIPPED
+    from minigpt.demo.models import SHIPPED
 
     torch.set_num_threads(1)
     old_modeling = module_from_git("modeling_minigpt.py", "modeling_before")
-    old_pass = module_from_git("explorer/forward_pass.py", "forward_pass_before")
+    old_pass = module_from_git("minigpt/heads/recorded_pass.py", "forward_pass_before")
     rows = []
     for name, length in (("names", 8), ("shakespeare", 128)):
         model = MiniGPTForCausalLM.from_pretrained(SHIPPED[name]).eval()

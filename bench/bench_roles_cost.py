@@ -1,4 +1,4 @@
-"""What logging the head roles at each evaluation costs a training run (explorer/role_log.py, train.py's RoleLog).
+"""What logging the head roles at each evaluation costs a training run (minigpt/heads/role_log.py, train.py's RoleLog).
 
     python bench/bench_roles_cost.py
 
@@ -17,8 +17,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 from configuration_minigpt import TRAINING_PRESETS, MiniGPTConfig  # noqa: E402
-from explorer.forward_pass import run_forward_pass  # noqa: E402
-from explorer.head_insights import measured_roles  # noqa: E402
+from minigpt.heads.insights import measured_roles  # noqa: E402
+from minigpt.heads.recorded_pass import run_forward_pass  # noqa: E402
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402
 from timing import alternate, machine_summary, print_table, summarise  # noqa: E402
 

@@ -103,8 +103,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="requests per client")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--prompt", default="ROMEO:\n")
-    parser.add_argument("--names-model", default=str(REPO / "models" / "names"))
-    parser.add_argument("--text-model", default=str(REPO / "models" / "shakespeare"))
+    parser.add_argument("--names-model", default=str(REPO / "minigpt" / "models" / "names"))
+    parser.add_argument("--text-model", default=str(REPO / "minigpt" / "models" / "shakespeare"))
     parser.add_argument("--reference", default=BEFORE, help="git commit of the code to compare with")
     parser.add_argument(
         "--min-decode-rows",

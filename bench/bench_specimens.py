@@ -17,10 +17,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from explorer.errors import VisitorError  # noqa: E402
-from explorer.models import SHIPPED  # noqa: E402
-from explorer.state import DemoState  # noqa: E402
-from explorer.ui.insights import Insights  # noqa: E402
+from minigpt.demo.models import SHIPPED  # noqa: E402
+from minigpt.demo.state import DemoState  # noqa: E402
+from minigpt.demo.ui.insights import Insights  # noqa: E402
+from minigpt.errors import VisitorError  # noqa: E402
 
 # Two lines of Hamlet: they fit every shipped context, so the start token stays first.
 PASSAGE = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n"

@@ -3,7 +3,7 @@ paste cell by cell into a notebook). It prints the same numbers as the demo's `/
 
     pip install -r requirements-interp.txt
     python docs/nnsight_heads.py                                     # the specimen's previous-token head, 0.2
-    python docs/nnsight_heads.py models/names "emma" 1.2
+    python docs/nnsight_heads.py minigpt/models/names "emma" 1.2
 """
 
 import sys
@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # so that a folder's remote code finds its config
 
-folder = sys.argv[1] if len(sys.argv) > 1 else "models/specimen"
+folder = sys.argv[1] if len(sys.argv) > 1 else "minigpt/models/specimen"
 text = sys.argv[2] if len(sys.argv) > 2 else "To be, or not to be, that is the question."
 layer, head = map(int, (sys.argv[3] if len(sys.argv) > 3 else "0.2").split("."))
 

@@ -3,7 +3,7 @@ or to paste cell by cell into a notebook). It prints the same numbers as the dem
 
     pip install -r requirements-interp.txt
     python docs/transformer_lens_heads.py                                  # the specimen, its previous-token head
-    python docs/transformer_lens_heads.py models/names "emma" 0.0,1.2
+    python docs/transformer_lens_heads.py minigpt/models/names "emma" 0.0,1.2
 """
 
 import sys
@@ -12,18 +12,18 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # minigpt_lens.py, beside the model's code
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the minigpt package, beside the model's code
 
 from transformer_lens.model_bridge import TransformerBridge  # noqa: E402
 
-import minigpt_lens  # noqa: E402
+from minigpt import lens  # noqa: E402
 
-folder = sys.argv[1] if len(sys.argv) > 1 else "models/specimen"
+folder = sys.argv[1] if len(sys.argv) > 1 else "minigpt/models/specimen"
 text = sys.argv[2] if len(sys.argv) > 2 else "To be, or not to be, that is the question."
 heads = [tuple(map(int, h.split("."))) for h in (sys.argv[3] if len(sys.argv) > 3 else "0.2,1.1").split(",")]
 
 # 1. The model, through the adapter: every activation gets a TransformerLens hook name.
-minigpt_lens.register()
+lens.register()
 bridge = TransformerBridge.boot_transformers(folder, trust_remote_code=True, device="cpu")
 tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
 

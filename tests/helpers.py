@@ -315,7 +315,7 @@ def close(actual, expected, what: str) -> None:
 def assert_every_number_is_the_models(numbers: dict, model, ids: list[int]) -> None:
     """Each number `steps_json` returned (eval mode) against the hooked tensors, or a formula on them (steps 2 and 4,
     which the model does not compute as such). Fails if a step holds a number this test does not check."""
-    from explorer.attention_steps import NEG_INF, NUMBERS
+    from minigpt.heads.steps import NEG_INF, NUMBERS
 
     layer, h, i = numbers["layer"], numbers["head"], numbers["query"]
     C, D = model.config.n_embd, model.config.n_embd // model.config.n_head

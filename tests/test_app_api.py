@@ -223,10 +223,10 @@ def test_maps_are_the_eager_weights_of_the_sdpa_loaded_model(fixture_models):
     """The app loads once, with sdpa, and its maps equal those of the same weights loaded for eager attention."""
     from transformers import AutoModelForCausalLM
 
-    from explorer.attention_maps import trace_steps
-    from explorer.forward_pass import run_forward_pass
-    from explorer.models import load_language_model
-    from explorer.state import BATCHING
+    from minigpt.demo.models import load_language_model
+    from minigpt.demo.state import BATCHING
+    from minigpt.heads.recorded_pass import run_forward_pass
+    from minigpt.heads.shapes import trace_steps
 
     lm = load_language_model("names", str(fixture_models[0]), BATCHING)
     assert lm.model.config._attn_implementation == "sdpa"
@@ -246,9 +246,9 @@ def test_maps_are_the_eager_weights_of_the_sdpa_loaded_model(fixture_models):
 
 def test_the_pad_token_is_never_generated(fixture_models):
     """A random model would write its pad token about once in 28 tokens: none in 100 names and 200 tokens of text."""
-    from explorer.models import load_language_model
-    from explorer.serving import Sampling
-    from explorer.state import BATCHING
+    from minigpt.demo.models import load_language_model
+    from minigpt.demo.serving import Sampling
+    from minigpt.demo.state import BATCHING
 
     names_lm = load_language_model("names", str(fixture_models[0]), BATCHING)
     pad = names_lm.tokenizer.pad_token_id
@@ -264,7 +264,7 @@ def test_unknown_characters_whatever_the_tokenizer():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from tokenization import unknown_characters
+    from minigpt.tokenization import unknown_characters
 
     allowed = lambda tokenizer, text: unknown_characters(tokenizer, text, allow_special_tokens=True)  # as app does
     chars = char_tokenizer(LOWERCASE, ".")
@@ -288,7 +288,7 @@ def test_heatmap_pixels_are_the_weights_and_the_mask_is_grey():
 
     from PIL import Image
 
-    from explorer.attention_maps import COLOURS, MASKED_RGB, heatmap_png
+    from minigpt.demo.attention_maps import COLOURS, MASKED_RGB, heatmap_png
 
     uri = heatmap_png(torch.tensor([[1.0, 0.0], [0.25, 0.75]]).numpy())  # colour: square root of the weight
     pixels = Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB")
@@ -298,12 +298,12 @@ def test_heatmap_pixels_are_the_weights_and_the_mask_is_grey():
     assert pixels.getpixel((0, 1)) == tuple(COLOURS[128]) and pixels.getpixel((1, 1)) == tuple(COLOURS[221])
 
 
-SHIPPED = [REPO / "models" / "names", REPO / "models" / "shakespeare"]
+SHIPPED = [REPO / "minigpt" / "models" / "names", REPO / "minigpt" / "models" / "shakespeare"]
 
 
 @pytest.mark.skipif(
     not all((m / "config.json").exists() for m in SHIPPED),
-    reason="models/names or models/shakespeare is not there yet: train them with the README's commands",
+    reason="minigpt/models/names or minigpt/models/shakespeare is not there yet: train them with the README's commands",
 )
 def test_plain_python_app_py_serves_the_shipped_models_offline():
     """`python app.py` as a Space runs it: the shipped models, no download, no network call."""

@@ -91,7 +91,7 @@ def test_zoom_select_a_query_and_download_a_png_and_the_weights(page_url, tmp_pa
     downloads a PNG of the grid and the weights file."""
     from playwright.sync_api import expect, sync_playwright
 
-    from explorer.attention_export import load_weights
+    from minigpt.demo.attention_export import load_weights
 
     expect.set_options(timeout=90_000)
     with sync_playwright() as playwright:

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from explorer.attention_steps import NUMBERS
 from helpers import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -22,6 +21,7 @@ from helpers import (
     save_fixture_model,
     server_log,
 )
+from minigpt.heads.steps import NUMBERS
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.attention_export import grid_png, grid_svg, load_weights, map_png, save_weights
-from explorer.attention_maps import LEVELS, PALETTE, Window, colour_indices, future_blocks, grid_images, max_pooled
-from explorer.views.maps import figure_body
 from helpers import (
     LOWERCASE,
     THREE_LAYERS,
@@ -26,6 +23,9 @@ from helpers import (
     server_log,
     tiny_model,
 )
+from minigpt.demo.attention_export import grid_png, grid_svg, load_weights, map_png, save_weights
+from minigpt.demo.attention_maps import LEVELS, PALETTE, Window, colour_indices, future_blocks, grid_images, max_pooled
+from minigpt.demo.views.maps import figure_body
 from modeling_minigpt import MiniGPTForCausalLM
 
 LONG = 1024  # tokens: the long-context fixture's context, and the longest text tried
@@ -123,7 +123,7 @@ def decode_png(uri_or_bytes) -> np.ndarray:
 
 @pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
 def test_exported_weights_are_output_attentions_exactly_in_bertviz_layout(tmp_path, suffix):
-    from explorer.forward_pass import run_forward_pass
+    from minigpt.heads.recorded_pass import run_forward_pass
 
     IDS = [0, 5, 9, 3, 3, 7, 1, 0, 12]
     model = tiny_model("sdpa", shape=THREE_LAYERS)
@@ -162,7 +162,7 @@ def test_exported_images(tmp_path):
 def test_a_map_for_a_slide_has_the_maps_pixels_token_labels_a_title_and_a_colour_bar():
     from PIL import Image
 
-    from explorer.attention_export import BAR_WIDTH, map_slide_png, slide_layout
+    from minigpt.demo.attention_export import BAR_WIDTH, map_slide_png, slide_layout
 
     T = 12
     matrix = torch.softmax(torch.randn(T, T).masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), -1e9), -1)
@@ -184,12 +184,12 @@ def test_a_map_for_a_slide_has_the_maps_pixels_token_labels_a_title_and_a_colour
 def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_text(tmp_path):
     """Two models with the same tokenizer and different weights: the same text gets each model's own maps, drawn
     from one pass per (model, text)."""
-    from explorer.attention_maps import token_labels
-    from explorer.forward_pass import run_forward_pass
-    from explorer.state import DemoState
-    from explorer.texts import from_boundary
-    from explorer.ui.attention import AttentionMaps
-    from explorer.views.maps import grid_html
+    from minigpt.demo.attention_maps import token_labels
+    from minigpt.demo.state import DemoState
+    from minigpt.demo.texts import from_boundary
+    from minigpt.demo.ui.attention import AttentionMaps
+    from minigpt.demo.views.maps import grid_html
+    from minigpt.heads.recorded_pass import run_forward_pass
 
     first = save_fixture_model(tmp_path / "a", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
     second = save_fixture_model(tmp_path / "b", char_tokenizer(LOWERCASE, "."), seed=1, name="names")

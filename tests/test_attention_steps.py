@@ -7,12 +7,12 @@ import re
 import pytest
 import torch
 
-from explorer.attention_steps import NEG_INF, StepChoiceError, attention_steps, steps_json
-from explorer.forward_pass import run_forward_pass
-from explorer.views.steps import steps_html
 from helpers import REPO, assert_every_number_is_the_models, tiny_model
+from minigpt.demo.views.steps import steps_html
+from minigpt.heads.recorded_pass import run_forward_pass
+from minigpt.heads.steps import NEG_INF, StepChoiceError, attention_steps, steps_json
 
-SHIPPED = {name: REPO / "models" / name for name in ("names", "shakespeare")}
+SHIPPED = {name: REPO / "minigpt" / "models" / name for name in ("names", "shakespeare")}
 SHAPE = dict(vocab_size=40, block_size=32, n_layer=3, n_head=4, n_embd=32)  # the random models: tiny_model(shape=SHAPE)
 
 
@@ -25,8 +25,8 @@ def test_every_number_is_the_shipped_models_own(name):
     """The `step` endpoint's function, in process, on a shipped model, in a middle layer and head."""
     if not (SHIPPED[name] / "config.json").exists():
         pytest.skip(f"models/{name} is not there: train it with the README's command")
-    from explorer.state import DemoState
-    from explorer.ui.steps import StepByStep
+    from minigpt.demo.state import DemoState
+    from minigpt.demo.ui.steps import StepByStep
 
     state = DemoState.configure(training=False)
     lm = state.picker.get(name)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer import training_runs
 from helpers import TINY_RUN, app_error, call, server_log, visitor
+from minigpt.demo import training_runs
 
 
 def threads(process) -> int:
@@ -108,10 +108,10 @@ def test_a_stopped_run_resumes_only_for_its_owner_and_a_page_reload_keeps_it(tra
 def big_model_views(tmp_path_factory):
     """The sections' endpoints in process, on the widest model a visitor could ask for by heads (12 layers x 16
     heads, context 512, random weights) beside the fixture models."""
-    from explorer.state import DemoState
-    from explorer.ui.attention import AttentionMaps
-    from explorer.ui.insights import Insights
     from helpers import LOWERCASE, char_tokenizer, save_fixture_model
+    from minigpt.demo.state import DemoState
+    from minigpt.demo.ui.attention import AttentionMaps
+    from minigpt.demo.ui.insights import Insights
 
     root = tmp_path_factory.mktemp("big")
     big = dict(n_layer=12, n_head=16, n_embd=32, block_size=512)
@@ -125,9 +125,9 @@ def test_a_view_of_every_map_is_refused_past_its_size_and_importance_is_bounded(
     longest that fits), served for a short one; the page's Compare (one head) is drawn at any length. Importance is
     measured over the start of the text that fits its work bound, with a note, and equals the importance of that
     start."""
-    from explorer import head_insights
-    from explorer.errors import VisitorError
-    from explorer.texts import MAX_ANSWER_NUMBERS
+    from minigpt.demo.texts import MAX_ANSWER_NUMBERS
+    from minigpt.errors import VisitorError
+    from minigpt.heads import insights as head_insights
 
     state, insights, maps = big_model_views
     longest = int((MAX_ANSWER_NUMBERS / (12 * 16)) ** 0.5)
@@ -186,7 +186,7 @@ def test_a_model_loading_does_not_hold_up_a_loaded_ones_requests(monkeypatch):
     for all who wait on it."""
     import threading
 
-    from explorer import models
+    from minigpt.demo import models
 
     started, release, loads = threading.Event(), threading.Event(), []
 
@@ -219,7 +219,7 @@ def test_concurrent_exports_all_succeed_while_old_ones_are_removed(big_model_vie
 
     import numpy as np
 
-    from explorer import state as state_module
+    from minigpt.demo import state as state_module
 
     state, _, maps = big_model_views
     expired = [state.export_folder() for _ in range(30)]
@@ -240,7 +240,7 @@ def test_concurrent_exports_all_succeed_while_old_ones_are_removed(big_model_vie
 def test_an_export_is_stored_once_inside_gradios_cache(big_model_views):
     """The page puts the export folder inside Gradio's cache, whence Gradio serves a returned file as it is: one copy
     on the disk (the audit saw each export stored twice)."""
-    from explorer.ui.page import build_demo
+    from minigpt.demo.ui.page import build_demo
 
     state, _, maps = big_model_views
     demo = build_demo(state)
@@ -254,7 +254,7 @@ def test_watchers_of_one_run_share_its_plot_files_written_whole(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
     from types import SimpleNamespace
 
-    from explorer.ui.training import SharedPlots
+    from minigpt.demo.ui.training import SharedPlots
 
     plots = SharedPlots(SimpleNamespace(exports=tmp_path))
     image = bytes(range(256)) * 400

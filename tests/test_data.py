@@ -11,8 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-import data
-import tokenization
+from minigpt import data, tokenization
 
 TEXT = "".join(f"Speaker {i}:\nLine number {i} of a small play.\n\n" for i in range(200))
 

@@ -1,4 +1,4 @@
-"""The error rule (explorer/errors.py, explorer/ui/errors.as_message), through the real server as an outside client
+"""The error rule (minigpt/errors.py, minigpt/demo/ui/errors.as_message), through the real server as an outside client
 calls it: a host's broken model is the host's problem (a message naming the model, and a traceback in the server log,
 on every endpoint that loads a model); a visitor's mistake gets a message and leaves the log alone, on every named
 endpoint; numbers written with other scripts' digits are a visitor's mistake too."""
@@ -336,7 +336,7 @@ EXPECTED_WORDS = {"str": "text", "int": "a whole number", "float": "a number", "
 
 def declared(client) -> list[tuple[str, list[tuple[str, str, object]]]]:
     """Each named endpoint and its parameters: (name, kind, default)."""
-    from explorer.ui.errors import declared_kind
+    from minigpt.demo.ui.errors import declared_kind
 
     return [
         (

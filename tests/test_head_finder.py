@@ -57,7 +57,7 @@ def formula_metrics(attentions: list[torch.Tensor], windows: list[list[int]]) ->
 
 def sums_of(attentions: list[torch.Tensor], windows: list[list[int]], block_size: int = 16):
     """The module's means over `windows` read as one padded batch."""
-    from explorer.head_metrics import Sums, add_batch, means, padded
+    from minigpt.heads.metrics import Sums, add_batch, means, padded
 
     L, H = attentions[0].shape[:2]
     ids, queries = padded(windows)
@@ -102,7 +102,7 @@ def test_a_perfect_previous_token_head_and_an_even_head():
     assert found["distance_mean"].item() == pytest.approx(1.0)
     assert found["distance_spread"].item() == pytest.approx(0.0, abs=1e-3)
 
-    from explorer.head_metrics import even_attention
+    from minigpt.heads.metrics import even_attention
 
     even = sums_of([even_attention(len(w))[None, None] for w in windows], windows)
     one_over = sum(1 / (i + 1) for w in windows for i in range(1, len(w))) / queries
@@ -130,7 +130,7 @@ def zeroed_head_loss(model, windows: list[list[int]], layer: int, head: int) -> 
 
 
 def test_measure_on_the_models_own_attention_equals_the_formulas():
-    from explorer.head_metrics import measure
+    from minigpt.heads.metrics import measure
 
     model = tiny_model("sdpa", shape=THREE_LAYERS)
     windows = [[w % 31 for w in window] for window in WINDOWS] * 3
@@ -166,7 +166,7 @@ def test_measure_on_the_models_own_attention_equals_the_formulas():
 def test_the_examples_are_the_queries_that_do_the_role_most():
     """A head's top example is the query whose role weight is furthest above even, w - 1 / (i + 1), over the whole
     corpus."""
-    from explorer.head_metrics import Examples, measure
+    from minigpt.heads.metrics import Examples, measure
 
     model = tiny_model("sdpa", shape=THREE_LAYERS)
     windows = [[w % 31 for w in window] for window in WINDOWS] * 2
@@ -194,7 +194,7 @@ def test_the_examples_are_the_queries_that_do_the_role_most():
 
 @pytest.fixture(scope="module")
 def text_lm(tmp_path_factory):
-    from explorer.models import load_language_model
+    from minigpt.demo.models import load_language_model
 
     folder = save_fixture_model(
         tmp_path_factory.mktemp("text") / "m",
@@ -210,7 +210,7 @@ def text_lm(tmp_path_factory):
 
 
 def test_a_visitors_text_reads_as_windows_from_the_start_token(text_lm):
-    from explorer.head_corpus import text_corpus
+    from minigpt.demo.head_corpus import text_corpus
 
     _, lm = text_lm
     text = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer"
@@ -226,7 +226,7 @@ def test_a_runs_validation_windows_are_the_tail_of_its_text(text_lm, tmp_path):
     train.py cut them (windows of block_size, no start token); a folder whose data is gone: a built-in corpus, said."""
     import shutil
 
-    from explorer.head_corpus import default_corpus
+    from minigpt.demo.head_corpus import default_corpus
 
     folder, lm = text_lm
     text = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(200))
@@ -247,7 +247,7 @@ def test_a_runs_validation_windows_are_the_tail_of_its_text(text_lm, tmp_path):
 
 
 def test_a_corpus_is_cut_to_the_token_budget_with_a_note(text_lm, monkeypatch):
-    from explorer import head_corpus
+    from minigpt.demo import head_corpus
 
     _, lm = text_lm
     monkeypatch.setattr(head_corpus, "MOST_TOKENS", 100)
@@ -260,9 +260,9 @@ def test_a_corpus_is_cut_to_the_token_budget_with_a_note(text_lm, monkeypatch):
 
 
 def test_the_cache_gives_the_same_numbers_and_is_dropped_when_the_weights_change(text_lm, tmp_path):
-    from explorer.head_corpus import text_corpus
-    from explorer.head_finder import CACHE_VERSION, MetricsStore
-    from explorer.models import load_language_model
+    from minigpt.demo.head_corpus import text_corpus
+    from minigpt.demo.head_finder import CACHE_VERSION, MetricsStore
+    from minigpt.demo.models import load_language_model
 
     folder, _ = text_lm
     run = tmp_path / "run"
@@ -294,8 +294,8 @@ def test_the_cache_gives_the_same_numbers_and_is_dropped_when_the_weights_change
 def test_concurrent_requests_measure_once_and_a_model_keeps_its_latest_corpora(text_lm, tmp_path, monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
-    from explorer import head_finder
-    from explorer.head_corpus import text_corpus
+    from minigpt.demo import head_finder
+    from minigpt.demo.head_corpus import text_corpus
 
     folder, lm = text_lm
     store = head_finder.MetricsStore(tmp_path / "cache")

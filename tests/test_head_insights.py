@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from explorer import head_insights as hi
-from explorer.forward_pass import run_forward_pass
 from helpers import THREE_LAYERS, tiny_model
+from minigpt.heads import insights as hi
+from minigpt.heads.recorded_pass import run_forward_pass
 
 IDS = [0, 5, 9, 3, 3, 7, 1, 0, 12, 5, 9]
 
@@ -244,21 +244,22 @@ def test_compare_gives_the_difference_of_the_maps_over_the_common_positions():
         ("3.0", "There is no head 3.0"),
         ("1,2", "Cannot read the head '1'"),
         ("a.b", "Cannot read the head 'a.b'"),
+        ("٣.٣", "Cannot read the head '٣.٣'"),  # digits 0-9 only, as every other number a visitor types
     ],
 )
 def test_heads_are_read_as_people_type_them(spec, message):
-    assert hi.parse_heads(" 1.1, 0.0 ,2.1;1.1", 3, 2) == [(1, 1), (0, 0), (2, 1)]
-    assert hi.parse_heads("", 3, 2) == []
+    from minigpt.demo.choices import parse_heads
+
+    assert parse_heads(" 1.1, 0.0 ,2.1;1.1", 3, 2) == [(1, 1), (0, 0), (2, 1)]
+    assert parse_heads("", 3, 2) == []
     with pytest.raises(ValueError, match=message):
-        hi.parse_heads(spec, 3, 2)
+        parse_heads(spec, 3, 2)
     with pytest.raises(ValueError, match="'zero' or 'mean'"):
         hi.check_mode("half")
-    with pytest.raises(ValueError, match="between 0 and 10"):
-        hi.check_position(11, 11)
 
 
 def test_chance_level_is_the_score_of_attention_spread_evenly_and_the_probe_is_worded_by_its_sign():
-    from explorer.views.insights import probe_sentence
+    from minigpt.demo.views.insights import probe_sentence
 
     T = 9
     even = sum(1 / (i + 1) for i in range(1, T)) / (T - 1)  # rows 1..T-1, one marked key among i + 1

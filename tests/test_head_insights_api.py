@@ -221,9 +221,9 @@ def test_generated_tokens_are_coloured_by_the_probability_they_were_sampled_with
     import asyncio
     import re
 
-    from explorer.state import DemoState
-    from explorer.ui.generation import Generation
-    from explorer.ui.insights import Insights
+    from minigpt.demo.state import DemoState
+    from minigpt.demo.ui.generation import Generation
+    from minigpt.demo.ui.insights import Insights
 
     async def last_update(updates):
         return [update async for update in updates][-1]

@@ -2,6 +2,7 @@
 recorded pass's patterns, residual stream and logits on a shipped model, and the two scripts in docs/ print the
 numbers the demo's API gives for the same text."""
 
+import importlib
 import re
 import subprocess
 import sys
@@ -22,12 +23,12 @@ TEXT = "To be, or not to be, that is the question."
 def bridged():
     from transformer_lens.model_bridge import TransformerBridge
 
-    import minigpt_lens
-    from explorer.forward_pass import run_forward_pass
+    from minigpt import lens
+    from minigpt.heads.recorded_pass import run_forward_pass
     from modeling_minigpt import MiniGPTForCausalLM
 
-    folder = REPO / "models" / "specimen"
-    minigpt_lens.register()
+    folder = REPO / "minigpt" / "models" / "specimen"
+    lens.register()
     bridge = TransformerBridge.boot_transformers(str(folder), trust_remote_code=True, device="cpu")
     model = MiniGPTForCausalLM.from_pretrained(folder).eval()
     return bridge, model, run_forward_pass
@@ -58,13 +59,13 @@ def test_the_bridge_gives_the_recorded_pass(bridged, ids):
 def test_the_adapter_is_registered_by_one_call_and_declared_as_an_entry_point():
     from transformer_lens.factories.architecture_adapter_factory import ArchitectureAdapterFactory
 
-    import minigpt_lens
+    from minigpt import lens
 
-    minigpt_lens.register()
-    assert ArchitectureAdapterFactory._adapters["MiniGPTForCausalLM"] is minigpt_lens.MiniGPTArchitectureAdapter
+    lens.register()
+    assert ArchitectureAdapterFactory._adapters["MiniGPTForCausalLM"] is lens.MiniGPTArchitectureAdapter
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]
     module, name = declared["transformer_lens.architectures"]["MiniGPTForCausalLM"].split(":")
-    assert getattr(__import__(module), name) is minigpt_lens.MiniGPTArchitectureAdapter
+    assert getattr(importlib.import_module(module), name) is lens.MiniGPTArchitectureAdapter
 
 
 def run_script(name: str) -> str:
@@ -76,8 +77,8 @@ def run_script(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def insights():
-    from explorer.state import DemoState
-    from explorer.ui.insights import Insights
+    from minigpt.demo.state import DemoState
+    from minigpt.demo.ui.insights import Insights
 
     return Insights(DemoState.configure(training=False))
 

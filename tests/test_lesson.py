@@ -11,10 +11,6 @@ from urllib.parse import quote
 import pytest
 import torch
 
-from explorer.attention_steps import STEPS
-from explorer.block_steps import parameter_counts
-from explorer.lesson import ALL_STEPS, DEPTHS, LESSON, lesson_number, next_step
-from explorer.views.lesson import ATTENTION, BLOCK_AFTER, BLOCK_BEFORE, OUTSIDE_AFTER, OUTSIDE_BEFORE
 from helpers import (
     REPO,
     assert_drawn_exactly,
@@ -26,8 +22,12 @@ from helpers import (
     open_head_tools,
     tiny_model,
 )
+from minigpt.demo.lesson import ALL_STEPS, DEPTHS, LESSON, lesson_number, next_step
+from minigpt.demo.views.lesson import ATTENTION, BLOCK_AFTER, BLOCK_BEFORE, OUTSIDE_AFTER, OUTSIDE_BEFORE
+from minigpt.heads.block_steps import parameter_counts
+from minigpt.heads.steps import STEPS
 
-NAMES = REPO / "models" / "names"
+NAMES = REPO / "minigpt" / "models" / "names"
 
 
 def test_the_lesson_follows_the_seeds_order_through_the_whole_block():
@@ -67,7 +67,7 @@ def lesson_text(page) -> str:
 
 
 @needs_chromium
-@pytest.mark.skipif(not (NAMES / "config.json").exists(), reason="models/names is not there")
+@pytest.mark.skipif(not (NAMES / "config.json").exists(), reason="minigpt/models/names is not there")
 def test_every_lesson_step_shows_the_step_endpoints_numbers_on_the_names_model(page_url, client):
     from playwright.sync_api import expect
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -187,10 +187,10 @@ def test_depths_are_plain_words_and_formulas():
 
 
 def test_a_lesson_step_draws_the_same_numbers_as_the_step_view_for_that_step():
-    from explorer.attention_steps import attention_steps, steps_json
-    from explorer.forward_pass import run_forward_pass
-    from explorer.views.lesson import lesson_html
-    from explorer.views.steps import section_html
+    from minigpt.demo.views.lesson import lesson_html
+    from minigpt.demo.views.steps import section_html
+    from minigpt.heads.recorded_pass import run_forward_pass
+    from minigpt.heads.steps import attention_steps, steps_json
 
     model = tiny_model(seed=1)
     numbers = steps_json(attention_steps(model, run_forward_pass(model, [0, 3, 4, 3, 2]), 1, 0, 3), list("abcde"))

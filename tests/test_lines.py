@@ -6,8 +6,8 @@ import re
 
 import torch
 
-from explorer.views.lines import FAINTEST, MAX_LINE_TOKENS, lines_html
 from helpers import call, chromium_page, needs_chromium
+from minigpt.demo.views.lines import FAINTEST, MAX_LINE_TOKENS, lines_html
 
 LINE = re.compile(r'stroke-opacity="([^"]+)"[^>]*data-q="(\d+)" data-k="(\d+)" data-head="(\d+)"')
 

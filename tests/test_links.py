@@ -1,9 +1,10 @@
-"""Links that reopen a view: the query string read back (explorer/links.py), and in Chromium a link opened in a fresh
-browser shows the head and query it names, and the page's "Copy a link" gives the link that shows the same again."""
+"""Links that reopen a view: the query string read back (minigpt/demo/links.py), and in Chromium a link opened in a
+fresh browser shows the head and query it names, and the page's "Copy a link" gives the link that shows the same
+again."""
 
-from explorer.choices import MAX_TEXT_CHARS
-from explorer.links import read_link
 from helpers import CHROMIUM, CHROMIUM_ARGS, needs_chromium
+from minigpt.demo.choices import MAX_TEXT_CHARS
+from minigpt.demo.links import read_link
 
 
 def test_a_link_keeps_the_known_keys_and_a_text_of_a_texts_length():

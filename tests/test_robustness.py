@@ -75,7 +75,7 @@ def test_a_text_at_the_limit_is_still_served(client):
 
 
 def test_uploads_over_the_limit_are_refused(server):
-    import app
+    from minigpt.demo import app
 
     url, _ = server
     limit = app.MAX_UPLOAD  # bytes
@@ -194,8 +194,8 @@ def test_a_broken_model_stops_the_app_in_one_line(models):
 
 
 def test_numbers_are_parsed_exactly():
-    from explorer.choices import number
-    from explorer.errors import VisitorError
+    from minigpt.demo.choices import number
+    from minigpt.errors import VisitorError
 
     assert number("Seed", 2**63 - 1, -1, int) == 2**63 - 1
     assert number("Seed", str(2**63 - 1), -1, int) == 2**63 - 1
@@ -207,7 +207,7 @@ def test_numbers_are_parsed_exactly():
 
 
 def test_load_errors_lose_the_server_paths():
-    from explorer.models import without_paths
+    from minigpt.demo.models import without_paths
 
     message = "Error no file named model.safetensors found in directory /srv/spaces/app/models/mine.\nmore"
     assert without_paths(message, "/srv/spaces/app/models/mine", "mine") == (
@@ -253,7 +253,7 @@ def test_heads_are_bounded_and_never_echoed_whole(client):
 def test_out_of_range_flags_and_missing_folders_stop_the_app_in_one_line(tmp_path, flags, message):
     """app.py's own checks, in process: they run before anything is loaded or served (the subprocess test above and
     the one below show what the command line makes of the SystemExit: its message on stderr, exit code 1)."""
-    import app
+    from minigpt.demo import app
 
     flags = [flag.format(root=tmp_path) for flag in flags]
     with pytest.raises(SystemExit) as stopped:
@@ -268,8 +268,8 @@ def test_an_out_of_range_flag_stops_the_command_in_one_line():
 
 def test_a_folder_whose_weights_do_not_cover_its_config_is_refused(tmp_path):
     """A config asking for more layers than its weights hold: not served with random layers, but named."""
-    from explorer.models import ModelPicker, ModelUnavailable
     from helpers import LOWERCASE, char_tokenizer, save_fixture_model
+    from minigpt.demo.models import ModelPicker, ModelUnavailable
 
     folder = save_fixture_model(tmp_path / "deep", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
     config = json.loads((folder / "config.json").read_text())

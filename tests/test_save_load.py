@@ -117,7 +117,7 @@ def test_shipped_models_carry_the_current_code():
     from pathlib import Path
 
     repo = Path(__file__).resolve().parent.parent
-    folders = [f for f in (repo / "models").glob("*") if (f / "config.json").exists()]
+    folders = [f for f in (repo / "minigpt" / "models").glob("*") if (f / "config.json").exists()]
     for folder in folders:
         for name in ("modeling_minigpt.py", "configuration_minigpt.py"):
             assert (folder / name).read_text() == (repo / name).read_text(), (
@@ -130,7 +130,7 @@ def test_shipped_models_carry_the_current_code():
 
 @pytest.mark.parametrize("name", ["names", "shakespeare"])
 def test_shipped_tokenizers_load_silently_with_the_context_as_max_length(tmp_path, name):
-    assert_tokenizer_loads_silently(REPO / "models" / name, tmp_path)
+    assert_tokenizer_loads_silently(REPO / "minigpt" / "models" / name, tmp_path)
 
 
 @pytest.mark.xfail(

@@ -7,9 +7,9 @@ import re
 
 import torch
 
-from explorer.attention_maps import Window
-from explorer.views.maps import figure_body
 from helpers import chromium_page, needs_chromium, open_head_tools
+from minigpt.demo.attention_maps import Window
+from minigpt.demo.views.maps import figure_body
 
 
 def test_the_selected_query_row_is_outlined_where_the_window_shows_it():

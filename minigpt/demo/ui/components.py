@@ -1,0 +1,36 @@
+"""Small pieces every section uses."""
+
+import gradio as gr
+
+from minigpt.demo.views.insights import belongs_to, error_html
+from minigpt.errors import VisitorError
+
+
+def unchecked(component):
+    """`component`'s value reaches the handler as sent: an API client may send any value, and the handler checks it
+    with a message naming the parameter (Gradio's own range and choice checks would not name it, and would print a
+    traceback in the server log). Set on the instance: a subclass would make Gradio write a .pyi file beside
+    its module."""
+    component.preprocess = lambda payload: payload
+    return component
+
+
+def notes_markdown(notes: list[str]) -> str:
+    return "\n".join(f"- {note}" for note in notes)
+
+
+def session(request: gr.Request | None) -> str | None:
+    return request.session_hash if request else None
+
+
+def drawn(shown: dict | None, draw) -> str:
+    """One view of the text the maps show: `draw(text, model)`'s HTML, marked with the (model, token ids) it belongs
+    to (greyed as out of date once the page shows another). A visitor's mistake is drawn in its place, so that no
+    earlier result stays up beneath the message."""
+    if not shown:
+        return error_html("No text is shown: show the attention of a text first (the button above).")
+    try:
+        body = draw(shown["text"], shown["model"])
+    except VisitorError as error:
+        body = error_html(str(error))
+    return belongs_to(shown["key"], shown["label"], body)

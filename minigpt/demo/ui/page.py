@@ -1,0 +1,134 @@
+"""The page: the sections in the order a visitor meets them (what this is and where to start; generation, the Train
+tab beside it; the attention maps; the lesson through the block, step by step, and a link to the view; then the head
+tools, folded), each built by its module from the one state; the selection (layer, head, query) they share; then the
+error rule on every event and endpoint."""
+
+from pathlib import Path
+
+import gradio as gr
+from gradio.utils import get_upload_folder
+
+from minigpt.demo.links import TABS, read_link
+from minigpt.demo.state import DemoState
+from minigpt.demo.ui.attention import AttentionMaps
+from minigpt.demo.ui.components import unchecked
+from minigpt.demo.ui.errors import answers_visitors, declared_kind
+from minigpt.demo.ui.generation import Generation
+from minigpt.demo.ui.head_finder import HeadFinder
+from minigpt.demo.ui.insights import Insights
+from minigpt.demo.ui.selection import Selection
+from minigpt.demo.ui.steps import StepByStep
+from minigpt.demo.ui.training import Training
+from minigpt.demo.views.assets import asset
+from minigpt.demo.views.head_finder import FINDER_CSS
+from minigpt.demo.views.insights import INSIGHT_CSS
+from minigpt.demo.views.maps import MAPS_CSS
+
+LINK_JS = asset("link.js")
+
+INTRO = """# MiniGPT: watch attention at work
+A small GPT written to be read, as a 🤗 `transformers` model. Generate **names** or **text**, then look at how every
+attention head of every layer spreads its attention over the tokens: each small map is one head (rows: the token that
+looks; columns: the tokens it looks at; grey: future tokens it cannot see). Click a map to see it large.
+
+**Start here:** generate a few names, then follow the *Lesson* below the maps: twelve steps through the whole model,
+from your name's letters to its next-letter probabilities, each with the model's real numbers on your text, in plain
+words or with formulas. Click a map to see it large, and a row of it to follow that token through the lesson. The
+`specimen` model (pick it in *Model*) has a previous-token head and an induction head (lesson step 11).
+"""
+
+
+THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
+CSS = MAPS_CSS + INSIGHT_CSS + FINDER_CSS  # the step view carries its own (css_template)
+
+
+def build_demo(state: DemoState) -> gr.Blocks:
+    """The whole page on `state`."""
+    # delete_cache: exports (up to 604 MB of weights for GPT-2 at 1,024 tokens) and uploads are copied into Gradio's
+    # cache; every 10 minutes, the files older than 30 go, so that a Space does not fill its disk.
+    state.exports = Path(get_upload_folder()) / "minigpt-exports"  # in Gradio's cache: served from there, not copied
+    with gr.Blocks(title="MiniGPT attention explorer", delete_cache=(600, 1800)) as demo:
+        gr.Markdown(INTRO)
+        generation, trainer, insights = Generation(state), Training(state), Insights(state)
+        with gr.Tabs() as tabs:
+            generated = generation.tabs()
+            training = trainer.tab(demo)
+        tab_from_link(demo, tabs)
+        maps_section, steps = AttentionMaps(state), StepByStep(state, insights.head_roles)
+        maps = maps_section.layout(demo, generated)
+        lesson = steps.layout(maps)  # the basics before the head tools
+        share_link(maps, lesson)
+        with gr.Accordion("Head tools: what does this head do?", open=False, elem_id="head-tools"):
+            tools = insights.layout(
+                maps,
+                generated.text_sampling,
+                generated.prompt,
+                generated.text_out,
+                generated.text_model,
+                generated.text_event,
+            )
+        with gr.Accordion("Head Finder: every head over a corpus", open=False, elem_id="head-finder"):
+            HeadFinder(state).layout(maps)
+        Selection(maps_section, steps).wire(maps, lesson, [*tools.tables, lesson.view], tools.token_strip)
+        pickers_follow_training(demo, state, training)
+    named = demo.get_api_info()["named_endpoints"]
+    for block_function in demo.fns.values():  # the error rule, alike on every event and endpoint
+        if block_function.fn is not None:
+            block_function.fn = answers_visitors(block_function.fn, declared_parameters(block_function, named))
+    return demo
+
+
+def declared_parameters(block_function, named: dict) -> list[tuple[str, str | None]]:
+    """(name, kind) of each input of a named endpoint, as its API description declares it, for the error rule's type
+    check; its components then hand the handler the values as sent (Gradio's own conversions would turn a list into
+    "['x']" or fail with a traceback). A file keeps Gradio's upload handling. The page's own events: none."""
+    info = named.get(f"/{block_function.api_name}") if block_function.api_name else None
+    if info is None:
+        return []
+    parameters = iter(info["parameters"])
+    declared = []
+    for component in block_function.inputs:
+        if getattr(component, "skip_api", False):
+            declared.append((None, None))
+            continue
+        parameter = next(parameters)
+        declared.append((parameter["parameter_name"], declared_kind(parameter["python_type"]["type"])))
+        if not isinstance(component, gr.File):
+            unchecked(component)
+    return declared
+
+
+def share_link(maps, lesson) -> None:
+    """A button that puts a link to the view shown (the top tab, model, text, enlarged head, the lesson's query, step
+    and depth) in the address bar, the clipboard and a box: opened, the link shows that view again
+    (AttentionMaps.open_link, tab_from_link)."""
+    with gr.Row(equal_height=True):
+        button = gr.Button("Copy a link to this view", scale=1)
+        box = gr.Textbox(label="Link to this view", interactive=False, scale=3, elem_id="view-link")
+    shown = [maps.model, maps.text, maps.layer, maps.head, lesson.query, lesson.lesson, lesson.depth]
+    button.click(None, shown, box, js=LINK_JS)
+
+
+def tab_from_link(demo: gr.Blocks, tabs: gr.Tabs) -> None:
+    """A link naming a top tab (?tab=text, by the tabs' ids, minigpt/demo/links.py TABS) opens the page on it."""
+
+    def open_tab(request: gr.Request):
+        chosen = read_link(request.query_params if request is not None else {}).get("tab")
+        return gr.Tabs(selected=chosen) if chosen in TABS else gr.skip()
+
+    demo.load(open_tab, None, tabs, api_visibility="private")
+
+
+def pickers_follow_training(demo: gr.Blocks, state: DemoState, training_events: list) -> None:
+    """Every model picker on the page (each dropdown offering the picker's models, whichever view it belongs to)
+    gains a model as soon as a run of this page finishes, and a page opened later lists every finished model. The
+    pickers take any name (state.picker.get says which exist): a dropdown would refuse a model added after the page was
+    built to an API client, whose page never ran the refresh."""
+    offered = set(state.picker.names)
+    pickers = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and {v for _, v in b.choices} == offered]
+    for picker in pickers:
+        unchecked(picker)
+    refresh = lambda: [gr.update(choices=state.picker.names)] * len(pickers)
+    for event in training_events:
+        event.then(refresh, None, pickers, api_visibility="private")
+    demo.load(refresh, None, pickers, api_visibility="private")

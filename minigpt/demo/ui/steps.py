@@ -1,0 +1,161 @@
+"""The lesson section: the block, step by step, with the model's real numbers on the text the maps show
+(minigpt/heads/steps.py computes, minigpt/demo/lesson.py says, views/steps.py and views/lesson.py draw): one lesson
+step at a time, with Back, Next and a depth, or every step at once. Endpoint: /step."""
+
+from types import SimpleNamespace
+
+import gradio as gr
+
+from minigpt.demo.attention_maps import token_labels
+from minigpt.demo.choices import flag, kept_choice, number
+from minigpt.demo.lesson import DEPTHS, LESSON_CHOICES, SECTION_STEP, lesson_number, next_step
+from minigpt.demo.state import DemoState
+from minigpt.demo.ui.components import unchecked
+from minigpt.demo.ui.insights import Insights
+from minigpt.demo.views.insights import belongs_to
+from minigpt.demo.views.lesson import LESSON_CSS, LESSON_JS, lesson_html
+from minigpt.demo.views.steps import STEPS_CSS, steps_html
+from minigpt.heads.block_steps import parameter_counts
+from minigpt.heads.steps import attention_steps, steps_json
+
+SPECIMEN = "specimen"  # the shipped model whose heads lesson step 11 shows (an induction head, a previous-token head)
+
+
+class StepByStep:
+    """The section's endpoint, on the demo's state; `layout` builds it on the page. `roles` is the head roles'
+    endpoint (text, model) -> its JSON, which lesson step 11 draws (left out: the head tools' own, on `state`)."""
+
+    def __init__(self, state: DemoState, roles=None):
+        self.state, self.roles = state, roles or Insights(state).head_roles
+
+    def step(
+        self,
+        text: str = "emma",
+        model: str | None = None,
+        layer: int = 0,
+        head: int = 0,
+        query: int | None = None,
+        training: bool = False,
+        seed: int = 0,
+    ) -> dict:
+        """Every number of one attention head at work on one token of `text`: the textbook steps from the sublayer's
+        input to what the next sublayer receives (attention_steps.py). `query` is the token's position (0: the start
+        token; default: the last token); `training` applies the model's attention dropout, drawn with `seed`."""
+        model = model or self.state.names_default
+        view = self.state.text_view(model, text or "")
+        choice = dict(
+            layer=number("Layer", layer, 0, int),
+            head=number("Head", head, 0, int),
+            query=number("Query position", query, None, int),
+            training=flag("Training", training, False),
+            seed=number("Seed", seed, 0, int),
+        )
+        steps = attention_steps(view.lm.model, view.recorded, **choice, rng_lock=self.state.rng_lock)
+        label = lambda ids: token_labels(view.lm.tokenizer, ids)  # noqa: E731
+        return steps_json(steps, view.tokens, model=model, notes=view.notes, label=label)
+
+    def lesson_parts(self, number: int, shown: dict) -> dict:
+        """What lesson steps 11 and 12 show besides the step view's numbers: the head roles, by the head roles' own
+        endpoint, of the specimen model (the one with an induction head; else the model shown) on the text, and where
+        the shown model's weights are."""
+        if number == 11:
+            roles_of = SPECIMEN if SPECIMEN in self.state.picker.names else shown["model"]
+            return dict(roles=self.roles(shown["text"], roles_of), roles_of=roles_of, text=shown["text"])
+        if number == 12:
+            return dict(weights=parameter_counts(self.state.picker.get(shown["model"]).model))
+        return {}
+
+    def step_view(self, shown: dict | None, layer, head, query, training, seed, lesson=1, depth="plain"):
+        """The step view of the text the maps show: its layer, head and query choices (kept where they still fit), the
+        lesson step, and the view: that lesson step, or every step at once, drawn from exactly what the `step`
+        endpoint returns."""
+        if not shown:
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        config = self.state.picker.get(shown["model"]).model.config
+        layer, head = kept_choice(layer, config.n_layer), kept_choice(head, config.n_head)
+        numbers = self.step(shown["text"], shown["model"], layer, head, query, training, seed)
+        tokens, depth = numbers["tokens"], depth if depth in DEPTHS else "plain"
+        number = lesson_number(lesson)
+        if number:
+            drawn = lesson_html(number, depth, numbers, **self.lesson_parts(number, shown))
+        else:
+            drawn = steps_html(numbers, depth, SECTION_STEP)
+        return (
+            gr.Dropdown(choices=[(f"layer {n}", n) for n in range(config.n_layer)], value=layer),
+            gr.Dropdown(choices=[(f"head {n}", n) for n in range(config.n_head)], value=head),
+            gr.Dropdown(choices=[(f"{j}: {t}", j) for j, t in enumerate(tokens)], value=numbers["query"]),
+            number,
+            belongs_to(shown["key"], shown["label"], drawn),
+        )
+
+    def step_view_of_new_text(self, shown: dict | None, layer, head, training, seed, lesson, depth, link: dict | None):
+        """The maps show another text: its last token is the query; or, for the text of the link the page was opened
+        with, the link's layer, head, query, lesson step and depth (taken once: the link is then spent)."""
+        if link and shown and (link.get("text"), link.get("model")) == (shown["text"], shown["model"]):
+            layer, head, query = link.get("layer", layer), link.get("head", head), link.get("query")
+            lesson, depth = link.get("step", lesson), link.get("depth", depth)
+            view = self.step_view(shown, layer, head, query, training, seed, lesson, depth)
+            return *view, depth if depth in DEPTHS else gr.skip(), None
+        return *self.step_view(shown, layer, head, None, training, seed, lesson, depth), gr.skip(), gr.skip()
+
+    def step_view_of_box(self, shown: dict | None, layer, head, query, training, seed, depth, event: gr.EventData):
+        """A click on a box of the lesson's block diagram (the `go` event: {step}): the lesson step that explains it."""
+        return self.step_view(shown, layer, head, query, training, seed, getattr(event, "step", None), depth)
+
+    def layout(self, maps) -> SimpleNamespace:
+        """The lesson and Step by step view, driven by the text and model of the maps (`maps.shown`) and by the link the
+        page was opened with (`maps.link`); and the `step` endpoint. Returns its parts: the page's selection
+        (selection.py) moves its layer, head and query, and its link names the query, lesson step and depth."""
+        shown, link = maps.shown, maps.link
+        gr.Markdown(
+            "## Lesson: the block, step by step\nHow the model turns your text into next-token probabilities, one step "
+            "at a time, with its real numbers on the text above: pick a lesson step (or every step at once), a layer, "
+            "a head and the query token, or click a row of the enlarged head above, or a box of the diagram."
+        )
+        with gr.Row(equal_height=True):
+            back = gr.Button("◀ Back", scale=1, elem_id="lesson-back")
+            lesson = unchecked(
+                gr.Dropdown(LESSON_CHOICES, value=1, label="Lesson step", scale=4, elem_id="lesson-step")
+            )
+            forward = gr.Button("Next ▶", scale=1, elem_id="lesson-next")
+            depth = unchecked(
+                gr.Radio(
+                    [("Plain words", "plain"), ("Formulas and shapes", "formulas")],
+                    value="plain",
+                    label="Depth",
+                    scale=2,
+                    elem_id="lesson-depth",
+                )
+            )
+        with gr.Row():
+            layer = gr.Dropdown([0], value=0, label="Layer", interactive=True)
+            head = gr.Dropdown([0], value=0, label="Head", interactive=True)
+            query = gr.Dropdown([0], value=0, label="Query token", interactive=True)
+            training = gr.Checkbox(False, label="Training mode (the model's attention dropout)")
+            seed = unchecked(gr.Number(value=0, precision=0, label="Dropout seed"))
+        view = gr.HTML(css_template=STEPS_CSS + LESSON_CSS, js_on_load=LESSON_JS, elem_id="step-view")
+        with gr.Row(equal_height=True):  # again below the view: a long step (or a phone) needs no scrolling back up
+            back_below = gr.Button("◀ Back", elem_id="lesson-back-below")
+            forward_below = gr.Button("Next ▶", elem_id="lesson-next-below")
+        controls, private = [layer, head, query, lesson, view], dict(api_visibility="private")
+        chosen = [shown, layer, head, query, training, seed]
+        shown.change(
+            self.step_view_of_new_text,
+            [shown, layer, head, training, seed, lesson, depth, link],
+            [*controls, depth, link],
+            **private,
+        )
+        for control in (
+            training,
+            seed,
+            lesson,
+            depth,
+        ):  # the layer, head and query: the page's selection (selection.py)
+            control.input(self.step_view, [*chosen, lesson, depth], controls, **private)
+        for button, by in ((back, -1), (forward, +1), (back_below, -1), (forward_below, +1)):
+            moved = lambda *values, by=by: self.step_view(*values[:-2], next_step(values[-2], by), values[-1])  # noqa: E731
+            button.click(moved, [*chosen, lesson, depth], controls, **private)
+        view.go(self.step_view_of_box, [*chosen, depth], controls, **private)
+        gr.api(self.step, api_name="step")
+        parts = dict(layer=layer, head=head, query=query, training=training, seed=seed, lesson=lesson, depth=depth)
+        return SimpleNamespace(**parts, view=view)

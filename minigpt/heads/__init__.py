@@ -1,0 +1,73 @@
+"""The instruments: how a MiniGPT's attention heads compute what they compute, as numbers from the model's own
+modules and weights (hooks on the real modules, `output_attentions`), never from a second implementation. Torch and
+transformers only: no Gradio, nothing of the demo (which is built on this, as train.py's role log is).
+
+    from minigpt import heads
+    recorded = heads.run_forward_pass(model, ids)       # one eager pass: weights, residual stream, each sublayer
+    recorded.attentions[layer, head]                    # (T, T) softmax weights, as the model computed them
+    heads.attention_steps(model, recorded, layer, head, query)   # one head at work, step by step, its numbers
+    heads.measured_roles(model, recorded, bos_id, special, vocab_size)   # previous token, first token, self, induction
+    with heads.heads_ablated(model, heads.head_mask([(1, 2)], L, H)): ...   # zero (or mean-) ablate heads
+    heads.logit_lens(model, recorded, position)         # what each layer's residual stream would predict
+    heads.measure(model, windows)                       # every head's metrics over a corpus (the Head Finder)
+
+Modules: `recorded_pass` (the pass), `insights` (probabilities, ablation, importance, roles, logit lens, comparison),
+`steps` and `block_steps` (the block step by step), `shapes` (the shape trace), `metrics` (head metrics over a
+corpus), `role_log` (roles at each evaluation and weight snapshots, for training runs).
+"""
+
+from minigpt.heads.block_steps import block_parts, embedding_parts, parameter_counts, probability_parts
+from minigpt.heads.insights import (
+    ablated_pass,
+    compare_attention,
+    head_importance,
+    head_mask,
+    head_roles,
+    heads_ablated,
+    induction_probe,
+    induction_scores,
+    logit_lens,
+    measured_roles,
+    next_token_probabilities,
+    role_score,
+    top_heads,
+)
+from minigpt.heads.metrics import METRICS, ROLES, measure
+from minigpt.heads.recorded_pass import ForwardPass, run_forward_pass, unembed
+from minigpt.heads.role_log import load_snapshot, log_roles, read_roles, snapshots_of
+from minigpt.heads.shapes import TraceStep, trace_steps
+from minigpt.heads.steps import attention_steps, steps_json
+
+__all__ = [
+    "METRICS",
+    "ROLES",
+    "ForwardPass",
+    "TraceStep",
+    "ablated_pass",
+    "attention_steps",
+    "block_parts",
+    "compare_attention",
+    "embedding_parts",
+    "head_importance",
+    "head_mask",
+    "head_roles",
+    "heads_ablated",
+    "induction_probe",
+    "induction_scores",
+    "load_snapshot",
+    "log_roles",
+    "logit_lens",
+    "measure",
+    "measured_roles",
+    "next_token_probabilities",
+    "parameter_counts",
+    "probability_parts",
+    "read_roles",
+    "role_score",
+    "run_forward_pass",
+    "snapshots_of",
+    "steps_json",
+    "top_heads",
+    "trace_steps",
+    "unembed",
+]

@@ -1,0 +1,386 @@
+"""What does this head do? Next-token probabilities, head ablation, head importance, measured head roles, the logit
+lens and the comparison of two texts, computed from the model's own modules.
+
+Ablation is a switch on the model, `heads_ablated(model, ablate, means)`: a forward pre-hook on each chosen layer's
+`attn.out_proj` replaces the chosen heads' D-wide slices of the merged heads (out_proj's input, (B, T, H * D)) with
+zeros or with their mean over the text's positions. The hook sits after the attention function, so it acts the same
+whichever attention implementation runs (eager, sdpa, flash), with the KV cache too; it needs no change to the model's
+forward and no kwarg threaded through `generate()`. The server shares one model object between request threads, so the
+hook acts on the forward pass of the thread that switched it on only.
+
+Head roles are scored as TransformerLens's head detectors score them (`transformer_lens.head_detector`): a 0/1
+detection pattern over (query, key) pairs, and the attention weight the head puts on it, its "mul" measure
+sum(attention * pattern) / sum(attention), taken over the rows (queries) where the pattern marks a key, so that a head
+doing exactly the role scores 1 (TransformerLens divides by every row, so its perfect previous-token head scores
+(T - 1) / T). Patterns: previous token (i, i - 1); first token (i, 0); self (i, i), each for i >= 1 (the first token
+can only look at itself); induction (i, j + 1) for every earlier j < i holding the same token as i.
+
+Nothing here knows of Gradio: numbers in, tensors out. Shapes: B batch, L layers, H heads, T tokens, C width,
+D = C // H, V vocabulary, P probes.
+"""
+
+import contextlib
+import threading
+
+import torch
+from torch.nn import functional as F
+
+from minigpt.errors import VisitorError, shortened
+from minigpt.heads.recorded_pass import ForwardPass, run_forward_pass, unembed
+
+ABLATION_MODES = ("zero", "mean")
+
+
+# ---- heads as a mask ------------------------------------------------------------------------------------------------
+
+
+def head_mask(heads: list[tuple[int, int]], n_layer: int, n_head: int) -> torch.Tensor:
+    """(L, H) bool, True for the heads to ablate."""
+    mask = torch.zeros(n_layer, n_head, dtype=torch.bool)
+    for layer, head in heads:
+        mask[layer, head] = True
+    return mask
+
+
+def check_mode(mode: str) -> str:
+    if mode not in ABLATION_MODES:
+        raise VisitorError(f"The ablation mode must be 'zero' or 'mean', got {shortened(mode)}.")
+    return mode
+
+
+# ---- the ablation switch -------------------------------------------------------------------------------------------
+
+
+def head_means(recorded: ForwardPass) -> torch.Tensor:
+    """(L, C): each layer's merged heads averaged over the text's positions, what mean ablation puts in."""
+    return recorded.merged_heads.mean(dim=1)
+
+
+@contextlib.contextmanager
+def heads_ablated(model, ablate: torch.Tensor, means: torch.Tensor | None = None):
+    """Within the block, the calling thread's forward passes of `model` run with the heads in `ablate` switched off.
+
+    `ablate` is (L, H) bool, or (B, L, H) for a different set of heads per batch row. A head switched off outputs
+    zeros (`means` None) or `means[layer]`'s slice for it ((L, C), e.g. `head_means`): its D numbers of out_proj's
+    input are replaced, so the block's output and everything after it see the head gone. Nothing to ablate, no hook:
+    the model runs exactly as it does without this."""
+    caller = threading.get_ident()
+    config = model.config
+    n_head, head_dim = config.n_head, config.head_dim
+    per_row = ablate if ablate.dim() == 3 else ablate[None]  # (B or 1, L, H)
+
+    def switch_off(layer: int):
+        off = per_row[:, layer][:, None, :, None]  # (B or 1, 1, H, 1): broadcast over positions and head dims
+        replacement = 0.0 if means is None else means[layer].view(n_head, head_dim)  # scalar or (H, D)
+
+        def hook(module, args):
+            if threading.get_ident() != caller:
+                return None  # another request's pass: untouched
+            merged = args[0].unflatten(-1, (n_head, head_dim))  # (B, T, C) -> (B, T, H, D)
+            kept = torch.where(off.to(merged.device), torch.as_tensor(replacement, dtype=merged.dtype), merged)
+            return (kept.flatten(-2), *args[1:])  # (B, T, C)
+
+        return hook
+
+    handles = [
+        model.model.layers[layer].attn.out_proj.register_forward_pre_hook(switch_off(layer))
+        for layer in range(config.n_layer)
+        if per_row[:, layer].any()
+    ]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+# ---- next-token probabilities --------------------------------------------------------------------------------------
+
+
+def top_tokens(logits: torch.Tensor, k: int) -> tuple[list[int], list[float]]:
+    """The k most likely next tokens of (V,) logits and their probabilities (softmax of the logits)."""
+    probabilities = logits.float().softmax(dim=-1)  # (V,)
+    values, ids = probabilities.topk(min(k, probabilities.numel()))
+    return ids.tolist(), values.tolist()
+
+
+def next_token_probabilities(model, recorded: ForwardPass, position: int, k: int = 10) -> dict:
+    """The top-k next tokens at `position`, the probability the model gave the token that actually follows, and the
+    (V,) logits they come from."""
+    logits = recorded.logits(model, position)  # (V,)
+    ids, probabilities = top_tokens(logits, k)
+    answer = {"position": position, "top_ids": ids, "top_probabilities": probabilities, "logits": logits}
+    if position + 1 < len(recorded.input_ids):
+        following = recorded.input_ids[position + 1]
+        answer |= {"next_id": following, "next_probability": float(logits.softmax(-1)[following])}
+    return answer
+
+
+def warped_probabilities(logits: torch.Tensor, warp=None, never_ids=()) -> torch.Tensor:
+    """(N, V) logits -> (N, V) the probabilities the sampler draws from: the softmax after its warpers (`warp(None,
+    logits)`: temperature, top-k, top-p, transformers' own) and without `never_ids`. No warpers: the model's own."""
+    logits = logits.float().clone()
+    logits[:, list(never_ids)] = float("-inf")
+    if warp is not None:
+        logits = warp(None, logits)
+    return logits.softmax(dim=-1)
+
+
+def sampled_probabilities(logits: torch.Tensor, ids: list[int], warp=None, never_ids=()) -> torch.Tensor:
+    """(T - 1,) the probability each token ids[t + 1] had when it was drawn after ids[..t], from (T, V) `logits`
+    (position t predicts token t + 1), as the text loop samples (`warped_probabilities`)."""
+    probabilities = warped_probabilities(logits[:-1], warp, never_ids)  # (T - 1, V)
+    return probabilities.gather(1, torch.tensor(ids[1:])[:, None]).squeeze(1)
+
+
+# ---- ablation and importance ---------------------------------------------------------------------------------------
+
+
+def ablated_pass(model, recorded: ForwardPass, heads: list[tuple[int, int]], mode: str) -> ForwardPass:
+    """The text's forward pass again (the same eager path as `recorded`), with `heads` ablated."""
+    config = model.config
+    means = head_means(recorded) if check_mode(mode) == "mean" else None
+    with heads_ablated(model, head_mask(heads, config.n_layer, config.n_head), means):
+        return run_forward_pass(model, list(recorded.input_ids))
+
+
+def losses_per_row(model, ids: list[int], ablate: torch.Tensor, means, budget_bytes: int = 1 << 28) -> torch.Tensor:
+    """(B, T - 1) per-token losses of `ids`, row b run with the heads ablate[b] (B, L, H) off, in batches whose
+    logits stay within `budget_bytes`."""
+    targets = torch.tensor(ids[1:])  # (T - 1,)
+    rows_per_batch = max(1, budget_bytes // (len(ids) * model.config.vocab_size * 4))
+    losses = []
+    for chunk in ablate.split(rows_per_batch):
+        input_ids = torch.tensor([ids]).expand(len(chunk), -1)  # (b, T)
+        with heads_ablated(model, chunk, means), torch.no_grad():
+            logits = model(input_ids=input_ids, use_cache=False).logits[:, :-1].float()  # (b, T - 1, V)
+        losses.append(F.cross_entropy(logits.transpose(1, 2), targets.expand(len(chunk), -1), reduction="none"))
+    return torch.cat(losses)  # (B, T - 1)
+
+
+# Importance runs the model once per head and once plain: it measures at most this much work (importance_work), about
+# 30 s on one CPU core. A shipped model's whole context fits; GPT-2's first 11 tokens.
+IMPORTANCE_WORK = 2e11
+
+
+def importance_work(config, tokens: int) -> float:
+    """Multiply-adds of importance over `tokens` tokens: (1 + heads) rows, each through every weight once a token and
+    through every head's scores and weights (a softmax's worth more a cell)."""
+    weights = config.n_layer * 12 * config.n_embd**2 + config.vocab_size * config.n_embd
+    attention = config.n_layer * config.n_head * tokens**2 * (2 * config.n_embd // config.n_head + 16)
+    return (1 + config.n_layer * config.n_head) * (tokens * weights + attention)
+
+
+def importance_tokens(config, length: int) -> int:
+    """The longest start of a `length`-token text whose importance fits IMPORTANCE_WORK (at least 2 tokens)."""
+    tokens = length
+    while tokens > 2 and importance_work(config, tokens) > IMPORTANCE_WORK:
+        tokens = max(2, int(tokens * 0.9))
+    return tokens
+
+
+def head_importance(model, recorded: ForwardPass, mode: str = "zero") -> tuple[torch.Tensor, float]:
+    """(L, H) mean loss over the text with each head alone ablated, minus the plain model's, and the plain loss.
+
+    One batched forward pass (the model's own attention implementation): row 0 ablates nothing (the reference, run in
+    the same batch so that both sides are computed alike), row 1 + l * H + h ablates head h of layer l."""
+    L, H = model.config.n_layer, model.config.n_head
+    if len(recorded.input_ids) < 2:
+        raise VisitorError("The text is empty: head importance needs at least one token after the start token.")
+    ablate = torch.cat([torch.zeros(1, L, H, dtype=torch.bool), torch.eye(L * H, dtype=torch.bool).view(-1, L, H)])
+    means = head_means(recorded) if check_mode(mode) == "mean" else None
+    ids = list(recorded.input_ids)[: importance_tokens(model.config, len(recorded.input_ids))]  # bounded work
+    losses = losses_per_row(model, ids, ablate, means).mean(dim=1)  # (1 + L * H,)
+    return (losses[1:] - losses[0]).view(L, H), float(losses[0])
+
+
+# ---- head roles ----------------------------------------------------------------------------------------------------
+
+
+def previous_token_pattern(length: int) -> torch.Tensor:
+    """(T, T) bool: query i marks key i - 1."""
+    return torch.ones(length, length, dtype=torch.bool).tril(-1).triu(-1)
+
+
+def first_token_pattern(length: int) -> torch.Tensor:
+    """(T, T) bool: query i >= 1 marks key 0 (the start token: the 'attention sink' or boundary)."""
+    pattern = torch.zeros(length, length, dtype=torch.bool)
+    pattern[1:, 0] = True
+    return pattern
+
+
+def self_pattern(length: int) -> torch.Tensor:
+    """(T, T) bool: query i >= 1 marks itself."""
+    pattern = torch.eye(length, dtype=torch.bool)
+    pattern[0, 0] = False
+    return pattern
+
+
+def induction_pattern(ids: list[int]) -> torch.Tensor:
+    """(T, T) bool: query i marks key j + 1 for every earlier j < i holding the same token as i (TransformerLens's
+    duplicate-token pattern shifted one key to the right): what comes after the token the last time it was seen."""
+    tokens = torch.tensor(ids)
+    duplicates = (tokens[:, None] == tokens[None, :]).tril(-1)  # (T, T): earlier j with the same token
+    return F.pad(duplicates, (1, 0))[:, :-1]  # key j -> j + 1
+
+
+def role_score(attentions: torch.Tensor, pattern: torch.Tensor) -> torch.Tensor:
+    """(...,) the mean, over the queries where `pattern` (T, T) marks a key, of the weight that attentions
+    (..., T, T) put on the marked keys. NaN when the pattern marks nothing."""
+    pattern = pattern.to(attentions.device)  # a model on a GPU: its attention stays there
+    rows = pattern.any(dim=-1)  # (T,)
+    on_pattern = (attentions * pattern).sum(dim=-1)  # (..., T)
+    return on_pattern[..., rows].mean(dim=-1)
+
+
+def chance_level(pattern: torch.Tensor) -> float:
+    """The role score of a head without a role: one that spreads its attention evenly over the keys each query may
+    see (1 / (i + 1) on each of keys 0..i). A head far above it does the role; near it, nothing in particular."""
+    length = pattern.shape[-1]
+    even = torch.ones(length, length).tril() / torch.arange(1, length + 1)[:, None]  # (T, T), rows sum to 1
+    return float(role_score(even, pattern))
+
+
+def clear_threshold(chance: float) -> float:
+    """The score of a head clearly doing a role: halfway from chance to a perfect score of 1."""
+    return chance + (1 - chance) / 2
+
+
+def above_chance(score: float, chance: float) -> bool:
+    """Clearly doing the role: at least halfway from chance to a perfect score of 1."""
+    return score >= clear_threshold(chance)
+
+
+def induction_probe(token_ids: list[int], start_id: int, block_size: int, probes: int, seed: int = 0) -> torch.Tensor:
+    """(P, 1 + 2n) probes: the start token, then n random tokens, then the same n again, n = (block_size - 1) // 2.
+    Within a copy no token repeats while the vocabulary allows it, so each token's earlier occurrence is unique."""
+    generator = torch.Generator().manual_seed(seed)
+    n = (block_size - 1) // 2
+    choices = torch.tensor(token_ids)
+    rows = []
+    for _ in range(probes):
+        if len(token_ids) >= n:
+            half = choices[torch.randperm(len(token_ids), generator=generator)[:n]]
+        else:
+            half = choices[torch.randint(len(token_ids), (n,), generator=generator)]
+        rows.append(torch.cat([torch.tensor([start_id]), half, half]))
+    return torch.stack(rows)  # (P, 1 + 2n)
+
+
+def induction_scores(model, probes: torch.Tensor) -> dict:
+    """Induction score per head on the probes (mean over probes), and the loss on the first copy against the
+    repeated one: a model that learnt in-context copying predicts the second copy far better than chance."""
+    with torch.no_grad():
+        out = model(input_ids=probes.to(model.device), output_attentions=True, use_cache=False)
+    attentions = torch.stack(out.attentions, dim=1).float()  # (P, L, H, T, T)
+    scores = torch.stack([role_score(a, induction_pattern(p.tolist())) for a, p in zip(attentions, probes)])
+    targets = probes[:, 1:].to(out.logits.device)
+    losses = F.cross_entropy(out.logits[:, :-1].float().transpose(1, 2), targets, reduction="none")  # (P, T-1)
+    n = (probes.shape[1] - 1) // 2
+    # losses[:, t] is the loss of token t + 1. First copy: tokens 2..n (token 1 follows only the start token);
+    # repeated copy: tokens n + 2..2n (token n + 1 repeats token 1, which nothing before predicts).
+    return {
+        "induction": scores.mean(dim=0),  # (L, H)
+        "induction_chance": sum(chance_level(induction_pattern(p.tolist())) for p in probes) / len(probes),
+        "first_half_loss": float(losses[:, 1:n].mean()),
+        "repeated_half_loss": float(losses[:, n + 1 :].mean()),
+    }
+
+
+ROLE_PROBES = 4  # random repeated sequences the induction score averages over
+
+
+def measured_roles(model, recorded: ForwardPass, boundary_id: int, excluded: set[int], vocab_size: int) -> dict:
+    """`head_roles` with the induction probe built for this model: ROLE_PROBES sequences of its tokens (all but
+    `excluded`: the boundary, end and padding tokens) written twice after `boundary_id`, sized to its context. What the
+    Head roles view shows, and what training logs at each evaluation (train.py's RoleLog)."""
+    vocabulary = [i for i in range(vocab_size) if i not in excluded]
+    probes = induction_probe(vocabulary, boundary_id, model.config.block_size, ROLE_PROBES)
+    return {**head_roles(model, recorded, probes), "probe_length": (probes.shape[1] - 1) // 2}
+
+
+def head_roles(model, recorded: ForwardPass, probes: torch.Tensor) -> dict:
+    """(L, H) scores of each role: previous token, first token and self on the text; induction on the probes."""
+    length = len(recorded.input_ids)
+    if length < 2:
+        raise VisitorError("The text is empty: the head roles need at least one token after the start token.")
+    attentions = recorded.attentions  # (L, H, T, T)
+    patterns = {
+        "previous_token": previous_token_pattern(length),
+        "first_token": first_token_pattern(length),
+        "self": self_pattern(length),
+    }
+    induction = induction_scores(model, probes)
+    chance = {role: chance_level(pattern) for role, pattern in patterns.items()}
+    chance["induction"] = induction.pop("induction_chance")
+    return {**{role: role_score(attentions, p) for role, p in patterns.items()}, **induction, "chance": chance}
+
+
+def top_heads(scores: torch.Tensor, k: int = 3) -> list[tuple[int, int, float]]:
+    """The k highest-scoring heads of (L, H) scores, as (layer, head, score)."""
+    flat = scores.flatten()
+    values, order = flat.topk(min(k, flat.numel()))
+    n_head = scores.shape[1]
+    return [(int(i) // n_head, int(i) % n_head, float(v)) for v, i in zip(values, order)]
+
+
+# ---- logit lens and comparison -------------------------------------------------------------------------------------
+
+
+def logit_lens(model, recorded: ForwardPass, position: int, k: int = 3) -> list[tuple[list[int], list[float]]]:
+    """Per point of the residual stream (after the embeddings, then after each block), the top-k tokens that the
+    final layer norm and LM head would predict from it at `position`. The last entry is the model's prediction."""
+    logits = unembed(model, recorded.residual[:, position])  # (L + 1, C) -> (L + 1, V)
+    return [top_tokens(row, k) for row in logits]
+
+
+def compare_attention(first: ForwardPass, second: ForwardPass) -> tuple[torch.Tensor, torch.Tensor]:
+    """(L, H, N, N) first's attention weights minus second's over their first N = min(T1, T2) tokens, and (L, H) the
+    mean absolute difference per head over the visible (query, key) pairs. Causal attention makes the first N rows of a
+    longer text's maps those of its first N tokens alone, so texts of different lengths compare over their common
+    positions."""
+    length = min(len(first.input_ids), len(second.input_ids))
+    difference = first.attentions[..., :length, :length] - second.attentions[..., :length, :length]  # (L, H, N, N)
+    visible = length * (length + 1) / 2  # causal: the lower triangle
+    return difference, difference.abs().sum(dim=(-2, -1)) / visible
+
+
+def one_token_changed(model, recorded: ForwardPass, never_ids: set[int]) -> list[int]:
+    """The text's ids with its last token replaced by the model's most likely other token there (none of
+    `never_ids`): a second text of the same length that differs in one place, for comparing two texts' maps."""
+    ids = list(recorded.input_ids)
+    if len(ids) < 2:
+        raise VisitorError("The text is empty: type at least one character to compare.")
+    logits = recorded.logits(model)[-2].float().clone()  # what the model expects at the last position
+    logits[[ids[-1], *never_ids]] = float("-inf")
+    return ids[:-1] + [int(logits.argmax())]
+
+
+__all__ = [
+    "ABLATION_MODES",
+    "head_mask",
+    "check_mode",
+    "head_means",
+    "heads_ablated",
+    "top_tokens",
+    "next_token_probabilities",
+    "sampled_probabilities",
+    "ablated_pass",
+    "losses_per_row",
+    "head_importance",
+    "previous_token_pattern",
+    "first_token_pattern",
+    "self_pattern",
+    "induction_pattern",
+    "role_score",
+    "chance_level",
+    "clear_threshold",
+    "above_chance",
+    "induction_probe",
+    "induction_scores",
+    "head_roles",
+    "top_heads",
+    "logit_lens",
+    "compare_attention",
+    "one_token_changed",
+]

@@ -1,0 +1,433 @@
+"""The block, step by step: how one token of the text goes through the model, and in detail how one head of one layer
+turns the token's input into its output, with the model's real numbers, in the order of the textbook derivation.
+
+    0. the tokens' embeddings: token and position rows, their sum (block_steps.py)
+    1. the inputs: x_i (after the layer norm) and every x_j it may look at (j <= i)
+    2. for contrast, attention without trainable weights: x_i . x_j, softmax, the weighted sum of the x_j
+    3. q_i, k_j, v_j of the head: D-wide slices (rows of the fused qkv_proj weight) of the layer's projection
+    4. the scores q_i . k_j, scaled by 1/sqrt(D)
+    5. the causal mask (-inf after i) and the softmax: the exponentials, their sum, the weights
+    6. dropout: identity in evaluation; in training mode the model's own, under a seed
+    7. z_i = sum_j w_ij v_j, all heads' z_i side by side, the output projection, the residual add
+    +  multi-head two ways: H single-head modules cut from the fused weight, against the fused projection split in heads
+    +  the block around attention: both layer norms written out, the residual adds, the MLP (block_steps.py)
+    +  what leaves the last block: the final norm, the top next tokens' logits and probabilities (block_steps.py)
+
+Every number comes from the model's own modules and weights. The recorded forward pass (forward_pass.py) gives the
+sublayer's input, its attention weights, its merged heads and its output; the layer's `qkv_proj` and `split_heads` give
+q, k and v (which the pass does not keep), and the model's own `eager_attention_forward` applies dropout in training
+mode. The only arithmetic written here is the textbook's: step 2 (no trainable weights, by definition) and the scores of
+step 4, which the eager function computes inside and does not return.
+
+Nothing here knows of Gradio: `attention_steps` returns tensors and `steps_json` the same as JSON lists (what the
+demo's `step` endpoint returns); views/steps.py draws that JSON.
+
+Shapes: L layers, T tokens, C width, H heads, D = C // H; i the query position, j a key position.
+"""
+
+import copy
+import sys
+from contextlib import AbstractContextManager, nullcontext
+
+import torch
+from torch import nn
+
+from minigpt.errors import VisitorError
+from minigpt.heads.block_steps import block_parts, embedding_parts, probability_parts
+from minigpt.heads.shapes import trace_steps
+
+
+class StepChoiceError(VisitorError):
+    """A layer, head or query position the model or the text does not have; the message says what to choose."""
+
+
+# Each step: its title, one sentence of explanation, and the shape-trace rows (attention_maps.trace_steps, by name)
+# of the tensors it works on inside the model.
+STEPS = {
+    "embeddings": (
+        "Tokens and embeddings",
+        "Each token id picks a row of the token embedding table, its position a row of the position "
+        "embedding table; their sum is the residual stream entering block 0.",
+        [],
+    ),
+    "inputs": (
+        "The inputs",
+        "The attention sublayer reads the residual stream after its layer norm (attn_norm): one "
+        "C-wide vector per token. Token i may look at itself and at every token before it.",
+        ["input x (after attn_norm)"],
+    ),
+    "no_weights": (
+        "Attention without trainable weights",
+        "For contrast, the simplest attention: score each x_j by its "
+        "dot product with x_i, softmax the scores, and mix the x_j with those weights. Nothing here can "
+        "learn, and a token mostly matches itself.",
+        [],
+    ),
+    "qkv": (
+        "Queries, keys and values",
+        "Learned projections turn each x into a query (what token i looks for), a key "
+        "(what token j offers) and a value (what token j passes on). One fused qkv_proj makes them for every "
+        "head; this head's q, k and v are D-wide slices of it, made by the rows of its weight named here.",
+        ["fused Q/K/V projection", "Q, K, V before the split", "after the split into heads"],
+    ),
+    "scores": (
+        "Scores",
+        "q_i . k_j says how well key j matches query i. The scores are multiplied by 1/sqrt(D): "
+        "the dot product of two D-wide vectors grows like sqrt(D), and unscaled scores would make the softmax "
+        "nearly one-hot.",
+        ["scores"],
+    ),
+    "softmax": (
+        "Causal mask and softmax",
+        "Keys after i are future tokens: their scores are set to -inf, so that "
+        "their weight is exactly 0. The softmax turns the row into weights that are positive and sum to 1: "
+        "exp(s_j - max s) for each key, divided by their sum. The row of the heatmap.",
+        ["weights"],
+    ),
+    "dropout": (
+        "Dropout",
+        "In training, dropout zeroes each weight with probability p and multiplies the others by "
+        "1/(1-p), so that the expected sum stays 1. In evaluation (how the demo runs the model) it does "
+        "nothing.",
+        ["weights"],
+    ),
+    "output": (
+        "Weighted sum, heads, output projection, residual",
+        "z_i = sum_j w_ij v_j mixes the values with the "
+        "weights. The H heads' z_i side by side make C numbers again; the output projection mixes them across "
+        "heads, and the residual add puts the result onto the stream: what the MLP sublayer receives (after "
+        "its own layer norm).",
+        [
+            "weighted sum of values",
+            "heads side by side again",
+            "after merging the heads",
+            "after the output projection",
+        ],
+    ),
+    "multi_head": (
+        "Multi-head two ways",
+        "The same layer computed as H separate single-head modules, each with its "
+        "own W_q, W_k, W_v of width D cut from the fused weight, their outputs stacked; against the fused "
+        "projection split into heads (what the model does, one matrix product instead of 3H). The same "
+        "numbers, up to float rounding. Both without dropout.",
+        [],
+    ),
+    "block": (
+        "The block around attention",
+        "Pre-LayerNorm: the stream is normalised (mean 0, variance 1, then the "
+        "norm's scale and shift) before each sublayer, and each sublayer's output is added back onto it. The MLP "
+        "works on each token alone: C numbers to 4C neurons, GELU, back to C.",
+        [],
+    ),
+    "probabilities": (
+        "Next-token probabilities",
+        "After the last block: the final layer norm, the LM head (one logit per "
+        "vocabulary token) and a softmax over the whole vocabulary.",
+        [],
+    ),
+}
+
+# The numbers of each step: name -> (shape in letters, what it is). Their order is the order they are drawn in.
+NUMBERS = {
+    "embeddings": {
+        "token_i": ("(C,)", "token embedding: row id_i of token_embedding.weight"),
+        "position_i": ("(C,)", "position embedding: row i of position_embedding.weight"),
+        "sum_i": ("(C,)", "their sum: the stream entering block 0"),
+    },
+    "inputs": {
+        "x_i": ("(C,)", "x_i, the query token's input"),
+        "x_j": ("(i+1, C)", "x_j, the inputs it may look at (j <= i)"),
+        "residual_i": ("(C,)", "the residual stream at i, before attn_norm"),
+    },
+    "no_weights": {
+        "scores": ("(i+1,)", "x_i . x_j"),
+        "weights": ("(i+1,)", "softmax"),
+        "output": ("(C,)", "sum_j softmax_j x_j"),
+    },
+    "qkv": {"q_i": ("(D,)", "q_i"), "k_j": ("(i+1, D)", "k_j"), "v_j": ("(i+1, D)", "v_j")},
+    "scores": {"scores": ("(i+1,)", "q_i . k_j"), "scaled": ("(i+1,)", "q_i . k_j / sqrt(D)")},
+    "softmax": {
+        "masked": ("(T,)", "masked scores"),
+        "exps": ("(i+1,)", "exp(s_j - max s)"),
+        "weights": ("(T,)", "w_ij = softmax"),
+    },
+    "dropout": {"keep": ("(i+1,)", "kept (1) or dropped (0)"), "weights": ("(T,)", "weights after dropout")},
+    "output": {
+        "z_i": ("(D,)", "z_i = sum_j w_ij v_j"),
+        "heads_z_i": ("(C,)", "all heads' z_i side by side"),
+        "out_i": ("(C,)", "out_proj(heads' z_i): the sublayer's output"),
+        "next_i": ("(C,)", "residual + output: the stream the MLP sublayer reads"),
+    },
+    "multi_head": {
+        "separate_i": ("(C,)", "H single-head modules, stacked"),
+        "fused_i": ("(C,)", "fused projection split into heads"),
+    },
+    "block": {
+        "attn_norm_hat": ("(C,)", "x̂ = (x - mean) / sqrt(variance + eps): the stream entering the block, normalised"),
+        "attn_norm_scale": ("(C,)", "γ: attn_norm's scale"),
+        "attn_norm_shift": ("(C,)", "β: attn_norm's shift"),
+        "attn_norm_out": ("(C,)", "γ x̂ + β: attn_norm's output, the attention's input x_i"),
+        "middle_i": ("(C,)", "stream + attention output"),
+        "mlp_norm_hat": ("(C,)", "x̂: that stream, normalised"),
+        "mlp_norm_scale": ("(C,)", "γ: mlp_norm's scale"),
+        "mlp_norm_shift": ("(C,)", "β: mlp_norm's shift"),
+        "mlp_norm_out": ("(C,)", "γ x̂ + β: mlp_norm's output, the MLP's input"),
+        "pre_activation_i": ("(4C,)", "fc_in: each neuron's input"),
+        "activation_i": ("(4C,)", "GELU: the neurons' activations"),
+        "mlp_out_i": ("(C,)", "out_proj: the MLP's output"),
+        "after_i": ("(C,)", "stream + MLP output: the next block's input"),
+    },
+    "probabilities": {
+        "final_i": ("(C,)", "final_norm of the stream leaving the last block"),
+        "top_logits": ("(k,)", "logits of the most likely next tokens"),
+        "top_probabilities": ("(k,)", "their probabilities: softmax over all V logits"),
+    },
+}
+
+
+NORMS = ("attn_norm", "mlp_norm")  # the block's two layer norms, by their module names
+
+
+def model_eager_attention(attn):
+    """The eager attention function of the model's own code (the one `output_attentions=True` runs): from the module
+    that defines its attention class, the repo's modeling_minigpt or the copy a saved folder ships."""
+    return sys.modules[type(attn).__module__].eager_attention_forward
+
+
+def head_rows(n_embd: int, head_dim: int, head: int) -> dict[str, tuple[int, int]]:
+    """[start, stop) rows of qkv_proj.weight (3C, C) that make the head's q, k and v: the fused output is q | k | v,
+    each C wide and split into H heads of D."""
+    return {
+        name: (part * n_embd + head * head_dim, part * n_embd + (head + 1) * head_dim)
+        for part, name in enumerate("qkv")
+    }
+
+
+def rows_of(linear: nn.Linear, start: int, stop: int) -> nn.Linear:
+    """A Linear of its own holding rows [start, stop) of `linear` (skip_init: no random init to overwrite, and the
+    global random generator that seeded requests rely on is left alone)."""
+    part = torch.nn.utils.skip_init(
+        nn.Linear,
+        linear.in_features,
+        stop - start,
+        bias=linear.bias is not None,
+        device=linear.weight.device,
+        dtype=linear.weight.dtype,
+    )
+    with torch.no_grad():
+        part.weight.copy_(linear.weight[start:stop])
+        if linear.bias is not None:
+            part.bias.copy_(linear.bias[start:stop])
+    return part
+
+
+class SingleHeadAttention(nn.Module):
+    """One head as its own module, as textbooks first build multi-head attention: W_q, W_k, W_v of width D (here cut
+    from the fused qkv_proj of `attn`), and the model's attention function."""
+
+    def __init__(self, attn, head: int):
+        super().__init__()
+        rows = head_rows(attn.config.n_embd, attn.head_dim, head)
+        self.q_proj, self.k_proj, self.v_proj = (rows_of(attn.qkv_proj, *rows[name]) for name in "qkv")
+        self.scaling, self.attention = attn.scaling, model_eager_attention(attn)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (T, C) -> (T, D)
+        q, k, v = (proj(x)[None, None] for proj in (self.q_proj, self.k_proj, self.v_proj))  # (1, 1, T, D) each
+        output, _ = self.attention(self, q, k, v, None, scaling=self.scaling)  # (1, T, 1, D)
+        return output[0, :, 0]
+
+
+def heads_separately(attn, x: torch.Tensor) -> torch.Tensor:
+    """(T, C) -> (T, C): the layer's H heads as H single-head modules, outputs stacked side by side."""
+    return torch.cat([SingleHeadAttention(attn, h)(x) for h in range(attn.n_head)], dim=-1)
+
+
+def queries_keys_values(attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(T, C) -> 3 x (H, T, D), by the layer's own fused projection and split, as its forward does."""
+    q, k, v = attn.qkv_proj(x[None]).split(attn.config.n_embd, dim=-1)  # 3 x (1, T, C)
+    return attn.split_heads(q)[0], attn.split_heads(k)[0], attn.split_heads(v)[0]
+
+
+def attention_in_training(attn, q, k, v, seed: int, rng_lock: AbstractContextManager):
+    """The model's eager attention on (H, T, D) q, k, v as it runs in training: dropout p = config.attention_dropout,
+    drawn from torch's global generator seeded with `seed` (F.dropout takes no generator of its own; the global state
+    is restored after, and `rng_lock` keeps other users of that generator out meanwhile). The layer itself stays in
+    evaluation mode: a shallow copy marked as training runs it, so requests sharing the model never see dropout.
+    Returns the output (T, H, D) and the weights after dropout (H, T, T)."""
+    training_view = copy.copy(attn)
+    training_view.training = True
+    devices = [] if q.device.type == "cpu" else [q.device]
+    with rng_lock, torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        attention = model_eager_attention(attn)
+        p = attn.config.attention_dropout  # as the layer's forward passes it when training
+        output, weights = attention(training_view, q[None], k[None], v[None], None, dropout=p, scaling=attn.scaling)
+    return output[0], weights[0]
+
+
+def check_choice(what: str, value: int, count: int, context: str) -> None:
+    if not 0 <= value < count:
+        raise StepChoiceError(f"{what} must be 0 to {count - 1} ({context}), got {value}.")
+
+
+def attention_steps(
+    model,
+    recorded,
+    layer: int,
+    head: int,
+    query: int | None = None,
+    training: bool = False,
+    seed: int = 0,
+    rng_lock: AbstractContextManager | None = None,
+) -> dict:
+    """Every step of head `head` of layer `layer` for the token at position `query` (default: the last), as tensors
+    keyed like NUMBERS, with `meta` (sizes, the qkv_proj rows, the scale, dropout) and `trace` (shapes in the model).
+
+    `model` is a MiniGPTForCausalLM, `recorded` its forward_pass.ForwardPass of the text. `training` applies the
+    model's attention dropout seeded by `seed` (see `attention_in_training`); the weights before dropout, and
+    everything in evaluation mode, are those of the recorded pass.
+    """
+    config, T = model.config, len(recorded.input_ids)
+    i = T - 1 if query is None else query
+    check_choice("layer", layer, config.n_layer, f"the model has {config.n_layer} layers")
+    check_choice("head", head, config.n_head, f"each layer has {config.n_head} heads")
+    check_choice("query position", i, T, f"the text is {T} tokens, position 0 being the start token")
+    if not 0 <= seed < 2**63:
+        raise StepChoiceError(f"seed must be 0 or more and below 2**63, got {seed}.")
+    attn = model.model.layers[layer].attn
+    C, D, h, seen = config.n_embd, attn.head_dim, head, slice(0, i + 1)
+    stream, x = recorded.residual[layer], recorded.attn_inputs[layer]  # (T, C) each: before and after attn_norm
+    weights = recorded.attentions[layer, h, i]  # (T,): the model's softmax row, zero after i
+
+    with torch.no_grad():
+        plain_scores = x[seen] @ x[i]  # (i+1,)
+        plain_weights = plain_scores.softmax(-1)  # (i+1,)
+        q, k, v = queries_keys_values(attn, x)  # (H, T, D) each
+        scores = k[h, seen] @ q[h, i]  # (i+1,)
+        masked = torch.full((T,), float("-inf"), dtype=scores.dtype)  # (T,)
+        masked[seen] = scores * attn.scaling
+        if training:  # dropout changes the weights, and so everything after them
+            output, dropped = attention_in_training(attn, q, k, v, seed, rng_lock or nullcontext())
+            merged = output.flatten(1)  # (T, H, D) -> (T, C)
+            out, dropped = attn.out_proj(merged), dropped[h, i]  # (T, C), (T,)
+        else:
+            merged, out, dropped = recorded.merged_heads[layer], recorded.attn_outputs[layer], weights
+        separate = heads_separately(attn, x)  # (T, C)
+    p = config.attention_dropout if training else 0.0
+    keep = (dropped[seen] != 0).int() if training else None  # dropout zeroes a weight, or scales it by 1/(1-p)
+    trace = {s.step: s for s in trace_steps(attn, recorded, layer)}
+    exps = (masked[seen] - masked[seen].max()).exp()  # (i+1,): the softmax's numerators
+    block, leaving = block_parts(model, recorded, layer, i), probability_parts(model, recorded, i)
+    norms = {f"{norm}_{part}": block[norm][part] for norm in NORMS for part in ("hat", "scale", "shift", "out")}
+    return {
+        "meta": dict(
+            L=config.n_layer,
+            T=T,
+            C=C,
+            H=config.n_head,
+            D=D,
+            layer=layer,
+            head=h,
+            query=i,
+            training=training,
+            seed=seed,
+            dropout_p=p,
+            keep_scale=1 / (1 - p),
+            rows=head_rows(C, D, h),
+            scale=attn.scaling,
+            bias=attn.qkv_proj.bias is not None,
+            max_abs_difference=float((separate - recorded.merged_heads[layer]).abs().max()),
+        ),
+        "trace": {name: [trace[row] for row in rows] for name, (_, _, rows) in STEPS.items()},
+        "embeddings": embedding_parts(model, recorded, i),
+        "inputs": {"x_i": x[i], "x_j": x[seen], "residual_i": stream[i]},
+        "no_weights": {"scores": plain_scores, "weights": plain_weights, "output": plain_weights @ x[seen]},
+        "qkv": {"q_i": q[h, i], "k_j": k[h, seen], "v_j": v[h, seen]},
+        "scores": {"scores": scores, "scaled": masked[seen]},
+        "softmax": {"masked": masked, "exps": exps, "weights": weights},
+        "dropout": {"keep": keep, "weights": dropped},
+        "output": {
+            "z_i": merged[i, h * D : (h + 1) * D],
+            "heads_z_i": merged[i],
+            "out_i": out[i],
+            "next_i": stream[i] + out[i],
+        },
+        "multi_head": {"separate_i": separate[i], "fused_i": recorded.merged_heads[layer, i]},
+        "block": {
+            **norms,
+            "middle_i": block["middle"],
+            "pre_activation_i": block["pre_activation"],
+            "activation_i": block["activation"],
+            "mlp_out_i": block["mlp_output"],
+            "after_i": block["after"],
+        },
+        "probabilities": {key: leaving[key] for key in NUMBERS["probabilities"]},
+        # What each of those steps says besides its vectors: plain numbers, for steps_json to pass on.
+        "extras": {
+            "embeddings": {"token_id": recorded.input_ids[i], "ids": list(recorded.input_ids)},
+            "block": {
+                **{norm: {k: block[norm][k] for k in ("mean", "variance", "eps")} for norm in NORMS},
+                **{k: block[k] for k in ("top_neurons", "attention_update", "mlp_update")},
+            },
+            "probabilities": {k: leaving[k] for k in ("top_ids", "next_id", "next_probability", "vocabulary")},
+        },
+    }
+
+
+NEG_INF = "-inf"  # JSON has no infinity: a masked score is written as this string (float("-inf") reads it back)
+
+
+def as_lists(tensor: torch.Tensor | None):
+    if tensor is None:
+        return None
+    values = tensor.tolist()
+    if tensor.dim() == 1 and tensor.is_floating_point() and torch.isinf(tensor).any():
+        return [NEG_INF if v == float("-inf") else v for v in values]
+    return values
+
+
+def steps_json(steps: dict, tokens: list[str], model: str = "", notes: list[str] = (), label=None) -> dict:
+    """`attention_steps`' result as plain JSON: numbers as (nested) lists of floats, exact (float32 values), masked
+    scores as "-inf"; each step with its title, explanation and shapes (in the model and of each number shown).
+    `label` turns token ids into the readable labels of the text's tokens (the next tokens' names); none: the ids."""
+    meta = steps["meta"]
+    chosen = {k: meta[k] for k in ("layer", "head", "query", "training", "seed")}
+    out = {
+        "model": model,
+        "tokens": list(tokens),
+        **chosen,
+        "sizes": {k: meta[k] for k in "LTCHD"},
+        "notes": list(notes),
+        "steps": {},
+    }
+    for name, (title, explanation, _) in STEPS.items():
+        numbers = steps[name]
+        shapes = [dict(what=t.step, code=t.code, symbols=t.symbols, shape=list(t.shape)) for t in steps["trace"][name]]
+        shapes += [
+            dict(what=label, code="", symbols=symbols, shape=list(numbers[key].shape))
+            for key, (symbols, label) in NUMBERS[name].items()
+            if numbers[key] is not None
+        ]
+        step = {"title": title, "explanation": explanation, "shapes": shapes}
+        step.update({key: as_lists(numbers[key]) for key in NUMBERS[name]})
+        out["steps"][name] = step
+    s = out["steps"]
+    s["qkv"].update(
+        weight="qkv_proj.weight",
+        weight_shape=[3 * meta["C"], meta["C"]],
+        bias=meta["bias"],
+        rows={k: list(r) for k, r in meta["rows"].items()},
+    )
+    s["scores"].update(D=meta["D"], scale=meta["scale"])
+    s["softmax"].update(sum=float(steps["softmax"]["weights"].sum()), exp_sum=float(steps["softmax"]["exps"].sum()))
+    s["dropout"].update(applied=meta["training"], p=meta["dropout_p"], seed=meta["seed"], scale=meta["keep_scale"])
+    s["dropout"]["sum"] = float(steps["dropout"]["weights"].sum())  # 1 only on average once dropout is applied
+    s["multi_head"]["max_abs_difference"] = meta["max_abs_difference"]
+    for name, extras in steps["extras"].items():
+        s[name].update(extras)
+    label = label or (lambda ids: [str(i) for i in ids])
+    leaving = s["probabilities"]
+    leaving["top_tokens"] = label(leaving["top_ids"])
+    leaving["next_token"] = label([leaving["next_id"]])[0] if leaving["next_id"] is not None else None
+    return out
