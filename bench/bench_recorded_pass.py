@@ -49,7 +49,7 @@ def in_process(threads: int, rounds: int) -> dict[str, float]:
     torch.manual_seed(0)
     model = MiniGPTForCausalLM(MiniGPTConfig(**SHAPE)).eval()
     old_modeling = module_from_git("modeling_minigpt.py", "modeling_before")
-    old_pass = module_from_git("minigpt/heads/recorded_pass.py", "forward_pass_before")
+    old_pass = module_from_git("explorer/forward_pass.py", "forward_pass_before")
     old_model = old_modeling.MiniGPTForCausalLM(old_modeling.MiniGPTConfig(**SHAPE)).eval()
     old_model.load_state_dict(model.state_dict())
     ids = torch.randint(1, SHAPE["vocab_size"], (1024,)).tolist()
@@ -74,7 +74,7 @@ def shipped_before_and_now(rounds: int) -> list[list[str]]:
 
     torch.set_num_threads(1)
     old_modeling = module_from_git("modeling_minigpt.py", "modeling_before")
-    old_pass = module_from_git("minigpt/heads/recorded_pass.py", "forward_pass_before")
+    old_pass = module_from_git("explorer/forward_pass.py", "forward_pass_before")
     rows = []
     for name, length in (("names", 8), ("shakespeare", 128)):
         model = MiniGPTForCausalLM.from_pretrained(SHIPPED[name]).eval()

@@ -148,6 +148,13 @@ def is_character_level(tokenizer: PreTrainedTokenizerFast) -> bool:
     return isinstance(tokenizer.backend_tokenizer.model, models.WordLevel)
 
 
+def kind_of(tokenizer: PreTrainedTokenizerFast) -> str:
+    """Which of the three kinds a saved tokenizer is: names (the fixed a-z one), char (learned characters) or bpe."""
+    if not is_character_level(tokenizer):
+        return "bpe"
+    return "names" if tokenizer.get_vocab() == names_tokenizer().get_vocab() else "char"
+
+
 __all__ = [
     "names_tokenizer",
     "char_tokenizer",
@@ -158,6 +165,7 @@ __all__ = [
     "known_characters",
     "missing_local_path",
     "is_character_level",
+    "kind_of",
     "NAMES_BOUNDARY",
     "END_OF_TEXT",
     "PAD",

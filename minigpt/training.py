@@ -40,7 +40,7 @@ from transformers import (
 )
 
 from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
-from minigpt import data, plots
+from minigpt import data, plots, tokenization
 from minigpt.heads.role_log import (
     SNAPSHOT_MAX_PARAMETERS,
     keep_until,
@@ -175,6 +175,17 @@ def check_same_model(checkpoint: str, config: MiniGPTConfig) -> None:
             )
 
 
+def check_same_tokenizer(checkpoint: str, kind: str) -> None:
+    """A resumed run reads its data with its checkpoint's tokenizer: another kind would fail deep in the tokenizer
+    ("WordLevel error: Missing [UNK] token") instead of saying what to change."""
+    saved = tokenization.kind_of(AutoTokenizer.from_pretrained(checkpoint))
+    if saved != kind:
+        raise UsageError(
+            f"The checkpoint {checkpoint} was trained with the {saved} tokenizer, this run asks for {kind} "
+            f"(--tokenizer): resume with --tokenizer {saved}, or start a new --output_dir."
+        )
+
+
 def resolve_checkpoint(training: TrainingArguments) -> str | None:
     """--resume_from_checkpoint PATH, or `last` (also `true`) for the newest complete checkpoint in output_dir."""
     wanted = training.resume_from_checkpoint
@@ -214,6 +225,8 @@ def check_flags(script: ScriptArguments, training: TrainingArguments) -> None:
         )
     if script.val_size < 1:
         raise UsageError(f"--val_size is the number of names held out to validate: at least 1, got {script.val_size}.")
+    if script.block_size is not None and script.block_size < 1:  # before the flags measured against it (--stride)
+        raise UsageError(f"block_size must be a positive integer, got {script.block_size} (--block_size).")
     if script.stride is not None and script.stride < 1:
         raise UsageError(f"--stride is the tokens between training windows: at least 1, got {script.stride}.")
 
@@ -257,6 +270,8 @@ def tokenizer_kind(script: ScriptArguments) -> str:
 def load_splits(script: ScriptArguments, training: TrainingArguments, block_size: int, checkpoint: str | None):
     """The tokenizer and the train/validation data. A resumed run reuses the tokenizer saved in its checkpoint."""
     kind = tokenizer_kind(script)
+    if checkpoint and kind in ("names", "char", "bpe"):
+        check_same_tokenizer(checkpoint, kind)
     if script.dataset is None:  # built-in corpora, so that the presets run on a fresh machine with no download
         script.dataset = str(data.BUILTIN_CORPORA.get(script.preset, data.builtin_shakespeare)())
     corpus = data.open_corpus(script.dataset, script.text_column)

@@ -63,8 +63,9 @@ def settled_log(process, quiet: float = 0.25, timeout: float = 10.0) -> str:
 
 
 def logged_by(client, process, endpoint: str, **params) -> tuple[str, str]:
-    """The client's error message for the call, and what the server logged meanwhile (once the log is quiet)."""
-    before = len(settled_log(process))
+    """The client's error message for the call, and what the server logged meanwhile (once the log is quiet). The
+    log is not waited on before the call: the call before this one waited for it to settle after its own answer."""
+    before = len(server_log(process))
     error = app_error(client, endpoint, **params)
     return error, settled_log(process)[before:]
 
@@ -319,7 +320,7 @@ WRONG_TYPES = [
 def test_a_value_of_the_wrong_type_is_a_visitors_mistake_too(server, client, endpoint, params):
     """Through gradio_client, as a script calls: refused with a message naming the parameter, no traceback and no
     Python internals in the answer."""
-    before = len(settled_log(server[1]))
+    before = len(server_log(server[1]))  # the call before settled it (see logged_by)
     error = app_error(client, endpoint, **params)
     logged = settled_log(server[1])[before:]
     wrong = next(iter(params))  # each case names its wrong value first

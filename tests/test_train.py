@@ -191,7 +191,8 @@ def test_a_small_run_keeps_snapshots_that_the_views_load_at_their_step(names_run
     checkpoint = AutoModelForCausalLM.from_pretrained(names_run / "checkpoint-40").eval()
     assert torch.equal(view.recorded.attentions, run_forward_pass(checkpoint, view.ids).attentions)
     assert not torch.equal(view.recorded.attentions, state.text_view(names_run.name, "emma").recorded.attentions)
-    with pytest.raises(VisitorError, match="no snapshot at step 41: its snapshots are at 1, 2, 8, 16, 28, 40, 60"):
+    steps = ", ".join(f"{names_run.name}@{step}" for step in (1, 2, 8, 16, 28, 40, 60))  # as a visitor writes them
+    with pytest.raises(VisitorError, match=f"no snapshot at step 41: its snapshots are {steps}"):
         state.picker.get(f"{names_run.name}@41")
 
 
@@ -304,6 +305,22 @@ def test_a_resume_with_other_sizes_says_which(names_run, names_file, tmp_path, m
     assert "was trained with n_embd=16, this run asks for 32 (--n_embd): resume with the checkpoint's" in (
         capsys.readouterr().err
     )
+
+
+def test_a_resume_with_another_tokenizer_kind_names_both(names_run, names_file, tmp_path, monkeypatch, capsys):
+    """A names run resumed with --tokenizer char: one line naming both kinds (it was a WordLevel traceback)."""
+    out = shutil.copytree(names_run, tmp_path / "other-tokenizer")
+    argv = [*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last"]
+    monkeypatch.setattr(sys, "argv", ["train.py", *argv, "--tokenizer", "char", "--max_steps", "90"])
+    with pytest.raises(SystemExit) as exit_:
+        training.cli()
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert (
+        "was trained with the names tokenizer, this run asks for char (--tokenizer): resume with --tokenizer names"
+        in (error)
+    )
+    assert "Traceback" not in error
 
 
 def test_resuming_with_a_higher_max_steps_trains_on(names_run, names_file, tmp_path):
@@ -441,6 +458,8 @@ def test_help_lists_the_flags(monkeypatch, capsys):
         (["--preset", "shakespeare", "--dataset", "{tmp}/docs.jsonl", "--text_column", "body2"], "no column 'body2'"),
         (["--n_embd", "30", "--n_head", "4", "--dataset", "{tmp}/names.txt"], "must be divisible by n_head"),
         (["--block_size", "0", "--dataset", "{tmp}/names.txt"], "block_size must be a positive integer"),
+        # The bound of --block_size before the flags measured against it (--stride named it wrongly).
+        (["--preset", "shakespeare", "--block_size", "-5"], "block_size must be a positive integer, got -5"),
         (["--dataset", "{tmp}/docs.jsonl"], "no 'text' column"),
         (
             ["--preset", "shakespeare", "--dataset", "{tmp}/broken.jsonl"],

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minigpt import data, tokenization
+from minigpt.demo.choices import MAX_TEXT_CHARS
 from minigpt.demo.models import LanguageModel
 from minigpt.demo.texts import encode
 from minigpt.errors import VisitorError
@@ -93,20 +94,48 @@ def text_corpus(lm: LanguageModel, text: str) -> Corpus:
             f"The corpus is {len(text):,} characters long: at most {MAX_CORPUS_CHARS:,} are accepted. Shorten it "
             f"(the metrics read at most {MOST_TOKENS:,} tokens anyway)."
         )
-    notes = []
+    notes, budget = [], token_budget(lm.model)
+    # Only what the budget holds is tokenized, a piece at a time: a names corpus of 500,000 lines or a text of a
+    # million characters costs what its first MOST_TOKENS tokens cost.
     if reads_lines(lm):
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        windows = name_windows(lm, lines)
+        windows, whole = names_within(lm, lines, budget)
         description = f"your text, {len(lines):,} names (one a line)"
     else:
-        ids = encode(lm, text, "corpus")
+        ids, whole = ids_within(lm, text, budget)
         span = lm.block_size - 1
         windows = [[lm.boundary_id] + ids[start : start + span] for start in range(0, len(ids), span)]
-        description = f"your text, {len(ids):,} tokens in windows of the start token and {span} tokens"
-    windows = cut_to_budget([w for w in windows if len(w) >= 2], token_budget(lm.model), notes)
+        description = f"your text, in windows of the start token and {span} tokens"
+    windows = cut_to_budget([w for w in windows if len(w) >= 2], budget, notes if whole else [])
+    if not whole:  # the text goes on past what was read: its length in tokens is not known
+        notes.append(f"Measured on the first {sum(map(len, windows)):,} tokens of your text.")
     if not windows:
         raise VisitorError("The corpus is empty: give some text (or leave it empty for the model's validation text).")
     return Corpus(windows, description, True, notes)
+
+
+def names_within(lm: LanguageModel, lines: list[str], budget: int) -> tuple[list[list[int]], bool]:
+    """The windows of the first names that hold `budget` tokens, and whether every name was read; each line cut to
+    the context before it is tokenized (its window keeps at most block_size tokens: never more than its characters)."""
+    windows, tokens, start = [], 0, 0
+    while start < len(lines) and tokens < budget:
+        batch = name_windows(lm, [line[: lm.block_size] for line in lines[start : start + 256]])
+        windows, tokens, start = windows + batch, tokens + sum(map(len, batch)), start + 256
+    return windows, start >= len(lines)
+
+
+def ids_within(lm: LanguageModel, text: str, budget: int) -> tuple[list[int], bool]:
+    """The ids of the start of `text` that holds `budget` tokens (a few more), and whether that is the whole text;
+    tokenized a piece at a time: pieces end at a line's or a word's end, as long as one typed text may be."""
+    ids, start = [], 0
+    while start < len(text) and len(ids) < budget:
+        end = min(len(text), start + MAX_TEXT_CHARS)
+        if end < len(text):  # cut after the last newline or space of the piece, if it has one
+            cut = max(text.rfind("\n", start, end), text.rfind(" ", start, end))
+            end = cut + 1 if cut > start else end
+        ids += encode(lm, text[start:end], "corpus")
+        start = end
+    return ids, start >= len(text)
 
 
 def training_args(source: str) -> dict | None:

@@ -49,12 +49,18 @@ class LanguageModel:
         return self.tokenizer.convert_ids_to_tokens(self.boundary_id)
 
 
+# A snapshot's step as the picker writes it: digits 0-9, no leading zero, no sign, at most 12 (no run trains longer).
+# One spelling per snapshot, so that every cache (models, batching threads, passes, Head Finder folders) has one key.
+CANONICAL_STEP = re.compile(r"0|[1-9][0-9]{0,11}")
+
+
 def split_snapshot_name(name) -> tuple[str | None, int | None]:
-    """ "names@120" -> ("names", 120); "names" -> ("names", None); anything else -> (None, None)."""
+    """ "names@120" -> ("names", 120); "names" -> ("names", None); anything else -> (None, None). Only the canonical
+    spelling of a step is one ("names@0120" is not: ModelPicker.get refuses it, naming the real steps)."""
     if not isinstance(name, str):
         return None, None
     base, at, step = name.rpartition("@")
-    if at and step.isdigit() and step.isascii():
+    if at and CANONICAL_STEP.fullmatch(step):
         return base, int(step)
     return name, None
 
@@ -118,10 +124,12 @@ class ModelPicker:
             raise VisitorError(f"Unknown model {shortened(name)}: choose one of {', '.join(self.sources)}.")
         base, step = (name, None) if name in self.sources else split_snapshot_name(name)
         if base not in self.sources:
+            stem, at, _ = name.rpartition("@")
+            if at and stem in self.sources:  # a step that is not written as the picker writes it: 04, +4, 4.0, ...
+                raise VisitorError(f"{shortened(name)} names no snapshot: {self.snapshots_said(stem)}.")
             raise VisitorError(f"Unknown model {shortened(name)}: choose one of {', '.join(self.sources)}.")
         if step is not None and step not in snapshots_of(Path(self.sources[base])):
-            steps = ", ".join(map(str, snapshots_of(Path(self.sources[base])))) or "none"
-            raise VisitorError(f"The model {base!r} has no snapshot at step {step}: its snapshots are at {steps}.")
+            raise VisitorError(f"The model {base!r} has no snapshot at step {step}: {self.snapshots_said(base)}.")
         if (lm := self.loaded.get(name)) is not None:  # loaded: served without waiting for any other model's load
             return lm
         with self.lock:
@@ -136,6 +144,11 @@ class ModelPicker:
                 with self.lock:
                     self.loaded[name] = lm
             return self.loaded[name]
+
+    def snapshots_said(self, base: str) -> str:
+        """Where model `base`'s snapshots are, as a visitor writes them: "its snapshots are names@40, names@120"."""
+        steps = snapshots_of(Path(self.sources[base]))
+        return f"its snapshots are {', '.join(f'{base}@{step}' for step in steps)}" if steps else "it has no snapshots"
 
     def register(self, name: str, source: str) -> bool:
         """Offers one more model (a finished training run's folder) under `name`, unless that name is taken."""

@@ -204,7 +204,7 @@ class AttentionMaps:
             instead = "export one head's map (map.png)"
             check_every_map(view, len(view.ids), f"The {what} export", instead, MAX_FILE_NUMBERS)
         attentions = view.recorded.attentions  # (L, H, T, T)
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", model)
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", model)[:60]  # a file name's part: safe characters, and short
         path = self.state.export_folder() / f"attention-{name}-{len(view.ids)}-tokens"
         if what in ("safetensors", "npz"):
             return save_weights(path.with_suffix("." + what), attentions, view.tokens, view.ids)

@@ -45,11 +45,9 @@ def eager_attention_forward(
     attention_mask: torch.Tensor | None,  # (B, 1, T, S): bool (True: may attend) or additive float; None: see below
     scaling: float,
     dropout: float = 0.0,
-    weights_out: torch.Tensor | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention written out, the path that returns the weights the demo draws. `weights_out` (L, B, H, T, S), float32:
-    each layer's weights are written into their slice of it (the demo's recorded pass keeps them all, uncopied)."""
+    """Attention written out, the path that returns the weights (`output_attentions`, the demo's maps)."""
     T, S = query.shape[-2], key.shape[-2]
     # Scaling the queries rather than the (T, S) scores: one pass less over the largest tensor here (T x S per head)
     scores = (query * scaling) @ key.transpose(-2, -1)  # (B, H, T, S)
@@ -62,8 +60,7 @@ def eager_attention_forward(
         scores.masked_fill_(~attention_mask, torch.finfo(scores.dtype).min)
     elif attention_mask is not None:  # the library's eager format: 0 where allowed, the dtype's minimum where not
         scores = scores + attention_mask
-    out = None if weights_out is None else weights_out[module.layer_idx]
-    weights = torch.softmax(scores, dim=-1, dtype=torch.float32, out=out).to(query.dtype)  # each row sums to 1
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)  # each row sums to 1
     weights = F.dropout(weights, p=dropout, training=module.training)
     output = weights @ value  # (B, H, T, D)
     return output.transpose(1, 2), weights  # (B, T, H, D), as every attention interface returns it
@@ -82,66 +79,9 @@ def sdpa_attention_forward(module, query, key, value, attention_mask, scaling, d
     return output.transpose(1, 2), None
 
 
-# The narrowest head torch's compiled CPU flex kernel computes right (see flex_attention_forward).
-FLEX_CPU_MIN_HEAD_DIM = 32
-
-
-@dataclass(frozen=True)
-class FlexKeyPadding:
-    """What MiniGPT hands flex on a CPU for a padded batch (see flex_cpu_mask): the causal BlockMask, or None, and which
-    keys are padding. The padding reaches the scores through one more head dimension (flex_attention_forward), not
-    through the BlockMask."""
-
-    block_mask: object  # torch.nn.attention.flex_attention.BlockMask | None
-    padding: torch.Tensor  # (B, S) bool, True: a padding key
-
-
-def flex_cpu_head_width(head_dim: int, padding_column: bool) -> int:
-    """The head width the CPU flex kernel gets: 32 or more, room for the padding column, a multiple of 16 if widened."""
-    needed = head_dim + padding_column
-    if needed >= FLEX_CPU_MIN_HEAD_DIM and needed == head_dim:
-        return head_dim
-    return max(FLEX_CPU_MIN_HEAD_DIM, -(-needed // 16) * 16)
-
-
-def flex_attention_forward(module, query, key, value, attention_mask, scaling, **kwargs):
-    """The library's flex path (compiled `flex_attention`); on a CPU, heads widened with zeros to 32 dims or more.
-
-    Inductor's C++ flex kernel (torch 2.13) computes q @ kᵀ with a micro-kernel (`CppMicroGemmFP32Vec`, transposed B)
-    whose path for heads under 24 dims, a whole number of vectors, always computes 16 keys at a time. On a CPU whose
-    vectors hold fewer than 16 floats (AVX2: 8, NEON: 4), a block of keys whose length mod 16 is a whole number of
-    vectors (8 keys, 24, 40, ...) ends in such a 16-wide step: keys past the block are read, and the last query's extra
-    scores land on the running row maxima stored after the score buffer. The logits then drift (0.01 to 0.1) or turn
-    NaN, as the memory past the keys decides (head_dim 8 and 16, on AVX2; AVX-512's 16-float vectors never take that
-    step). Zeros appended to q, k and v change no score (the scale is passed as it is) and add output columns of
-    zeros, cut off here; 32 dims take the kernel's general path.
-
-    A padded batch (FlexKeyPadding) uses one appended dimension as a bias: 1 in every query, 0 in a real key and the
-    dtype's minimum in a padding key (the value eager masks with), so a padding key's score is that minimum times the
-    scale and its weight 0, and no mask has to read the padding (see flex_cpu_mask).
-    """
-    library_flex = ALL_ATTENTION_FUNCTIONS["flex_attention"]
-    padding = None
-    if isinstance(attention_mask, FlexKeyPadding):
-        attention_mask, padding = attention_mask.block_mask, attention_mask.padding
-    head_dim = query.shape[-1]
-    width = head_dim if query.device.type != "cpu" else flex_cpu_head_width(head_dim, padding is not None)
-    if width == head_dim:
-        return library_flex(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
-    pad = (0, width - head_dim)
-    query, key, value = F.pad(query, pad), F.pad(key, pad), F.pad(value, pad)  # (B, H, T or S, width)
-    if padding is not None:
-        query[..., head_dim] = 1
-        key[..., head_dim] = padding[:, None, :].to(key.dtype) * torch.finfo(key.dtype).min
-    output, lse = library_flex(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
-    return output[..., :head_dim], lse  # (B, T, H, D)
-
-
 # Our two paths; any other `attn_implementation` (flash_attention_2, ...) comes from the library, with its mask made
-# by the library for it (`create_causal_mask`); flex too, through the wrapper above.
+# by the library for it (`create_causal_mask`); flex too, through a wrapper for CPUs (LIBRARY_WRAPPERS, at the end).
 ATTENTION_FUNCTIONS = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
-
-LIBRARY_WRAPPERS = {"flex_attention": flex_attention_forward}
 
 
 class MiniGPTAttention(nn.Module):
@@ -529,6 +469,83 @@ def is_plain_causal(implementation: str, attention_mask, position_ids, past_key_
     return attention_mask is None or (attention_mask.dim() == 2 and bool(attention_mask.all()))
 
 
+def check_implementation_can_serve(implementation: str, mask, output_attentions: bool | None) -> None:
+    """Clear errors for what an attention implementation cannot do, instead of wrong numbers or a crashed process."""
+    if output_attentions and implementation not in ATTENTION_FUNCTIONS:
+        raise ValueError(
+            f"output_attentions=True needs the eager or sdpa attention (the weights come from the eager path), not "
+            f"{implementation}: call model.set_attn_implementation('sdpa') first."
+        )
+    if implementation == "flex_attention" and isinstance(mask, torch.Tensor) and mask.device.type == "cpu":
+        # The library's flex path reads a tensor mask by chained indexing in a score_mod, which torch 2.13's compiled
+        # CPU kernel crashes on (double free). A 2D mask becomes a BlockMask, which it runs well.
+        raise ValueError(
+            "flex_attention on a CPU takes a 2D attention_mask (1 token, 0 padding), not a 4D tensor: torch's "
+            "compiled CPU flex kernel crashes on one. Pass the 2D padding mask, or use sdpa for a custom 4D mask."
+        )
+
+
+# ---- flex_attention on a CPU: a wrapper and a mask around torch 2.13's compiled CPU kernel ---------------------------
+
+
+# The narrowest head torch's compiled CPU flex kernel computes right (see flex_attention_forward).
+FLEX_CPU_MIN_HEAD_DIM = 32
+
+
+@dataclass(frozen=True)
+class FlexKeyPadding:
+    """What MiniGPT hands flex on a CPU for a padded batch (see flex_cpu_mask): the causal BlockMask, or None, and which
+    keys are padding. The padding reaches the scores through one more head dimension (flex_attention_forward), not
+    through the BlockMask."""
+
+    block_mask: object  # torch.nn.attention.flex_attention.BlockMask | None
+    padding: torch.Tensor  # (B, S) bool, True: a padding key
+
+
+def flex_cpu_head_width(head_dim: int, padding_column: bool) -> int:
+    """The head width the CPU flex kernel gets: 32 or more, room for the padding column, a multiple of 16 if widened."""
+    needed = head_dim + padding_column
+    if needed >= FLEX_CPU_MIN_HEAD_DIM and needed == head_dim:
+        return head_dim
+    return max(FLEX_CPU_MIN_HEAD_DIM, -(-needed // 16) * 16)
+
+
+def flex_attention_forward(module, query, key, value, attention_mask, scaling, **kwargs):
+    """The library's flex path (compiled `flex_attention`); on a CPU, heads widened with zeros to 32 dims or more.
+
+    Inductor's C++ flex kernel (torch 2.13) computes q @ kᵀ with a micro-kernel (`CppMicroGemmFP32Vec`, transposed B)
+    whose path for heads under 24 dims, a whole number of vectors, always computes 16 keys at a time. On a CPU whose
+    vectors hold fewer than 16 floats (AVX2: 8, NEON: 4), a block of keys whose length mod 16 is a whole number of
+    vectors (8 keys, 24, 40, ...) ends in such a 16-wide step: keys past the block are read, and the last query's extra
+    scores land on the running row maxima stored after the score buffer. The logits then drift (0.01 to 0.1) or turn
+    NaN, as the memory past the keys decides (head_dim 8 and 16, on AVX2; AVX-512's 16-float vectors never take that
+    step). Zeros appended to q, k and v change no score (the scale is passed as it is) and add output columns of
+    zeros, cut off here; 32 dims take the kernel's general path.
+
+    A padded batch (FlexKeyPadding) uses one appended dimension as a bias: 1 in every query, 0 in a real key and the
+    dtype's minimum in a padding key (the value eager masks with), so a padding key's score is that minimum times the
+    scale and its weight 0, and no mask has to read the padding (see flex_cpu_mask).
+    """
+    library_flex = ALL_ATTENTION_FUNCTIONS["flex_attention"]
+    padding = None
+    if isinstance(attention_mask, FlexKeyPadding):
+        attention_mask, padding = attention_mask.block_mask, attention_mask.padding
+    head_dim = query.shape[-1]
+    width = head_dim if query.device.type != "cpu" else flex_cpu_head_width(head_dim, padding is not None)
+    if width == head_dim:
+        return library_flex(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    pad = (0, width - head_dim)
+    query, key, value = F.pad(query, pad), F.pad(key, pad), F.pad(value, pad)  # (B, H, T or S, width)
+    if padding is not None:
+        query[..., head_dim] = 1
+        key[..., head_dim] = padding[:, None, :].to(key.dtype) * torch.finfo(key.dtype).min
+    output, lse = library_flex(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    return output[..., :head_dim], lse  # (B, T, H, D)
+
+
+LIBRARY_WRAPPERS = {"flex_attention": flex_attention_forward}  # the library's function, wrapped (see above)
+
+
 def flex_cpu_mask(config, inputs_embeds, attention_mask, past_key_values, position_ids, given_positions, past_len):
     """The mask MiniGPT hands flex on a CPU: one torch's compiled kernel builds whatever ran before in the process.
 
@@ -568,22 +585,6 @@ def flex_cpu_mask(config, inputs_embeds, attention_mask, past_key_values, positi
     if attention_mask is None or bool(attention_mask.all()):
         return block_mask
     return FlexKeyPadding(block_mask, padding=~attention_mask.bool())  # (B, S)
-
-
-def check_implementation_can_serve(implementation: str, mask, output_attentions: bool | None) -> None:
-    """Clear errors for what an attention implementation cannot do, instead of wrong numbers or a crashed process."""
-    if output_attentions and implementation not in ATTENTION_FUNCTIONS:
-        raise ValueError(
-            f"output_attentions=True needs the eager or sdpa attention (the weights come from the eager path), not "
-            f"{implementation}: call model.set_attn_implementation('sdpa') first."
-        )
-    if implementation == "flex_attention" and isinstance(mask, torch.Tensor) and mask.device.type == "cpu":
-        # The library's flex path reads a tensor mask by chained indexing in a score_mod, which torch 2.13's compiled
-        # CPU kernel crashes on (double free). A 2D mask becomes a BlockMask, which it runs well.
-        raise ValueError(
-            "flex_attention on a CPU takes a 2D attention_mask (1 token, 0 padding), not a 4D tensor: torch's "
-            "compiled CPU flex kernel crashes on one. Pass the 2D padding mask, or use sdpa for a custom 4D mask."
-        )
 
 
 # ---- GPT-2's weights, and registration with the Auto classes ---------------------------------------------------------
