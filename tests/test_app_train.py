@@ -150,6 +150,20 @@ def test_an_oversized_upload_is_refused_by_its_size(training_server, tmp_path):
     assert "Traceback" not in server_log(training_server[1])
 
 
+@pytest.mark.parametrize("name", ["names.exe", "model.zip"])
+def test_an_upload_of_another_type_is_gradios_refusal_and_one_log_line(training_server, tmp_path, name):
+    """Gradio's own refusal of the file's type reaches the visitor, and the log holds one line for it, no traceback."""
+    from gradio_client import handle_file
+
+    mark = len(server_log(training_server[1]))
+    path = tmp_path / name
+    path.write_text("emma\nolivia\n")
+    error = app_error(visitor(training_server), "/train", data="text", upload=handle_file(str(path)))
+    assert "Invalid file type" in error and ".txt" in error
+    logged = server_log(training_server[1])[mark:]
+    assert "Traceback" not in logged and logged.count("Upload refused:") == 1 and "Invalid file type" in logged
+
+
 def test_a_check_that_only_training_can_make_comes_back_as_a_message(training_server):
     """160 characters pass the check made before the run (one 16-character window in the last tenth), but byte-level
     BPE turns the repeated letter into a few tokens: train.py's own message comes back, the traceback stays out."""

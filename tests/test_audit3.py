@@ -100,3 +100,33 @@ def test_a_corpus_has_one_limit_and_only_its_measured_start_is_tokenized(fixture
     many = head_corpus.text_corpus(names_lm, "liam\n" * 190_000)  # 950,000 characters
     assert many.tokens == head_corpus.token_budget(names_lm.model)
     assert len(encoded) < 2 * many.tokens / 6  # each name is a window of 6 tokens: only about the budget's are read
+
+
+def raw_call(url: str, endpoint: str, values: list) -> tuple[int, str]:
+    """A REST call as curl makes it: POST the values, then read the event stream's answer."""
+    import httpx
+
+    posted = httpx.post(f"{url}gradio_api/call/{endpoint}", json={"data": values}, timeout=30)
+    if posted.status_code != 200:
+        return posted.status_code, posted.text
+    with httpx.stream("GET", f"{url}gradio_api/call/{endpoint}/{posted.json()['event_id']}", timeout=60) as answer:
+        return 200, "".join(answer.iter_text())
+
+
+def test_a_raw_call_with_fewer_values_gets_the_declared_defaults_and_big_bodies_are_refused(server):
+    """Clients written for older signatures (3 values to /next_tokens) and curl users who send only the first values
+    get the defaults the API description declares; a body over the stated bound is refused before it is read."""
+    from helpers import server_log
+
+    url, process = server
+    mark = len(server_log(process))
+    status, answer = raw_call(url, "next_tokens", ["emma"])
+    assert status == 200 and "event: complete" in answer and '"position": 4' in answer, answer[:500]
+    status, answer = raw_call(url, "next_tokens", ["emma", None, 2])
+    assert status == 200 and "event: complete" in answer and '"position": 2' in answer, answer[:500]
+
+    import httpx
+
+    big = httpx.post(f"{url}gradio_api/call/names", content=b"x" * (9 << 20), timeout=60)
+    assert big.status_code == 413 and "at most 8,388,608 bytes" in big.text and "x" * 100 not in big.text
+    assert "Traceback" not in server_log(process)[mark:]

@@ -25,7 +25,7 @@ from minigpt.demo.models import ModelUnavailable  # noqa: E402
 from minigpt.demo.serving import MIN_DECODE_ROWS  # noqa: E402
 from minigpt.demo.state import BATCHING, SESSIONS_KEPT, STREAM, DemoState  # noqa: E402
 from minigpt.demo.training_runs import MAX_TEXT_BYTES  # noqa: E402
-from minigpt.demo.ui.errors import route_errors  # noqa: E402
+from minigpt.demo.ui.errors import raw_call_middleware, route_errors  # noqa: E402
 from minigpt.demo.ui.page import CSS, THEME, build_demo  # noqa: E402
 from minigpt.tokenization import missing_local_path  # noqa: E402
 
@@ -158,7 +158,10 @@ def main(argv=None, prog: str = "app.py") -> None:
             show_error=True,  # an unexpected error's message (its traceback goes to the log) reaches the page and API
             max_file_size=MAX_UPLOAD,
             state_session_capacity=args.sessions,
-            app_kwargs={"exception_handlers": route_errors()},  # the unqueued route's errors, by the error rule
+            app_kwargs={
+                "exception_handlers": route_errors(),  # the unqueued route's errors, by the error rule
+                "middleware": raw_call_middleware(demo),  # raw REST calls: a bounded body, the defaults filled
+            },
         )
     except OSError as error:  # a port in use, an address this machine does not have
         raise SystemExit(f"{args.prog}: error: cannot listen on {args.host}:{args.port}: {error}") from None

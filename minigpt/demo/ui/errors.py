@@ -4,7 +4,9 @@ endpoint of the page runs under `answers_visitors` (page.py wraps them all)."""
 import contextlib
 import functools
 import inspect
+import json
 import logging
+import re
 
 import gradio as gr
 
@@ -27,6 +29,18 @@ def as_message():
         if len(message) > MAX_MESSAGE_CHARS:
             message = message[: MAX_MESSAGE_CHARS - 3] + "..."
         raise gr.Error(message, print_exception=False) from None
+
+
+class VisitorFile(gr.File):
+    """gr.File whose own refusals (a file of a type it does not take: `names.exe`, `model.zip`) are a visitor's
+    mistake by the error rule: Gradio's message, and one line in the log instead of a traceback."""
+
+    def preprocess(self, payload):
+        try:
+            return super().preprocess(payload)
+        except gr.Error as error:
+            logger.warning("Upload refused: %s", shortened(error.message, 200))
+            raise gr.Error(error.message, print_exception=False) from None
 
 
 # What an endpoint's parameter may arrive as, by the type its API description gives (Gradio's `python_type`): a
@@ -123,3 +137,97 @@ def route_errors() -> dict:
         return JSONResponse({"error": "Internal Server Error"}, status_code=500)
 
     return {gr.Error: visitor_error, KeyError: unknown_key}
+
+
+MAX_BODY_BYTES = 8 << 20  # a request's body: the largest a visitor sends is a 1,000,000-character text, JSON-escaped
+CALL_PATH = re.compile(r"/gradio_api/call/([\w-]+)/?")  # the REST route of a named endpoint: POST {"data": [...]}
+
+
+class RawCalls:
+    """ASGI middleware for what a client not written for this page sends. A body over MAX_BODY_BYTES is refused
+    (HTTP 413) before it is read. A REST call (`POST /gradio_api/call/NAME`) with fewer values than NAME has
+    parameters gets the missing ones' declared defaults, as the API description promises (Gradio answered "didn't
+    receive enough input values", echoed every value and logged a traceback); one that leaves out a parameter with
+    no default is refused in one line naming it (HTTP 422), no value echoed. `parameters`: each named endpoint's, from
+    the page's API description (Blocks.get_api_info)."""
+
+    def __init__(self, app, parameters: dict[str, list[dict]], max_body: int = MAX_BODY_BYTES):
+        self.app, self.parameters, self.max_body = app, parameters, max_body
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"].endswith("/upload"):
+            return await self.app(scope, receive, send)  # uploads: Gradio's own bound (max_file_size)
+        length = dict(scope["headers"]).get(b"content-length", b"0")
+        if not length.isdigit() or int(length) > self.max_body:
+            return await answer(send, 413, f"A request's body is at most {self.max_body:,} bytes.")
+        body, more = b"", True
+        while more:  # at most content-length bytes: the server reads no more than that header promised
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False) and len(body) <= self.max_body
+        if len(body) > self.max_body:
+            return await answer(send, 413, f"A request's body is at most {self.max_body:,} bytes.")
+        call = CALL_PATH.fullmatch(scope["path"])
+        if call and f"/{call[1]}" in self.parameters:
+            try:
+                body = self.completed(f"/{call[1]}", body)
+            except VisitorError as error:
+                return await answer(send, 422, str(error))
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()  # the client's disconnect, when it comes
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+    def completed(self, endpoint: str, body: bytes) -> bytes:
+        """The body with the values left out filled with their defaults; unchanged when it is not such a call."""
+        with contextlib.suppress(ValueError):
+            payload = json.loads(body)
+            values, declared = payload.get("data"), self.parameters[endpoint]
+            if isinstance(values, list) and len(values) < len(declared):
+                missing = [p for p in declared[len(values) :] if not p["has_default"]]
+                if missing:
+                    names = ", ".join(p["name"] for p in missing)
+                    raise VisitorError(
+                        f"{endpoint} takes {len(declared)} values ({', '.join(p['name'] for p in declared)}): "
+                        f"got {len(values)}, and {names} has no default."
+                    )
+                payload["data"] = values + [p["default"] for p in declared[len(values) :]]
+                return json.dumps(payload).encode()
+        return body
+
+
+async def answer(send, status: int, message: str) -> None:
+    """A JSON error answer, sent before the request's body is read further."""
+    body = json.dumps({"error": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def endpoint_parameters(demo) -> dict[str, list[dict]]:
+    """Each named endpoint's parameters as its API description declares them: name, has_default, default."""
+    named = demo.get_api_info()["named_endpoints"]
+    return {
+        endpoint: [
+            {
+                "name": p["parameter_name"],
+                "has_default": p["parameter_has_default"],
+                "default": p.get("parameter_default"),
+            }
+            for p in about["parameters"]
+        ]
+        for endpoint, about in named.items()
+    }
+
+
+def raw_call_middleware(demo) -> list:
+    """The server's middleware for `demo` (app.py passes it to launch): RawCalls, knowing each endpoint's parameters."""
+    from fastapi.middleware import Middleware
+
+    return [Middleware(RawCalls, parameters=endpoint_parameters(demo))]
