@@ -31,16 +31,21 @@ def as_message():
         raise gr.Error(message, print_exception=False) from None
 
 
-class VisitorFile(gr.File):
-    """gr.File whose own refusals (a file of a type it does not take: `names.exe`, `model.zip`) are a visitor's
-    mistake by the error rule: Gradio's message, and one line in the log instead of a traceback."""
+def refusals_logged(component):
+    """`component` (a gr.File), its own refusals (a file of a type it does not take: `names.exe`, `model.zip`) made a
+    visitor's mistake by the error rule: Gradio's message, and one line in the log instead of a traceback. (Its
+    preprocess is wrapped: a subclass of a Gradio component would have Gradio write a .pyi file beside this one.)"""
+    preprocess = component.preprocess
 
-    def preprocess(self, payload):
+    def checked(payload):
         try:
-            return super().preprocess(payload)
+            return preprocess(payload)
         except gr.Error as error:
             logger.warning("Upload refused: %s", shortened(error.message, 200))
             raise gr.Error(error.message, print_exception=False) from None
+
+    component.preprocess = checked
+    return component
 
 
 # What an endpoint's parameter may arrive as, by the type its API description gives (Gradio's `python_type`): a

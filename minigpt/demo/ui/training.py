@@ -18,7 +18,7 @@ from minigpt.demo import run_folder, training_runs
 from minigpt.demo.choices import number
 from minigpt.demo.state import DemoState
 from minigpt.demo.ui.components import session, unchecked
-from minigpt.demo.ui.errors import VisitorFile
+from minigpt.demo.ui.errors import refusals_logged
 from minigpt.demo.views.assets import asset
 from minigpt.demo.views.training import duration, progress_html
 from minigpt.errors import VisitorError, shortened
@@ -331,8 +331,8 @@ class Training:
                 tokenizer = unchecked(gr.Radio(list(training_runs.TOKENIZERS), value=None, label=TOKENIZER_LABEL))
             with gr.Row():  # the fields that apply to the data chosen (fields_for): built-in names first
                 text = gr.Textbox("", label="Your names (one a line) or text", lines=4, scale=3, visible=False)
-                upload = VisitorFile(
-                    label="... or a .txt file", file_types=[".txt"], type="filepath", scale=1, visible=False
+                upload = refusals_logged(
+                    gr.File(label="... or a .txt file", file_types=[".txt"], type="filepath", scale=1, visible=False)
                 )
             with gr.Row():
                 numbers = {
