@@ -23,8 +23,6 @@ def middle(model) -> tuple[int, int]:
 @pytest.mark.parametrize("name", ["names", "shakespeare"])
 def test_every_number_is_the_shipped_models_own(name):
     """The `step` endpoint's function, in process, on a shipped model, in a middle layer and head."""
-    if not (SHIPPED[name] / "config.json").exists():
-        pytest.skip(f"models/{name} is not there: train it with the README's command")
     from minigpt.demo.state import DemoState
     from minigpt.demo.ui.steps import StepByStep
 

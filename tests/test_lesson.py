@@ -67,7 +67,6 @@ def lesson_text(page) -> str:
 
 
 @needs_chromium
-@pytest.mark.skipif(not (NAMES / "config.json").exists(), reason="minigpt/models/names is not there")
 def test_every_lesson_step_shows_the_step_endpoints_numbers_on_the_names_model(page_url, client):
     from playwright.sync_api import expect
     from transformers import AutoModelForCausalLM, AutoTokenizer

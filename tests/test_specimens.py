@@ -40,7 +40,6 @@ def assert_induction_circuit(answer: dict) -> None:
     assert previous["layer"] == 0 and previous["score"] >= 4 * answer["chance"]["previous_token"], previous
 
 
-@pytest.mark.skipif(not (LAB_MODEL / "config.json").exists(), reason="minigpt/models/induction is not trained yet")
 def test_the_shipped_induction_model_shows_its_circuit():
     answer = roles(LAB_MODEL)
     assert_induction_circuit(answer)
@@ -54,8 +53,6 @@ def test_the_shipped_circuit_is_what_copies(folder, text):
     """Ablating either half of the circuit (the induction head, or the previous-token head it reads) makes the
     repeated half about as hard as the first; ablating another head of the induction head's layer changes nearly
     nothing."""
-    if not (folder / "config.json").exists():
-        pytest.skip(f"models/{folder.name} is not trained yet")
     answer = roles(folder, text)
     induction, previous = answer["top_heads"]["induction"][0], answer["top_heads"]["previous_token"][0]
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
@@ -76,7 +73,6 @@ def test_the_shipped_circuit_is_what_copies(folder, text):
     assert losses([(induction["layer"], other)])["repeated_half_loss"] < 2 * plain["repeated_half_loss"]
 
 
-@pytest.mark.skipif(not (SPECIMEN / "config.json").exists(), reason="minigpt/models/specimen is not trained yet")
 def test_the_shipped_text_specimen_shows_the_roles_its_card_claims():
     """Issue 22's thresholds, on Hamlet's lines: an induction head >= 0.4 on the probe with the repeated half at most
     half the first half's loss, a previous-token head >= 0.7, and a head clearly parked on the start token."""
