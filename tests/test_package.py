@@ -35,3 +35,16 @@ def test_the_wheel_holds_the_package_its_data_and_two_commands(tmp_path):
         assert callable(getattr(importlib.import_module(module), function))
     metadata = wheel.read(info.replace("entry_points.txt", "METADATA")).decode()
     assert "Requires-Dist: torch" in metadata and "Requires-Dist: gradio" in metadata  # the dependencies go along
+
+
+def test_the_readmes_notebook_example_runs_on_a_shipped_model():
+    """The README's "instruments in a notebook" block, as written, on the shipped names model (the block loads
+    runs/names, what `minigpt-train --preset names` writes): the recorded weights come out, the ablation runs."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("without the demo (torch and transformers only):\n\n```python\n", 1)[1].split("```", 1)[0]
+    shipped = str(REPO / "minigpt" / "models" / "names")
+    script = block.replace('"runs/names"', repr(shipped)).replace("    ...", "    model(torch.tensor([ids]))")
+    script = "import torch\n" + script + "\nprint(tuple(recorded.attentions.shape))\n"
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "(4, 4, 5, 5)"  # layers, heads, and '.emma' + the end token
