@@ -171,3 +171,19 @@ def test_a_check_that_only_training_can_make_comes_back_as_a_message(training_se
     error = app_error(visitor(training_server), "/train", **params)
     assert "shorter than one window of 16 tokens" in error and "Traceback" not in error
     assert "Traceback" not in server_log(training_server[1])
+
+
+def test_a_server_path_given_as_the_upload_is_refused_in_one_line(training_server):
+    """A raw call that names a file on the server (not one it uploaded) as the upload: Gradio refused it with a
+    traceback in the log; now a message naming what to do, one log line, and nothing of the server's paths."""
+    import httpx
+
+    url, process = training_server[:2]
+    mark = len(server_log(process))
+    values = {"data": ["text", "", {"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}]}
+    for route in ("gradio_api/call/train", "gradio_api/queue/join"):
+        refused = httpx.post(f"{url}{route}", json=values, timeout=30)
+        assert refused.status_code == 422 and "must be uploaded before a call names it" in refused.text
+        assert "'passwd'" in refused.text and "/etc" not in refused.text
+    logged = server_log(process)[mark:]
+    assert "Traceback" not in logged and logged.count("Call refused:") == 2

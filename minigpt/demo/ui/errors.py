@@ -7,8 +7,10 @@ import inspect
 import json
 import logging
 import re
+from pathlib import Path
 
 import gradio as gr
+from gradio.utils import abspath, get_upload_folder, is_in_or_equal
 
 from minigpt.errors import VisitorError, shortened
 
@@ -173,11 +175,13 @@ class RawCalls:
         if len(body) > self.max_body:
             return await answer(send, 413, f"A request's body is at most {self.max_body:,} bytes.")
         call = CALL_PATH.fullmatch(scope["path"])
-        if call and f"/{call[1]}" in self.parameters:
-            try:
+        try:
+            if call and f"/{call[1]}" in self.parameters:
                 body = self.completed(f"/{call[1]}", body)
-            except VisitorError as error:
-                return await answer(send, 422, str(error))
+            check_uploaded(body)
+        except VisitorError as error:
+            logger.warning("Call refused: %s", shortened(str(error), 200))
+            return await answer(send, 422, str(error))
         sent = False
 
         async def replay():
@@ -205,6 +209,24 @@ class RawCalls:
                 payload["data"] = values + [p["default"] for p in declared[len(values) :]]
                 return json.dumps(payload).encode()
         return body
+
+
+def check_uploaded(body: bytes) -> None:
+    """Refuses a call whose file values name a path on the server instead of a file uploaded to it (Gradio refused it
+    too, a traceback in the log each time). A file value is an object with a "path", as gradio_client sends it."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return  # not JSON: not a call with values
+    values = payload.get("data") if isinstance(payload, dict) else None
+    for value in values if isinstance(values, list) else []:
+        for file in value if isinstance(value, list) else [value]:
+            path = file.get("path") if isinstance(file, dict) else None
+            if isinstance(path, str) and not is_in_or_equal(abspath(path), get_upload_folder()):
+                raise VisitorError(
+                    f"A file must be uploaded before a call names it (POST /gradio_api/upload, or gradio_client's "
+                    f"handle_file): {shortened(Path(path).name, 80)!r} is not a file uploaded to this server."
+                )
 
 
 async def answer(send, status: int, message: str) -> None:
