@@ -130,3 +130,48 @@ def test_a_raw_call_with_fewer_values_gets_the_declared_defaults_and_big_bodies_
     big = httpx.post(f"{url}gradio_api/call/names", content=b"x" * (9 << 20), timeout=60)
     assert big.status_code == 413 and "at most 8,388,608 bytes" in big.text and "x" * 100 not in big.text
     assert "Traceback" not in server_log(process)[mark:]
+
+
+# ---- 5: the Head Finder's work bound counts attention and ablation -----------------------------------------------
+
+
+def test_a_model_with_costly_attention_is_measured_within_the_bound_on_fewer_tokens(tmp_path):
+    """Audit 3's model (12 layers x 16 heads, width 32, context 256: few parameters, many attention cells) took 62.9 s
+    under the parameter-count bound. Its corpus is now cut so that the estimated work, counted over every window's
+    attention (L x H x T^2 cells) and the (L x H + 1) ablation passes, fits the two bounds."""
+    from helpers import printable_tokenizer, save_fixture_model
+    from minigpt.demo import head_corpus
+    from minigpt.demo.models import load_language_model
+    from minigpt.heads import metrics
+
+    shape = dict(name="shakespeare", n_layer=12, n_head=16, n_embd=32, block_size=256)
+    folder = save_fixture_model(tmp_path / "wide-attention", printable_tokenizer(), seed=0, **shape)
+    lm = load_language_model("wide-attention", str(folder), dict(max_rows=2, max_waiting=2))
+    head_corpus.check_measurable(lm)  # one window fits: measured, on fewer tokens
+    corpus = head_corpus.text_corpus(lm, "to be or not to be, that is the question. " * 2_000)
+    config, ablated = lm.model.config, metrics.ablation_windows(lm.model, corpus.windows)
+    recording = sum(metrics.recording_work(config, len(w)) for w in corpus.windows) / metrics.WORK_PER_SECOND
+    ablation = sum(metrics.ablation_work(config, len(w)) for w in ablated) / metrics.WORK_PER_SECOND
+    assert recording <= metrics.RECORD_SECONDS and ablation <= metrics.ABLATION_SECONDS
+    assert metrics.measure_seconds(config, corpus.windows, ablated) == pytest.approx(recording + ablation)
+    # the costly part, the ablation, reads the first tokens only, and they fill most of its bound (not cut to nothing)
+    assert sum(map(len, ablated)) < corpus.tokens and ablation > metrics.ABLATION_SECONDS / 2
+    # a window's cells are counted: the same tokens in windows of the full context cost more than in short ones
+    assert metrics.recording_work(config, 256) > 4 * metrics.recording_work(config, 64)
+
+
+def test_a_model_too_big_to_measure_gets_its_estimate_before_any_corpus_is_read(monkeypatch):
+    """GPT-2 XL's shape: one window of its context alone is over the bound. The refusal names the estimate, in well
+    under a second (nothing is built: the shape is all it reads), and no corpus is made."""
+    from types import SimpleNamespace
+
+    from minigpt.demo import head_corpus
+    from minigpt.demo.ui import head_finder
+    from modeling_minigpt import MiniGPTConfig
+
+    config = MiniGPTConfig(n_layer=48, n_head=25, n_embd=1600, block_size=1024, vocab_size=50257)
+    lm = SimpleNamespace(name="gpt2-xl", model=SimpleNamespace(config=config))
+    monkeypatch.setattr(head_finder, "text_corpus", lambda *a: pytest.fail("a corpus was built"))
+    with pytest.raises(VisitorError, match=r"Measuring every head of gpt2-xl would take about [\d,]+ s") as refused:
+        head_finder.HeadFinder(state=None).corpus_for(lm, "a text")
+    assert f"at most {head_corpus.RECORD_SECONDS} s" in str(refused.value)

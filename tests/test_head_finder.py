@@ -251,7 +251,6 @@ def test_a_corpus_is_cut_to_the_token_budget_with_a_note(text_lm, monkeypatch):
 
     _, lm = text_lm
     monkeypatch.setattr(head_corpus, "MOST_TOKENS", 100)
-    monkeypatch.setattr(head_corpus, "FEWEST_TOKENS", 100)
     corpus = head_corpus.text_corpus(lm, "abcdefghij" * 100)
     assert corpus.tokens == 100 and corpus.notes == ["Measured on the first 100 tokens of 1,067."]
 

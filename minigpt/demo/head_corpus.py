@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from minigpt import data, tokenization
@@ -18,14 +19,14 @@ from minigpt.demo.choices import MAX_TEXT_CHARS
 from minigpt.demo.models import LanguageModel
 from minigpt.demo.texts import encode
 from minigpt.errors import VisitorError
-from minigpt.heads.metrics import first_tokens
+from minigpt.heads.insights import WORK_PER_SECOND
+from minigpt.heads.metrics import RECORD_SECONDS, first_tokens, recording_work, within_work
 
 logger = logging.getLogger(__name__)
 
 MAX_CORPUS_CHARS = 1_000_000  # a visitor's corpus, checked before tokenizing (the Train tab's limit on a pasted text)
-MOST_TOKENS = 32_768  # tokens a corpus is cut to: a shipped model measures them in seconds on 2 CPU cores
-FEWEST_TOKENS = 8_192  # ... and a big one at least these (GPT-2: about a minute)
-TOKEN_WORK = 1e12  # parameters x tokens read, at most: between the two bounds above, bigger models read fewer
+MOST_TOKENS = 32_768  # tokens a corpus is cut to: a shipped model measures them in seconds on 2 CPU cores; a big
+# model fewer, as many as its recording's work bound holds (heads.metrics.RECORD_SECONDS)
 DEFAULT_SEED = 42  # TrainingArguments' seed, which picks the held-out names of a run that did not record its own
 
 
@@ -59,14 +60,31 @@ class Corpus:
 
 
 def token_budget(model) -> int:
-    """Tokens a corpus is cut to for `model`: MOST_TOKENS for the shipped models, down to FEWEST_TOKENS for big ones."""
-    parameters = sum(p.numel() for p in model.parameters())
-    return int(min(MOST_TOKENS, max(FEWEST_TOKENS, TOKEN_WORK // parameters)))
+    """Tokens a corpus is cut to for `model` before tokenizing: MOST_TOKENS, or fewer where as many windows of its
+    full context would not fit the recording's work bound (a window's cost grows with its length squared)."""
+    config = model.config
+    windows = RECORD_SECONDS * WORK_PER_SECOND // recording_work(config, config.block_size)
+    return int(min(MOST_TOKENS, max(1, windows) * config.block_size))
 
 
-def cut_to_budget(windows: list[list[int]], budget: int, notes: list[str]) -> list[list[int]]:
-    """The first windows holding `budget` tokens (the last one cut), with a note when some are left out."""
-    kept = first_tokens([w for w in windows if len(w) >= 2], budget)
+def check_measurable(lm: LanguageModel) -> None:
+    """Refuses, before any corpus is built, a model whose one window of full context would not fit the bound."""
+    config = lm.model.config
+    seconds = recording_work(config, config.block_size) / WORK_PER_SECOND
+    if seconds > RECORD_SECONDS:
+        raise VisitorError(
+            f"Measuring every head of {lm.name} would take about {seconds:,.0f} s for one window of its context "
+            f"({config.block_size:,} tokens) on one core: the Head Finder measures at most {RECORD_SECONDS} s' worth "
+            "a corpus on this server. Measure it on your own machine: minigpt.heads.measure(model, windows)."
+        )
+
+
+def cut_to_budget(windows: list[list[int]], budget: int, config, notes: list[str]) -> list[list[int]]:
+    """The first windows holding `budget` tokens and fitting the recording's work bound (the last one cut), with a
+    note when some are left out."""
+    bound = RECORD_SECONDS * WORK_PER_SECOND
+    first = first_tokens([w for w in windows if len(w) >= 2], budget)
+    kept = within_work(first, partial(recording_work, config), bound)
     total, whole = sum(map(len, kept)), sum(map(len, windows))
     if total < whole:
         notes.append(f"Measured on the first {total:,} tokens of {whole:,}.")
@@ -106,7 +124,7 @@ def text_corpus(lm: LanguageModel, text: str) -> Corpus:
         span = lm.block_size - 1
         windows = [[lm.boundary_id] + ids[start : start + span] for start in range(0, len(ids), span)]
         description = f"your text, in windows of the start token and {span} tokens"
-    windows = cut_to_budget([w for w in windows if len(w) >= 2], budget, notes if whole else [])
+    windows = cut_to_budget([w for w in windows if len(w) >= 2], budget, lm.model.config, notes if whole else [])
     if not whole:  # the text goes on past what was read: its length in tokens is not known
         notes.append(f"Measured on the first {sum(map(len, windows)):,} tokens of your text.")
     if not windows:
@@ -211,5 +229,5 @@ def default_corpus(lm: LanguageModel, source: str) -> Corpus:
         notes.append(f"The model's training data ({args.get('dataset')}) is not on this machine: a built-in corpus.")
     if windows is None:
         windows, boundary_first, description = builtin_windows(lm)
-    windows = cut_to_budget([list(map(int, w)) for w in windows], token_budget(lm.model), notes)
+    windows = cut_to_budget([list(map(int, w)) for w in windows], token_budget(lm.model), lm.model.config, notes)
     return Corpus(windows, description, boundary_first, notes)

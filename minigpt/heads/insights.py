@@ -158,17 +158,29 @@ def losses_per_row(model, ids: list[int], ablate: torch.Tensor, means, budget_by
     return torch.cat(losses)  # (B, T - 1)
 
 
+# Work, in multiply-adds' worth of time on one CPU core (float32), measured on this project's 2-core machine by
+# bench/bench_head_finder.py: it turns work into seconds for the bounds below and for heads.metrics' measure.
+WORK_PER_SECOND = 3e10
+CELL_WORK = 64  # an attention weight's mask, softmax and reads cost about this many multiply-adds' time
+CALL_WORK = 1e8  # a forward call's fixed cost (Python and dispatch, about 3 ms): it dominates for short windows
+
+
+def forward_work(config, tokens: int, rows: int = 1) -> float:
+    """Work of one forward call over `rows` rows of `tokens` tokens: each token through every weight (the blocks' and
+    the unembedding's), each head's two T x T products, and every attention weight's own cost."""
+    weights = config.n_layer * 12 * config.n_embd**2 + config.vocab_size * config.n_embd
+    attention = config.n_layer * config.n_head * tokens**2 * (2 * config.n_embd // config.n_head + CELL_WORK)
+    return rows * (tokens * weights + attention) + CALL_WORK
+
+
 # Importance runs the model once per head and once plain: it measures at most this much work (importance_work), about
-# 30 s on one CPU core. A shipped model's whole context fits; GPT-2's first 11 tokens.
-IMPORTANCE_WORK = 2e11
+# 30 s on one CPU core. A shipped model's whole context fits; GPT-2's first tokens (test_head_insights says how many).
+IMPORTANCE_WORK = 30 * WORK_PER_SECOND
 
 
 def importance_work(config, tokens: int) -> float:
-    """Multiply-adds of importance over `tokens` tokens: (1 + heads) rows, each through every weight once a token and
-    through every head's scores and weights (a softmax's worth more a cell)."""
-    weights = config.n_layer * 12 * config.n_embd**2 + config.vocab_size * config.n_embd
-    attention = config.n_layer * config.n_head * tokens**2 * (2 * config.n_embd // config.n_head + 16)
-    return (1 + config.n_layer * config.n_head) * (tokens * weights + attention)
+    """Work of importance over `tokens` tokens: one batch of (1 + heads) rows."""
+    return forward_work(config, tokens, rows=1 + config.n_layer * config.n_head)
 
 
 def importance_tokens(config, length: int) -> int:

@@ -29,13 +29,18 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from minigpt.heads.insights import induction_pattern, losses_per_row
+from minigpt.heads.insights import CALL_WORK, WORK_PER_SECOND, forward_work, induction_pattern, losses_per_row
 
 ROLES = ("previous_token", "self", "sink", "induction")  # the kinds of behaviour a head's examples are chosen by
 METRICS = (*ROLES, "entropy", "distance_mean", "distance_spread", "ablation")
 EXAMPLES = 6  # windows kept per head and kind: where it does that most
 ATTENTION_BYTES = 1 << 29  # attention weights of one batch, at most (a GPT-2 window of 1,024 tokens alone: 604 MB)
-ABLATION_WORK = 6e12  # parameters x tokens x (heads + 1), at most: a shipped model ablates over its whole corpus
+# A measure's work bound. Work is counted in multiply-adds' worth of CPU time (insights.forward_work: the weights, the
+# attention's T x T products and the per-weight cost of its cells, a fixed cost a call); bench/bench_head_finder.py
+# compares the estimate with the measured time. Recording the maps reads at most RECORD_SECONDS' worth, the ablation's
+# (heads + 1) passes at most ABLATION_SECONDS': every shipped model's whole corpus fits, a big model reads fewer tokens.
+RECORD_SECONDS = 40  # on one core
+ABLATION_SECONDS = 60
 DISTANCE_EDGES_EXACT = 16  # distances 0..15 have a bin each; beyond, bins double: 16-31, 32-63, ...
 
 
@@ -208,12 +213,49 @@ def first_tokens(windows: list[list[int]], budget: int) -> list[list[int]]:
     return kept
 
 
+def within_work(windows: list[list[int]], work, bound: float) -> list[list[int]]:
+    """The first windows whose `work(length)` sums to at most `bound`, the last one cut to fit (a piece of one token,
+    which predicts nothing, is left out)."""
+    kept, total = [], 0.0
+    for window in windows:
+        length = len(window)
+        if total + work(length) > bound:  # the longest start of the window that still fits (work grows with length)
+            low, high = 1, length
+            while low < high:
+                middle = (low + high + 1) // 2
+                low, high = (middle, high) if total + work(middle) <= bound else (low, middle - 1)
+            length = low
+        if length < 2:
+            break
+        kept.append(window[:length])
+        total += work(length)
+        if length < len(window):
+            break
+    return kept
+
+
+def recording_work(config, length: int) -> float:
+    """Work of recording one window's maps and reading the metrics off them: about two eager passes (windows are read
+    in batches: no call's fixed cost a window)."""
+    return 2 * (forward_work(config, length) - CALL_WORK)
+
+
+def ablation_work(config, length: int) -> float:
+    """Work of one window's ablation: a batch of (heads + 1) rows, one plain and one per head switched off."""
+    return forward_work(config, length, rows=1 + config.n_layer * config.n_head)
+
+
 def ablation_windows(model, windows: list[list[int]]) -> list[list[int]]:
     """The first windows the ablation reads: all of a shipped model's corpus; a big model's first tokens only, so
-    that its (heads + 1) passes stay within ABLATION_WORK."""
+    that its (heads + 1) passes stay within ABLATION_SECONDS."""
     config = model.config
-    parameters = sum(p.numel() for p in model.parameters())
-    return first_tokens(windows, max(2, int(ABLATION_WORK / (parameters * (config.n_layer * config.n_head + 1)))))
+    return within_work(windows, lambda length: ablation_work(config, length), ABLATION_SECONDS * WORK_PER_SECOND)
+
+
+def measure_seconds(config, windows: list[list[int]], ablated: list[list[int]]) -> float:
+    """The estimated time of `measure` on one core: the recording of `windows` and the ablation of `ablated`."""
+    work = sum(recording_work(config, len(w)) for w in windows) + sum(ablation_work(config, len(w)) for w in ablated)
+    return work / WORK_PER_SECOND
 
 
 def ablation_rise(model, windows: list[list[int]], progress) -> tuple[torch.Tensor, float, int]:

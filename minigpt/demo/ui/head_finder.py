@@ -9,7 +9,7 @@ import torch
 
 from minigpt.demo.attention_maps import Window, token_labels
 from minigpt.demo.choices import head_index, layer_index
-from minigpt.demo.head_corpus import Corpus, default_corpus, text_corpus
+from minigpt.demo.head_corpus import Corpus, check_measurable, default_corpus, text_corpus
 from minigpt.demo.head_finder import DEFINITIONS, dashboard, head_rows
 from minigpt.demo.models import LanguageModel, split_snapshot_name
 from minigpt.demo.state import DemoState
@@ -42,6 +42,7 @@ class HeadFinder:
         """A visitor's text, else the model's validation text (built once per model)."""
         if text is not None and not isinstance(text, str):
             raise VisitorError(f"The corpus must be text, got {type(text).__name__}.")
+        check_measurable(lm)  # in well under a second, before any text is read or tokenized
         if text and text.strip():
             return text_corpus(lm, text)
         base, _ = split_snapshot_name(lm.name)
