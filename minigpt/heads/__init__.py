@@ -10,13 +10,31 @@ transformers only: no Gradio, nothing of the demo (which is built on this, as tr
     with heads.heads_ablated(model, heads.head_mask([(1, 2)], L, H)): ...   # zero (or mean-) ablate heads
     heads.logit_lens(model, recorded, position)         # what each layer's residual stream would predict
     heads.measure(model, windows)                       # every head's metrics over a corpus (the Head Finder)
+    heads.logit_attribution(model, ids)                 # each head's, MLP's, embedding's direct share of the logit
+    heads.patch_heads(model, clean_ids, corrupted_ids)  # activation patching; patch_residual, patch_path too
+    heads.composition_scores(model, "k")                # (L, H, L, H) Q/K/V composition between heads
 
 Modules: `recorded_pass` (the pass), `insights` (probabilities, ablation, importance, roles, logit lens, comparison),
-`steps` and `block_steps` (the block step by step), `shapes` (the shape trace), `metrics` (head metrics over a
-corpus), `role_log` (roles at each evaluation and weight snapshots, for training runs).
+`circuits` (logit attribution, patching, composition, QK and OV circuits), `steps` and `block_steps` (the block step by
+step), `shapes` (the shape trace), `metrics` (head metrics over a corpus), `role_log` (roles at each evaluation and
+weight snapshots, for training runs).
 """
 
 from minigpt.heads.block_steps import block_parts, embedding_parts, parameter_counts, probability_parts
+from minigpt.heads.circuits import (
+    Attribution,
+    Patching,
+    PathPatching,
+    composition_baseline,
+    composition_scores,
+    copying_score,
+    logit_attribution,
+    ov_circuit,
+    patch_heads,
+    patch_path,
+    patch_residual,
+    positional_qk_circuit,
+)
 from minigpt.heads.insights import (
     ablated_pass,
     compare_attention,
@@ -41,12 +59,18 @@ from minigpt.heads.steps import attention_steps, steps_json
 __all__ = [
     "METRICS",
     "ROLES",
+    "Attribution",
     "ForwardPass",
+    "Patching",
+    "PathPatching",
     "TraceStep",
     "ablated_pass",
     "attention_steps",
     "block_parts",
     "compare_attention",
+    "composition_baseline",
+    "composition_scores",
+    "copying_score",
     "embedding_parts",
     "head_importance",
     "head_mask",
@@ -56,11 +80,17 @@ __all__ = [
     "induction_scores",
     "load_snapshot",
     "log_roles",
+    "logit_attribution",
     "logit_lens",
     "measure",
     "measured_roles",
     "next_token_probabilities",
+    "ov_circuit",
     "parameter_counts",
+    "patch_heads",
+    "patch_path",
+    "patch_residual",
+    "positional_qk_circuit",
     "probability_parts",
     "read_roles",
     "role_score",
