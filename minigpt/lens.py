@@ -11,11 +11,15 @@
 
 The adapter maps MiniGPT's modules (modeling_minigpt.py) onto TransformerLens's component names: token and position
 embeddings, each block's two layer norms, its attention (one fused q/k/v projection, split here into three) and its
-MLP, the final norm and the LM head. TransformerLens and its dependencies are optional (requirements-interp.txt):
-nothing else in the project imports this module.
+MLP, the final norm and the LM head. It also declares the per-head layout of the attention weights, which
+TransformerLens's weight processing (`bridge.enable_compatibility_mode()`: layer norms folded, writing weights and
+unembedding centred, value biases folded) needs to compute the same function. TransformerLens and its dependencies are
+optional (requirements-interp.txt): nothing else in the project imports this module.
 """
 
 import torch
+from transformer_lens.conversion_utils.conversion_steps import RearrangeTensorConversion
+from transformer_lens.conversion_utils.param_processing_conversion import ParamProcessingConversion
 from transformer_lens.factories import architecture_adapter_factory
 from transformer_lens.model_bridge.architecture_adapter import ArchitectureAdapter
 from transformer_lens.model_bridge.generalized_components import (
@@ -57,6 +61,37 @@ class MiniGPTArchitectureAdapter(ArchitectureAdapter):
         self.cfg.final_rms = False
         self.cfg.gated_mlp = False  # fc_in, GELU, out_proj
         self.cfg.attn_only = False
+        # The per-head layout of the attention weights: TransformerLens's weight processing (enable_compatibility_mode:
+        # fold the norms, centre the writing weights, fold the value biases) converts each weight with these before its
+        # arithmetic and back after it. Without them it was handed the nn.Linear tensors as they are, (out, in) =
+        # (n_heads * d_head, d_model) for q/k/v and (d_model, n_heads * d_head) for o, and as these are square
+        # (d_model = n_heads * d_head in every MiniGPT) nothing failed: arithmetic written for [n_heads, d_model,
+        # d_head] and [n_heads, d_head, d_model] landed on the other axis. Each norm's gain scaled q/k/v's output rows
+        # and its shift was summed over them, the centring averaged over the outputs, the result (broadcast to
+        # [1, d_model, d_model]) was flattened back transposed, W_O was centred over its input and b_V folded through
+        # its rows: logits off by up to 11 and patterns by up to 0.98 on the specimen, head 1.1's logit attribution
+        # -0.21 instead of 2.27, composition scores all near the 1/sqrt(d_model) of unrelated matrices. The raw bridge
+        # runs the weights unchanged and never showed it. The MLP, embeddings and unembedding need no entry: the
+        # processing reads their layouts from their shapes (checked, also with vocab_size = n_embd).
+        heads = dict(n=self.cfg.n_heads)
+        self.weight_processing_conversions = {
+            **{
+                f"blocks.{{i}}.attn.{part}.weight": ParamProcessingConversion(
+                    RearrangeTensorConversion("(n h) m -> n m h", **heads)  # nn.Linear (out, in) -> per head (in, out)
+                )
+                for part in "qkv"
+            },
+            **{
+                f"blocks.{{i}}.attn.{part}.bias": ParamProcessingConversion(
+                    RearrangeTensorConversion("(n h) -> n h", **heads)
+                )
+                for part in "qkv"
+            },
+            # out_proj: nn.Linear (d_model, n_heads * d_head) -> per head (d_head, d_model)
+            "blocks.{i}.attn.o.weight": ParamProcessingConversion(
+                RearrangeTensorConversion("m (n h) -> n h m", **heads)
+            ),
+        }
         self.component_mapping = {
             "embed": EmbeddingBridge(name="model.token_embedding"),
             "pos_embed": PosEmbedBridge(name="model.position_embedding"),

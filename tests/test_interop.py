@@ -115,3 +115,187 @@ def test_the_nnsight_script_prints_the_apis_weights_and_ablation(insights):
         pytest.approx(answer["total_before"], abs=1e-4),
         pytest.approx(answer["total_after"], abs=1e-4),
     )
+
+
+# ---- TransformerLens's weight processing (enable_compatibility_mode) ------------------------------------------------
+
+ROMEO = "Romeo and Juliet, Romeo and Jul"  # head 1.1 (induction) completes "Jul" -> "i" on the specimen
+
+
+def specimen_ids(text: str) -> list[int]:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(REPO / "minigpt" / "models" / "specimen")
+    return [tokenizer.bos_token_id, *tokenizer.encode(text, add_special_tokens=False)]
+
+
+@pytest.fixture(scope="module")
+def compatible(bridged):
+    """A second bridge of the specimen, processed as HookedTransformer's users get it (layer norms folded, writing
+    weights and unembedding centred, value biases folded): processing is one-way, the `bridged` one stays raw."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    _, model, _ = bridged
+    bridge = TransformerBridge.boot_transformers(
+        str(REPO / "minigpt" / "models" / "specimen"), trust_remote_code=True, device="cpu"
+    )
+    bridge.enable_compatibility_mode(disable_warnings=True)
+    return bridge, model
+
+
+def log_probability_tolerance(logits: torch.Tensor, C: int) -> float:
+    """Folding and centring rewrite every weight in float32 (one rounding each, relative u = 2^-24), and the processed
+    forward sums its dot products of C terms in another order than the model's: the two differ by a relative error of
+    order C * u (7.6e-6 for C = 128: the 1e-5 the raw bridge's test above allows). The centred unembedding shifts each
+    row of logits by a constant (up to 2.2 on the specimen), which log_softmax removes, so log-probabilities are what
+    compare. Each is a logit less a logsumexp, both off by C * u of the larger of the logits and the log-probabilities
+    (whose own magnitude sets the rounding floor when the logits are small), so twice that bounds their difference."""
+    scale = max(logits.abs().max().item(), logits.log_softmax(-1).abs().max().item())
+    return 2 * C * torch.finfo(torch.float32).eps / 2 * scale
+
+
+def test_compatibility_mode_computes_the_models_function(compatible):
+    bridge, model = compatible
+    ids = specimen_ids(ROMEO)
+    with torch.no_grad():
+        own = model(torch.tensor([ids]), output_attentions=True, use_cache=False)
+    logits, cache = bridge.run_with_cache(torch.tensor([ids]))
+    tolerance = log_probability_tolerance(own.logits, model.config.n_embd)  # 5.1e-4 (5e-5 seen; 13.6 misprocessed)
+    torch.testing.assert_close(logits[0].log_softmax(-1), own.logits[0].log_softmax(-1), rtol=0, atol=tolerance)
+    # The weights are probabilities (at most 1): an error of C * u of them is ~1e-5, as for the raw bridge (1.4e-6 seen)
+    for layer in range(model.config.n_layer):
+        torch.testing.assert_close(
+            cache[f"blocks.{layer}.attn.hook_pattern"][0], own.attentions[layer][0], rtol=0, atol=1e-5
+        )
+
+
+def test_head_logit_attribution_under_compatibility_mode(compatible):
+    """TransformerLens's direct logit attribution (stack_head_results + logit_attrs) on the processed bridge: the parts
+    add up to its logit, head 1.1 contributes the most to the top token, and each head's part is what the model's own
+    per-head outputs give under TransformerLens's definitions."""
+    from helpers import captured
+
+    bridge, model = compatible
+    ids = specimen_ids(ROMEO)
+    logits, cache = bridge.run_with_cache(torch.tensor([ids]))
+    top = int(logits[0, -1].argmax())
+    stack, labels = cache.stack_head_results(layer=-1, incl_remainder=True, pos_slice=-1, return_labels=True)
+    attributions = cache.logit_attrs(stack, tokens=top, pos_slice=-1)[:, 0]  # L * H heads, then the remainder
+    # The logit as TransformerLens defines it: its unembedding is centred, so the model's logit less its row's mean,
+    # and b_U (the final norm's shift, folded in) is outside the stack.
+    own = captured(model, ids, model.config.n_layer - 1)
+    centred_logit = own["logits"][-1, top] - own["logits"][-1].mean()
+    torch.testing.assert_close(logits[0, -1, top], centred_logit, rtol=0, atol=1e-4)
+    torch.testing.assert_close(attributions.sum() + bridge.unembed.b_U[top], logits[0, -1, top], rtol=0, atol=1e-4)
+    heads = attributions[:-1]
+    assert labels[int(heads.argmax())] == "L1H1" and heads.max() > 2  # 2.27; -0.21 with the weights misprocessed
+
+    # Independently, from the model's own tensors. A head's result is its z (out_proj's input, its D columns) through
+    # its columns of out_proj, less what every position's value holds whatever the token (b_V and the norm's shift
+    # through W_V: fold_value_biases moves it into b_O, the remainder). The final norm is applied as TransformerLens
+    # does to a part of the stream: centred, divided by the whole stream's scale; its gain goes into the direction,
+    # the unembedding row less the mean row (center_unembed).
+    C, H = model.config.n_embd, model.config.n_head
+    D = C // H
+    final = model.model.final_norm
+    stream = own["block_out"][-1]  # what enters the final norm at the last position
+    scale = (stream.var(unbiased=False) + final.eps).sqrt()
+    W_U = model.lm_head.weight
+    direction = final.weight * (W_U[top] - W_U.mean(0))
+    expected = []
+    for layer in range(model.config.n_layer):
+        block = model.model.layers[layer]
+        z = captured(model, ids, layer)["heads"][-1]
+        qkv, norm = block.attn.qkv_proj, block.attn_norm
+        for h in range(H):
+            rows = slice(2 * C + h * D, 2 * C + (h + 1) * D)
+            constant = qkv.weight[rows] @ norm.bias + qkv.bias[rows]
+            result = block.attn.out_proj.weight[:, h * D : (h + 1) * D] @ (z[h * D : (h + 1) * D] - constant)
+            expected.append((result - result.mean()) / scale @ direction)
+    torch.testing.assert_close(heads, torch.stack(expected).detach(), rtol=0, atol=1e-4)
+
+
+def composition_formula(model, mode: str, processed: bool) -> torch.Tensor:
+    """TransformerLens's composition score (utils.composition_scores) from the model's weights: ||A B||_F / (||A||_F
+    ||B||_F), A = W_V W_O of the earlier head (x @ W_V @ W_O is what it writes), B = W_Q W_K^T of the later head for Q,
+    its transpose W_K W_Q^T for K, the later head's own W_V W_O for V; shape (layer, head, layer, head) as
+    all_composition_scores (zero unless the first layer is the earlier). `processed`: as enable_compatibility_mode
+    leaves them: each attn norm's gain folded into W_Q, W_K, W_V (scaling their d_model rows), these centred over
+    d_model, W_O centred over d_model."""
+    C, H, L = model.config.n_embd, model.config.n_head, model.config.n_layer
+    D = C // H
+    W = {}
+    for layer, block in enumerate(model.model.layers):
+        qkv = block.attn.qkv_proj.weight.detach()  # (3C, C): q, k, v rows
+        out = block.attn.out_proj.weight.detach()  # (C, C)
+        for h in range(H):
+            q, k, v = (qkv[part * C + h * D : part * C + (h + 1) * D].T for part in range(3))  # (C, D) each
+            o = out[:, h * D : (h + 1) * D].T  # (D, C)
+            if processed:
+                gain = block.attn_norm.weight.detach()[:, None]
+                q, k, v = ((gain * w) - (gain * w).mean(0) for w in (q, k, v))
+                o = o - o.mean(-1, keepdim=True)
+            W[layer, h] = dict(OV=v @ o, QK=q @ k.T)
+    scores = torch.zeros(L, H, L, H)
+    for (l1, h1), earlier in W.items():
+        for (l2, h2), later in W.items():
+            if l1 >= l2:
+                continue
+            A = earlier["OV"]
+            B = {"Q": later["QK"], "K": later["QK"].T, "V": later["OV"]}[mode]
+            scores[l1, h1, l2, h2] = (A @ B).norm() / (A.norm() * B.norm())
+    return scores
+
+
+@pytest.mark.parametrize("mode", ["Q", "K", "V"])
+def test_composition_scores_are_the_formula_on_the_weights(bridged, compatible, mode):
+    """On the raw bridge all_composition_scores uses the model's weights; under compatibility mode the folded and
+    centred ones (0.2 -> 1.1 K-composition 0.134 raw, 0.140 processed; a flat ~0.085 everywhere with the weights
+    misprocessed)."""
+    raw, model, _ = bridged
+    processed, _ = compatible
+    for bridge, folded, K in ((raw, False, 0.134), (processed, True, 0.140)):
+        scores = bridge.all_composition_scores(mode).scores.detach()
+        torch.testing.assert_close(scores, composition_formula(model, mode, folded), rtol=1e-4, atol=1e-6)
+        if mode == "K":  # 0.2 (previous token) -> 1.1 (induction), the specimen's induction circuit
+            assert scores[0, 2, 1, 1].item() == pytest.approx(K, abs=1e-3)
+
+
+def test_compatibility_mode_on_a_bias_free_model(tmp_path):
+    """No linear or norm biases (config.bias=False): the processing's optional-bias paths, with norm gains far from 1
+    so that folding them matters."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from helpers import LOWERCASE, char_tokenizer, save_fixture_model
+    from modeling_minigpt import MiniGPTForCausalLM
+
+    folder = save_fixture_model(
+        tmp_path / "bias-free",
+        char_tokenizer(LOWERCASE, "."),
+        3,
+        name="names",
+        bias=False,
+        n_layer=2,
+        n_embd=16,
+        n_head=2,
+        block_size=16,
+    )
+    model = MiniGPTForCausalLM.from_pretrained(folder).eval()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "norm" in name:
+                parameter.add_(torch.randn_like(parameter))
+    model.save_pretrained(folder)
+    bridge = TransformerBridge.boot_transformers(str(folder), trust_remote_code=True, device="cpu")
+    bridge.enable_compatibility_mode(disable_warnings=True)
+    ids = torch.tensor([[0, 3, 4, 5, 3, 4, 5, 9, 3]])
+    with torch.no_grad():
+        own = model(ids, output_attentions=True, use_cache=False)
+    logits, cache = bridge.run_with_cache(ids)
+    tolerance = log_probability_tolerance(own.logits, model.config.n_embd)  # 7.1e-6 (5e-7 seen; 0.07 misprocessed)
+    torch.testing.assert_close(logits[0].log_softmax(-1), own.logits[0].log_softmax(-1), rtol=0, atol=tolerance)
+    for layer in range(model.config.n_layer):
+        torch.testing.assert_close(
+            cache[f"blocks.{layer}.attn.hook_pattern"][0], own.attentions[layer][0], rtol=0, atol=1e-5
+        )
