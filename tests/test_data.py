@@ -22,7 +22,7 @@ def write(path, text):
 
 
 def take(dataset, n):
-    return [example["input_ids"] for example in itertools.islice(iter(dataset), n)]
+    return [np.asarray(example["input_ids"]).tolist() for example in itertools.islice(iter(dataset), n)]
 
 
 def test_windows_are_the_sliding_window_of_the_stream():
@@ -263,3 +263,108 @@ def test_long_documents_are_cut_into_pieces_that_end_the_document_once(tmp_path,
     monkeypatch.setattr(data, "PIECE_CHARS", 4)
     corpus = data.open_corpus(write(tmp_path / "docs.jsonl", '{"text": "abcdefghij"}\n{"text": ""}\n'))
     assert list(data.pieces(corpus)) == [("abcd", False), ("efgh", False), ("ij", True), ("", True)]
+
+
+# ---- tokenized once --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty cache folder for token files."""
+    monkeypatch.setattr(data, "CACHE", tmp_path / "cache")
+    return tmp_path / "cache"
+
+
+def splits_of(path, **kwargs):
+    return data.text_splits(data.open_corpus(path), "char", 16, 8, 0.1, seed=0, **kwargs)
+
+
+def test_a_local_corpus_is_tokenized_once_and_its_windows_are_the_streamed_ones(tmp_path, cache, monkeypatch, capsys):
+    """The first run writes the two parts' token files and says so; a second run with the same file and tokenizer
+    reads them and tokenizes nothing (token_chunks is never called); the windows, training and validation, are
+    exactly those the streamed pipeline (a corpus with no files: a Hub dataset) cuts from the same text."""
+    path = write(tmp_path / "play.txt", TEXT)
+    first = splits_of(path)
+    assert sorted(p.name.split(".")[1] for p in (cache / "tokens").iterdir()) == ["uint16", "uint16"]
+    assert capsys.readouterr().out.count("Tokenized the") == 2
+    monkeypatch.setattr(data, "token_chunks", lambda *a: pytest.fail("tokenized again"))
+    again = splits_of(path)
+    assert capsys.readouterr().out.count("from the cache") == 2
+    assert take(again.train, 300) == take(first.train, 300)
+    assert np.array_equal(again.train_ids, first.train_ids)
+    monkeypatch.undo()
+    streamed = data.open_corpus(path)
+    streamed.files = None  # as a Hub dataset is: read and tokenized as it streams, no token file
+    plain = data.text_splits(streamed, "char", 16, 8, 0.1, seed=0)
+    assert plain.train_ids is None and take(plain.train, 300) == take(first.train, 300)
+    assert plain.validation["input_ids"] == first.validation["input_ids"]
+    tokenizer = first.tokenizer
+    assert tokenizer.decode(first.train_ids.tolist()) == TEXT[: int(len(TEXT) * 0.9)]
+
+
+def test_a_changed_file_or_tokenizer_is_tokenized_again_and_a_failed_one_leaves_no_token_file(tmp_path, cache):
+    path = write(tmp_path / "play.txt", TEXT)
+    splits_of(path)
+    write(tmp_path / "play.txt", TEXT.upper())  # same length, other text: the file's modification time changed
+    changed = splits_of(path)
+    assert changed.tokenizer.decode(changed.train_ids[:10].tolist()) == TEXT.upper()[:10]
+    bpe = data.text_splits(data.open_corpus(path), "bpe", 16, 16, 0.1, seed=0, vocab_size=300)
+    assert len(list((cache / "tokens").glob("*.bin"))) == 6 and len(bpe.train_ids) < len(changed.train_ids)
+
+    def broken(texts, tokenizer):
+        yield np.arange(5)
+        raise KeyboardInterrupt  # a run stopped while it tokenizes
+
+    other = write(tmp_path / "other.txt", TEXT)
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(KeyboardInterrupt):
+        patch.setattr(data, "token_chunks", broken)
+        splits_of(other)
+    assert len(list((cache / "tokens").glob("*.bin"))) == 6 and not list((cache / "tokens").glob("*.part"))
+    assert take(splits_of(other).train, 5)  # the next run tokenizes it whole
+
+
+def test_a_dataloader_worker_gives_the_batches_the_main_process_gives(tmp_path, cache):
+    """On a GPU train.py makes batches in one DataLoader worker (training.GPU_DEFAULTS): the stream, pinned or not, is
+    the one the main process reads, batch for batch."""
+    splits = splits_of(write(tmp_path / "play.txt", TEXT))
+    collate = lambda rows: data.collate(rows, pad_token_id=0)  # noqa: E731
+    batches = []
+    for workers in (0, 1):
+        loader = torch.utils.data.DataLoader(splits.train, batch_size=8, collate_fn=collate, num_workers=workers)
+        batches.append([batch["input_ids"] for batch in itertools.islice(loader, 20)])
+    assert all(torch.equal(a, b) for a, b in zip(*batches)) and len(batches[1]) == 20
+
+
+def test_a_gpu_gets_the_fast_defaults_and_flags_still_win(monkeypatch):
+    """What train.py's presets take on a CUDA GPU, read through its own flag parser (a CPU cannot run them, so CUDA is
+    declared present): a worker for batches, non-blocking copies; the gpt2 preset compiled, 32 rows a batch."""
+    from minigpt import training
+
+    _, cpu = training.parse_args(["--preset", "gpt2"])
+    assert (cpu.torch_compile, cpu.per_device_train_batch_size, cpu.dataloader_num_workers) == (False, 12, 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    _, gpu = training.parse_args(["--preset", "gpt2"])
+    assert (gpu.torch_compile, gpu.per_device_train_batch_size, gpu.gradient_accumulation_steps) == (True, 32, 4)
+    assert gpu.dataloader_num_workers == 1 and gpu.accelerator_config.non_blocking
+    _, chosen = training.parse_args(["--preset", "gpt2", "--torch_compile", "false", "--dataloader_num_workers", "0"])
+    assert not chosen.torch_compile and chosen.dataloader_num_workers == 0
+    _, names = training.parse_args(["--preset", "names"])
+    assert not names.torch_compile and names.dataloader_num_workers == 1
+
+
+def test_a_local_corpus_trains_its_bpe_once(tmp_path, cache, monkeypatch, capsys):
+    """Byte-level BPE is trained on the training text once: a second run reads it (and the tokens) from the cache,
+    trains nothing, and encodes exactly as the tokenizer it trained."""
+    path = write(tmp_path / "play.txt", TEXT)
+    bpe = lambda: data.text_splits(data.open_corpus(path), "bpe", 16, 16, 0.1, seed=0, vocab_size=300)  # noqa: E731
+    first = bpe()
+    monkeypatch.setattr(data.tokenization, "bpe_tokenizer", lambda *a: pytest.fail("trained again"))
+    again = bpe()
+    assert "BPE tokenizer trained on this text from the cache" in capsys.readouterr().out
+    assert again.tokenizer.backend_tokenizer.to_str() == first.tokenizer.backend_tokenizer.to_str()
+    assert again.tokenizer(TEXT[:200])["input_ids"] == first.tokenizer(TEXT[:200])["input_ids"]
+    assert (again.tokenizer.eos_token, again.tokenizer.pad_token, again.tokenizer.padding_side) == (
+        first.tokenizer.eos_token,
+        first.tokenizer.pad_token,
+        "left",
+    )

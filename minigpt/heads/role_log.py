@@ -20,7 +20,7 @@ def sample_text(tokenizer, validation, block_size: int) -> tuple[str, list[int]]
     start token; and its ids as the demo reads a text (the start token, then the text's tokens)."""
     text = tokenizer.decode(validation[0]["input_ids"], skip_special_tokens=True)
     while True:
-        ids = [tokenizer.bos_token_id] + tokenizer.encode(text, add_special_tokens=False)
+        ids = [tokenizer.bos_token_id] + tokenizer.encode(text, add_special_tokens=False, verbose=False)  # cut below
         if len(ids) <= block_size:
             return text, ids
         text = text[: len(text) - max(1, len(ids) - block_size)]
