@@ -2,13 +2,17 @@
 generates, a killed run resumes to the same validation loss, a finished run is not trained again, torchrun runs two
 processes, bad input exits with 2 and a message, one huge line of text streams in bounded memory."""
 
+import contextlib
+import io
 import json
+import logging
 import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -48,6 +52,22 @@ def run_train(*args, launcher=()) -> subprocess.CompletedProcess:
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
+
+
+def train_in_process(*args) -> SimpleNamespace:
+    """train.py's `main` in this process, and what it printed: the same path without an interpreter's start and its
+    imports (~5 s a run). The command itself runs as a user runs it in the tests that need a process of its own
+    (the BPE run, a kill, torchrun, bad input, peak memory)."""
+    out, err = io.StringIO(), io.StringIO()
+    library_log = logging.StreamHandler(err)  # transformers' own messages ("missing keys", ...), as a process prints
+    transformers_logger = logging.getLogger("transformers")
+    transformers_logger.addHandler(library_log)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            training.main(list(args))
+    finally:
+        transformers_logger.removeHandler(library_log)
+    return SimpleNamespace(stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def eval_losses(folder) -> list[float]:
@@ -107,7 +127,7 @@ NAMES_RUN = ["--preset", "names", "--max_steps", "80", "--eval_steps", "20", "--
 def names_run(tmp_path_factory, names_file):
     """A finished 80-step names run, with checkpoints at steps 40 and 80. Tests that change it work on a copy."""
     out = tmp_path_factory.mktemp("runs") / "names_model"
-    run_train(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out))
+    train_in_process(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out))
     return out
 
 
@@ -243,7 +263,7 @@ def test_killed_run_resumes_to_the_same_validation_loss(tmp_path, names_file):
         "0.1",
         *TINY,
     ]
-    run_train(*args, "--output_dir", str(tmp_path / "whole"))
+    train_in_process(*args, "--output_dir", str(tmp_path / "whole"))
 
     killed = tmp_path / "killed"
     process = subprocess.Popen(
@@ -259,7 +279,7 @@ def test_killed_run_resumes_to_the_same_validation_loss(tmp_path, names_file):
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert not (killed / "model.safetensors").exists()  # it really died before the end
-    resumed = run_train(*args, "--output_dir", str(killed), "--resume_from_checkpoint", "last")
+    resumed = train_in_process(*args, "--output_dir", str(killed), "--resume_from_checkpoint", "last")
     assert "missing keys" not in resumed.stderr  # the tied head is not reported missing
 
     assert eval_losses(killed)[-1] == pytest.approx(eval_losses(tmp_path / "whole")[-1], abs=1e-4)
@@ -273,7 +293,7 @@ def test_killed_run_resumes_to_the_same_validation_loss(tmp_path, names_file):
 
 def test_resuming_a_finished_run_changes_nothing(names_run, names_file):
     before = {p.name: p.read_bytes() for p in names_run.iterdir() if p.is_file()}
-    done = run_train(
+    done = train_in_process(
         *NAMES_RUN, "--dataset", names_file, "--output_dir", str(names_run), "--resume_from_checkpoint", "last"
     )
     assert "This run is finished" in done.stdout and "checkpoint-80 is at step 80" in done.stdout
@@ -288,12 +308,16 @@ def test_a_run_stopped_after_its_last_checkpoint_is_finished_by_resume(names_run
     for path in out.iterdir():
         if path.is_file() and path.name != "roles_log.jsonl":  # what write_outputs writes after the last checkpoint
             path.unlink()
-    done = run_train(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last")
+    done = train_in_process(
+        *NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last"
+    )
     assert "no final model yet: finishing it" in done.stdout
     assert_publishable(out)
     assert eval_losses(out) == eval_losses(names_run)  # the history of the whole run, its last evaluation at step 80
     assert json.loads((out / "training_args.json").read_text())["max_steps"] == 80
-    again = run_train(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last")
+    again = train_in_process(
+        *NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last"
+    )
     assert "This run is finished" in again.stdout
 
 
@@ -327,7 +351,7 @@ def test_a_resume_with_another_tokenizer_kind_names_both(names_run, names_file, 
 
 def test_resuming_with_a_higher_max_steps_trains_on(names_run, names_file, tmp_path):
     out = shutil.copytree(names_run, tmp_path / "longer")
-    run_train(
+    train_in_process(
         *NAMES_RUN,
         "--dataset",
         names_file,
@@ -352,7 +376,7 @@ def test_resume_falls_back_from_a_half_written_trainer_state(names_run, names_fi
     state = out / "checkpoint-80" / "trainer_state.json"
     state.write_text(state.read_text()[: len(state.read_text()) // 2])
     assert training.last_complete_checkpoint(out) == str(out / "checkpoint-40")
-    run_train(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last")
+    train_in_process(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last")
     assert eval_losses(out)[-1] == pytest.approx(eval_losses(names_run)[-1], abs=1e-4)
 
 
@@ -421,8 +445,8 @@ def test_torch_compile_trains_through_train_py_like_eager(tmp_path, names_file):
         "30",
         *TINY,
     ]
-    run_train(*common, "--output_dir", str(tmp_path / "eager"))
-    run_train(*common, "--torch_compile", "true", "--output_dir", str(tmp_path / "compiled"))
+    train_in_process(*common, "--output_dir", str(tmp_path / "eager"))
+    train_in_process(*common, "--torch_compile", "true", "--output_dir", str(tmp_path / "compiled"))
     eager, compiled = eval_losses(tmp_path / "eager"), eval_losses(tmp_path / "compiled")
     assert compiled == pytest.approx(eager, abs=2e-3)
     assert_publishable(tmp_path / "compiled")
