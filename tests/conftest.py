@@ -2,11 +2,12 @@
 one module uses. The helpers they are built from (and that tests and benchmarks import) are in helpers.py."""
 
 import os
+import random
 import sys
 
 import pytest
 
-from helpers import REPO, build_fixture_models, running_app, training_app
+from helpers import LOWERCASE, REPO, build_fixture_models, char_tokenizer, running_app, save_fixture_model, training_app
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -41,9 +42,27 @@ LONGEST_FIRST = (
 )
 
 
+# Modules that share a session-scoped server run on one worker (pytest-xdist's loadgroup), so that it starts once;
+# every other module is a group of its own, as --dist loadfile had it (its module-scoped fixtures made once).
+SHARED_SERVERS = {
+    "fixture-server": (  # `server`: the fixture models, no other flag
+        "test_app_api.py",
+        "test_head_insights_api.py",
+        "test_app_browser.py",
+        "test_head_insights_browser.py",
+        "test_app_batching.py",
+    ),
+    "broken-server": ("test_error_rule.py", "test_robustness.py"),  # `broken_server`: two broken model folders
+}
+GROUP_OF = {module: group for group, modules in SHARED_SERVERS.items() for module in modules}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the marks
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each module's tests keep their order
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(GROUP_OF.get(item.path.name, item.path.name)))
 
 
 # ---- the app on the fixture models: one server for the whole run -------------------------------------------------
@@ -67,6 +86,32 @@ def server(fixture_models):
     names, text = fixture_models
     with running_app("--names-model", str(names), "--text-model", str(text)) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def broken_models(fixture_models, tmp_path_factory):
+    """The fixture models and two folders a host may break: `broken-weights` (its config.json and tokenizer good, its
+    weights garbage) and `broken` (its config.json cut short)."""
+    names, text = fixture_models
+    root = tmp_path_factory.mktemp("broken-models")
+    weights = save_fixture_model(root / "broken-weights", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
+    (weights / "model.safetensors").write_bytes(random.Random(0).randbytes(4096))
+    config = root / "broken"
+    config.mkdir()
+    (config / "config.json").write_text('{"model_type": "minigpt", "n_la')
+    return names, text, weights, config
+
+
+@pytest.fixture(scope="session")
+def broken_server(broken_models, tmp_path_factory):
+    """app.py on the fixture models and both broken folders, its runs folder empty (no finished run of the repo joins
+    the picker): test_error_rule's and test_robustness's server."""
+    names, text, weights, config = broken_models
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MINIGPT_RUNS_DIR", str(tmp_path_factory.mktemp("runs")))
+        args = ("--names-model", str(names), "--text-model", str(text), "--model", str(weights), "--model", str(config))
+        with running_app(*args) as running:
+            yield running
 
 
 @pytest.fixture(scope="module")

@@ -3,19 +3,14 @@ calls it: a host's broken model is the host's problem (a message naming the mode
 on every endpoint that loads a model); a visitor's mistake gets a message and leaves the log alone, on every named
 endpoint; numbers written with other scripts' digits are a visitor's mistake too."""
 
-import random
 import re
 import time
 
 import pytest
 
 from helpers import (
-    LOWERCASE,
     app_error,
     call,
-    char_tokenizer,
-    running_app,
-    save_fixture_model,
     server_log,
 )
 
@@ -23,23 +18,15 @@ BROKEN = "broken-weights"  # the picker names an extra model folder by its folde
 
 
 @pytest.fixture(scope="module")
-def models(fixture_models, tmp_path_factory):
+def models(broken_models):
     """The fixture models, and a model folder whose config.json and tokenizer are good and whose weights are garbage."""
-    names, text = fixture_models
-    root = tmp_path_factory.mktemp("models")
-    broken = save_fixture_model(root / BROKEN, char_tokenizer(LOWERCASE, "."), seed=0, name="names")
-    (broken / "model.safetensors").write_bytes(random.Random(0).randbytes(4096))
-    return names, text, broken
+    names, text, weights, _ = broken_models
+    return names, text, weights
 
 
 @pytest.fixture(scope="module")
-def server(models, tmp_path_factory):
-    names, text, broken = models
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("MINIGPT_RUNS_DIR", str(tmp_path_factory.mktemp("runs")))  # no finished run of the repo joins in
-        args = ("--names-model", str(names), "--text-model", str(text), "--model", str(broken))
-        with running_app(*args) as running:
-            yield running
+def server(broken_server):
+    return broken_server
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +86,10 @@ LOADING_ENDPOINTS = [
     "/compare",
     "/head_metrics",
     "/head_dashboard",
+    "/logit_attribution",
+    "/patching",
+    "/composition",
+    "/head_circuit",
 ]
 
 
@@ -217,6 +208,25 @@ MISTAKES = {
         (dict(layer=4), "layer must be 0 to 3, got 4"),
         (dict(head="mean"), "head must be 0 to 3, got 'mean'"),
         (dict(text="emma", map_text="Emma"), "'E' (LATIN CAPITAL LETTER E)"),
+    ],
+    "/logit_attribution": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(position=99), "position must be between 0 and 4"),
+        (dict(token="mm"), "token must be one token of the"),
+        (dict(text=""), "The text is empty"),
+    ],
+    "/patching": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(corrupted_text="emmas"), "both need the same number of tokens"),
+        (dict(corrupted_text="emma"), "The model's top next token is the same after both texts"),
+        (dict(receiver_input="x"), "receiver_input must be 'q', 'k' or 'v'"),
+    ],
+    "/composition": [(dict(model="no-such-model"), "Unknown model 'no-such-model'")],
+    "/head_circuit": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(layer=4), "layer must be 0 to 3, got 4"),
+        (dict(head="mean"), "head must be 0 to 3, got 'mean'"),
+        (dict(layer=0, ablate="1.0"), "ablate must name heads of layers before 0"),
     ],
     "/train": [
         (dict(data="wikipedia"), "data must be one of names, shakespeare, induction, text"),

@@ -10,25 +10,21 @@ import sys
 import httpx
 import pytest
 
-from helpers import REPO, app_error, call, running_app, server_log, stream
+from helpers import REPO, app_error, call, server_log, stream
 
 HUGE = 4_000_000  # characters: what the audit sent (a 4 MB /attention request cost the server ~1.4 GB before)
 
 
 @pytest.fixture(scope="module")
-def models(fixture_models, tmp_path_factory):
-    names, text = fixture_models
-    broken = tmp_path_factory.mktemp("models") / "broken"  # a model folder whose config.json was cut short
-    broken.mkdir()
-    (broken / "config.json").write_text('{"model_type": "minigpt", "n_la')
-    return names, text, broken
+def models(broken_models):
+    """The fixture models, and a model folder whose config.json was cut short."""
+    names, text, _, config = broken_models
+    return names, text, config
 
 
 @pytest.fixture(scope="module")
-def server(models):
-    names, text, broken = models
-    with running_app("--names-model", str(names), "--text-model", str(text), "--model", str(broken)) as running:
-        yield running
+def server(broken_server):
+    return broken_server
 
 
 @pytest.fixture(scope="module")
