@@ -483,13 +483,16 @@ def text_splits(
     repeat_fraction: float = 0.0,
     random_span_fraction: float = 0.0,
     boundary_first: bool = False,
+    validation_only: bool = False,
 ) -> Splits:
     """Windows of `block_size` tokens; the last `val_fraction` of the characters is the validation text. With
     `repeat_fraction`, that fraction of the training windows (drawn by the seed) repeats a span of itself (see
     `with_a_repeat`), and `random_span_fraction` of those repeat random tokens of the vocabulary instead of their
     text; validation windows stay plain text. With `boundary_first`, every window is the boundary token (bos) and
     then block_size - 1 tokens of text, as the demo shows a text: position 0 is then always the start token, where
-    heads can learn to rest (a sink), instead of whatever character a window happens to start with."""
+    heads can learn to rest (a sink), instead of whatever character a window happens to start with. With
+    `validation_only` (the Head Finder rebuilding a run's validation windows), the training text is never tokenized:
+    the splits' train is None."""
     if tokenizer is None and tokenizer_kind not in ("char", "bpe") and tokenization.missing_local_path(tokenizer_kind):
         raise DataError(
             f"--tokenizer {tokenizer_kind}: the path {tokenizer_kind} does not exist. Give names, char, "
@@ -508,7 +511,11 @@ def text_splits(
         return (np.concatenate([[tokenizer.bos_token_id], w]) for w in plain) if boundary_first else plain
 
     # A local corpus: its two parts' tokens, from the cache or tokenized once now. A streamed one: tokenized as read.
-    train_ids = tokenized(corpus, tokenizer, "train", n_train, lambda: head(pieces(corpus), n_train))
+    train_ids = (
+        None
+        if validation_only
+        else tokenized(corpus, tokenizer, "train", n_train, lambda: head(pieces(corpus), n_train))
+    )
     validation_ids = tokenized(corpus, tokenizer, "validation", n_train, lambda: tail(pieces(corpus), n_train))
 
     def part_windows(ids, part, size: int, step: int, offset: int = 0) -> Iterator[np.ndarray]:
@@ -517,6 +524,8 @@ def text_splits(
         return windows(token_chunks(part(pieces(corpus), n_train), tokenizer), size, step, offset)
 
     validation = list(framed(part_windows(validation_ids, tail, span, span)))
+    if validation_only:
+        return Splits(None, datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]}), tokenizer, "")
     if not validation:
         raise DataError(
             f"The validation text (the last {val_fraction:.0%} of {n_chars:,} characters) is shorter than one window "

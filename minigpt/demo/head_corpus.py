@@ -195,6 +195,7 @@ def validation_windows(lm: LanguageModel, args: dict, dataset: str) -> tuple[lis
         args.get("seed", DEFAULT_SEED),
         tokenizer=lm.tokenizer,
         boundary_first=bool(args.get("boundary_first")),
+        validation_only=True,
     )
     return list(splits.validation["input_ids"]), bool(args.get("boundary_first"))
 
@@ -207,7 +208,9 @@ def builtin_windows(lm: LanguageModel) -> tuple[list[list[int]], bool, str]:
         held_out = sorted(data.held_out_indices(len(names), 1000, DEFAULT_SEED))  # as the names preset holds them out
         return name_windows(lm, [names[i] for i in held_out]), True, "the built-in held-out names"
     corpus = data.open_corpus(str(data.builtin_shakespeare()))
-    splits = data.text_splits(corpus, "given", lm.block_size, lm.block_size, 0.1, DEFAULT_SEED, tokenizer=lm.tokenizer)
+    splits = data.text_splits(
+        corpus, "given", lm.block_size, lm.block_size, 0.1, DEFAULT_SEED, tokenizer=lm.tokenizer, validation_only=True
+    )
     return list(splits.validation["input_ids"]), False, "the last tenth of the built-in Shakespeare plays"
 
 
