@@ -1,5 +1,5 @@
-"""The lesson through the block: its twelve steps in the seeds' order, each pointing at real parts of the step view and
-the diagram; in Chromium, every step walked on the shipped names model with the numbers drawn equal to the `step`
+"""The lesson through the block: its thirteen steps in the seeds' order, each pointing at real parts of the step view
+and the diagram; in Chromium, every step walked on the shipped names model with the numbers drawn equal to the `step`
 endpoint's (and those to the model's own tensors read by hooks, the block step's layer norms and MLP included), the
 head roles equal to the `head_roles` endpoint's and the weights counted equal to the model's; and at a phone's width,
 no part of the page wider than the page without a scroll bar of its own."""
@@ -32,9 +32,9 @@ NAMES = REPO / "minigpt" / "models" / "names"
 
 def test_the_lesson_follows_the_seeds_order_through_the_whole_block():
     sections = [section for step in LESSON for section in step.sections]
-    assert len(LESSON) == 12
+    assert len(LESSON) == 13
     # Every step view section is taught, in the model's order, then what heads learn and training.
-    assert sections == [*STEPS, "roles", "weights"]
+    assert sections == [*STEPS, "roles", "weights", "circuits"]
     boxes = {box for part in (OUTSIDE_BEFORE, BLOCK_BEFORE, ATTENTION, BLOCK_AFTER, OUTSIDE_AFTER) for box, *_ in part}
     for step in LESSON:
         assert set(step.boxes) <= boxes | {"attention"}, step.title
@@ -46,10 +46,10 @@ def test_the_lesson_follows_the_seeds_order_through_the_whole_block():
 
 
 def test_back_and_next_stay_inside_the_lesson():
-    assert [next_step(n, +1) for n in (1, 11, 12)] == [2, 12, 12]
-    assert [next_step(n, -1) for n in (1, 2, 12)] == [1, 1, 11]
-    assert next_step(ALL_STEPS, +1) == 1 and next_step(ALL_STEPS, -1) == 12
-    assert [lesson_number(v) for v in ("5", 12, 13, -1, None, "x", 0)] == [5, 12, 0, 0, 0, 0, 0]
+    assert [next_step(n, +1) for n in (1, 11, 12, 13)] == [2, 12, 13, 13]
+    assert [next_step(n, -1) for n in (1, 2, 12, 13)] == [1, 1, 11, 12]
+    assert next_step(ALL_STEPS, +1) == 1 and next_step(ALL_STEPS, -1) == 13
+    assert [lesson_number(v) for v in ("5", 12, 13, 14, -1, None, "x", 0)] == [5, 12, 13, 0, 0, 0, 0, 0]
 
 
 def test_the_weights_are_counted_once_each_by_part():
@@ -100,7 +100,7 @@ def test_every_lesson_step_shows_the_step_endpoints_numbers_on_the_names_model(p
         # The other depth: formulas and the shapes; a click on a box of the diagram opens its step.
         page.get_by_label("Formulas and shapes").check()
         expect(page.locator("#step-view .lesson")).to_have_attribute("data-depth", "formulas")
-        assert LESSON[11].formulas in lesson_text(page)
+        assert LESSON[12].formulas in lesson_text(page)
         page.locator('#step-view .diagram [data-box="softmax"]').click()
         expect(page.locator('#step-view .lesson[data-lesson-step="5"]')).to_have_count(1)
         assert LESSON[4].formulas in lesson_text(page)

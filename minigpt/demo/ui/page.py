@@ -11,6 +11,7 @@ from gradio.utils import get_upload_folder
 from minigpt.demo.links import TABS, read_link
 from minigpt.demo.state import DemoState
 from minigpt.demo.ui.attention import AttentionMaps
+from minigpt.demo.ui.circuits import Circuits
 from minigpt.demo.ui.components import unchecked
 from minigpt.demo.ui.errors import answers_visitors, declared_kind
 from minigpt.demo.ui.generation import Generation
@@ -20,6 +21,7 @@ from minigpt.demo.ui.selection import Selection
 from minigpt.demo.ui.steps import StepByStep
 from minigpt.demo.ui.training import Training
 from minigpt.demo.views.assets import asset
+from minigpt.demo.views.circuits import CIRCUITS_CSS
 from minigpt.demo.views.head_finder import FINDER_CSS
 from minigpt.demo.views.insights import INSIGHT_CSS
 from minigpt.demo.views.maps import MAPS_CSS
@@ -31,7 +33,7 @@ A small GPT written to be read, as a 🤗 `transformers` model. Generate **names
 attention head of every layer spreads its attention over the tokens: each small map is one head (rows: the token that
 looks; columns: the tokens it looks at; grey: future tokens it cannot see). Click a map to see it large.
 
-**Start here:** generate a few names, then follow the *Lesson* below the maps: twelve steps through the whole model,
+**Start here:** generate a few names, then follow the *Lesson* below the maps: thirteen steps through the whole model,
 from your name's letters to its next-letter probabilities, each with the model's real numbers on your text, in plain
 words or with formulas. Click a map to see it large, and a row of it to follow that token through the lesson. The
 `specimen` model (pick it in *Model*) has a previous-token head and an induction head (lesson step 11).
@@ -39,7 +41,7 @@ words or with formulas. Click a map to see it large, and a row of it to follow t
 
 
 THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
-CSS = MAPS_CSS + INSIGHT_CSS + FINDER_CSS  # the step view carries its own (css_template)
+CSS = MAPS_CSS + INSIGHT_CSS + FINDER_CSS + CIRCUITS_CSS  # the step view carries its own (css_template)
 
 
 def build_demo(state: DemoState) -> gr.Blocks:
@@ -67,6 +69,8 @@ def build_demo(state: DemoState) -> gr.Blocks:
                 generated.text_model,
                 generated.text_event,
             )
+        with gr.Accordion("Circuits: how heads work together", open=False, elem_id="circuits"):
+            Circuits(state).layout(maps)
         with gr.Accordion("Head Finder: every head over a corpus", open=False, elem_id="head-finder"):
             HeadFinder(state).layout(maps)
         Selection(maps_section, steps).wire(maps, lesson, [*tools.tables, lesson.view], tools.token_strip)

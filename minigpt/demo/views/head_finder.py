@@ -4,6 +4,7 @@ on the learner's text). HTML from the endpoints' JSON; the table's sorting and c
 
 import html
 import math
+from urllib.parse import urlencode
 
 from minigpt.demo.views.assets import asset
 from minigpt.demo.views.insights import viridis_css
@@ -138,6 +139,15 @@ def snippet_html(example: dict) -> str:
     return f'<div class="snippet" data-window="{example["window"]}">{"".join(pieces)}</div>'
 
 
+def circuits_link(answer: dict) -> str:
+    """A link that opens the page on this model with this head chosen, at the circuits views (docs/circuits.md)."""
+    query = urlencode({"model": answer.get("model", ""), "layer": answer["layer"], "head": answer["head"]})
+    return (
+        f"<p class='circuits-link'><a href='?{html.escape(query)}#circuits'>This head's circuits</a>: its "
+        "attribution, patching, composition with other heads, OV and positional QK circuits.</p>"
+    )
+
+
 def dashboard_html(answer: dict, map_figure: str) -> str:
     """One head's dashboard: what it is, its metrics against chance with their rank, its distance histogram, the
     windows where it does its role most, and its map on the learner's text (`map_figure`)."""
@@ -158,7 +168,7 @@ def dashboard_html(answer: dict, map_figure: str) -> str:
     )
     return (
         f"<div class='finder dashboard' data-layer='{layer}' data-head='{head}'>"
-        f"<h3>Layer {layer}, head {head}</h3><p>{html.escape(verdict)}</p><div class='columns'>"
+        f"<h3>Layer {layer}, head {head}</h3><p>{html.escape(verdict)}</p>{circuits_link(answer)}<div class='columns'>"
         "<table><tr><th>metric</th><th>this head</th><th>even (chance)</th><th>rank</th></tr>"
         f"{rows}</table><div><b>Where its weight falls</b>: its share at each distance i − j from the query (bars; "
         f"dashed: even attention's). From 16 on, a bin holds twice the last: 16–31, 32–63, …<br>{histogram}</div></div>"

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 from minigpt.demo.lesson import LESSON, LessonStep
 from minigpt.demo.views.assets import asset
+from minigpt.demo.views.circuits import lesson_section_html
 from minigpt.demo.views.insights import roles_html
 from minigpt.demo.views.steps import heading_html, section_html
 
@@ -104,10 +105,12 @@ def lesson_html(
             parts.append(roles_section(number, roles, roles_of, numbers["model"], text))
         elif name == "weights":
             parts.append(weights_html(weights, numbers["model"]))
+        elif name == "circuits":
+            parts.append(lesson_section_html(number, numbers["model"]))
         else:
             parts.append(section_html(numbers, name, number, depth, explained=False))
     diagram = diagram_html(step.boxes, numbers["sizes"], numbers["layer"], numbers["head"])
-    coloured = not {"roles", "weights"} & set(step.sections)
+    coloured = not {"roles", "weights", "circuits"} & set(step.sections)
     return (
         f'<div class="lesson" data-lesson-step="{number}" data-depth="{depth}">'
         f'<div class="lesson-top">{diagram}{words_html(number, step, depth)}</div>'

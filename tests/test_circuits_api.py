@@ -1,0 +1,122 @@
+"""The circuits section through a running server: its endpoints on the shipped specimen model reproduce the induction
+circuit (1.1 writes the answer, patching it restores the answer, path patching its key restores its attention, ablating
+0.2 fades its stripe, 0.2 -> 1.1 K-composition barely above the baseline); a visitor's mistakes get messages that say
+what to change, with nothing in the log; and in Chromium the section draws its views and a click on a head works."""
+
+import pytest
+
+from helpers import app_error, call, chromium_page, needs_chromium, server_log
+
+# server (the app on the fixture models; the shipped ones, the specimen among them, are offered too), client:
+# conftest.py
+
+ENDPOINTS = {
+    "/logit_attribution": ["text", "model", "position", "token", "other_token"],
+    "/patching": ["text", "corrupted_text", "model", "sender", "receiver", "receiver_input", "key_position"],
+    "/composition": ["model"],
+    "/head_circuit": ["text", "model", "layer", "head", "ablate"],
+}
+ROMEO, ROMEO_CORRUPTED = "Romeo and Juliet, Romeo and Jul", "Romeo and Julaet, Romeo and Jul"
+ZORBAK, ZORBAK_CORRUPTED = "Then Zorbak spoke. Then Zor", "Then Zoxbak spoke. Then Zor"
+
+
+def test_endpoints_are_listed_with_their_parameters(client):
+    api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    for name, parameters in ENDPOINTS.items():
+        assert [p["parameter_name"] for p in api[name]["parameters"]] == parameters, name
+        assert all(p["parameter_has_default"] for p in api[name]["parameters"]), name
+
+
+def test_attribution_names_head_1_1_as_the_writer_of_the_answer(client):
+    answer = call(client, "/logit_attribution", text=ROMEO, model="specimen")
+    assert answer["model"] == "specimen" and len(answer["ids"]) == len(answer["tokens"]) == 32
+    assert answer["token"]["token"] == "i" and answer["position"] == 31
+    heads = answer["heads"]
+    assert max((v, layer, h) for layer, row in enumerate(heads) for h, v in enumerate(row))[1:] == (1, 1)
+    assert heads[1][1] == pytest.approx(2.4956, abs=1e-3)
+    total = sum(c["value"] for c in answer["components"]) + answer["bias_term"]
+    assert total == pytest.approx(answer["logit"], abs=1e-3)  # the components add up to the logit
+    other = call(client, "/logit_attribution", text=ROMEO, model="specimen", token="i", other_token="a")
+    assert other["other_token"]["token"] == "a" and other["logit"] < answer["logit"]
+
+
+def test_patching_head_1_1_restores_the_answer_and_its_key_carries_the_circuit(client):
+    answer = call(client, "/patching", text=ROMEO, corrupted_text=ROMEO_CORRUPTED, model="specimen")
+    assert answer["model"] == "specimen" and answer["corrupted_ids"] != answer["ids"]
+    assert answer["clean_answer"]["token"] == "i" and answer["corrupted_answer"]["token"] == "a"
+    assert answer["heads"][1][1] == pytest.approx(0.9958, abs=2e-3)
+    assert len(answer["residual"]) == 2 and len(answer["residual"][0]) == 32
+    assert answer["residual"][0][14] > 0.9  # the changed letter's stream, entering layer 0, carries everything
+    path = call(
+        client, "/patching", text=ZORBAK, corrupted_text=ZORBAK_CORRUPTED, model="specimen", sender="0.2",
+        receiver="1.1", receiver_input="k",
+    )["path"]  # fmt: skip
+    assert path["key_position"] == 9 and path["key_token"] == "b"
+    patched = {(row["sender"], row["input"]): row["attention_patched"] for row in path["paths"]}
+    assert patched[("resid 1", "k")] == pytest.approx(0.554, abs=2e-3)
+    assert patched[("resid 1", "q")] == pytest.approx(0.018, abs=2e-3)
+    assert patched[("resid 1", "v")] == pytest.approx(0.018, abs=2e-3)
+    assert patched[("head 0 2", "k")] == pytest.approx(0.051, abs=2e-3)
+
+
+def test_an_empty_corrupted_text_is_one_token_changed_for_you(client):
+    answer = call(client, "/patching", text=ROMEO, model="specimen")
+    assert any("Romeo and Julaet, Romeo and Jul" in note for note in answer["notes"])
+    assert answer["heads"][1][1] > 0.99
+
+
+def test_composition_is_barely_above_the_baseline_and_ablating_0_2_fades_the_stripe(client):
+    answer = call(client, "/composition", model="specimen")
+    assert answer["model"] == "specimen" and answer["baseline"] == pytest.approx(0.0884, abs=1e-3)
+    k = answer["scores"]["k"]
+    assert [round(k[0][h][1][1], 3) for h in range(4)] == [0.134, 0.121, 0.140, 0.106]
+    assert answer["strongest"][0] | {"score": 0} == {"kind": "k", "writer": [0, 2], "reader": [1, 1], "score": 0}
+    head = call(client, "/head_circuit", text=ROMEO, model="specimen", layer=1, head=1, ablate="0.2")
+    assert head["model"] == "specimen" and len(head["ids"]) == 32
+    assert 0 <= head["ov"]["copying_score"] <= 1 and len(head["ov"]["tokens"]) == 79
+    ablation = head["ablation"]
+    assert ablation["stripe_before"] > 0.1 and ablation["stripe_after"] < ablation["stripe_before"] / 10
+    assert len(ablation["before"]) == len(ablation["after"]) == 32
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(corrupted_text="Romeo and Juliet, Romeo and Ju"), "both need the same number of tokens"),
+        (dict(corrupted_text=ROMEO), "The model's top next token is the same after both texts"),
+        (dict(corrupted_text=ROMEO_CORRUPTED, receiver="0.1"), "receiver must be one head of a later layer"),
+        (dict(corrupted_text=ROMEO_CORRUPTED, receiver="1.1", sender="2.0"), "There is no head 2.0"),
+    ],
+)
+def test_patching_mistakes_say_what_to_change_and_leave_the_log_alone(server, client, params, message):
+    mark = len(server_log(server[1]))
+    error = app_error(client, "/patching", text=ROMEO, model="specimen", **params)
+    assert message in error, error
+    assert "Traceback" not in server_log(server[1])[mark:]
+
+
+@needs_chromium
+def test_the_section_draws_its_views_and_a_click_on_a_head_draws_its_circuits(page_url):
+    from urllib.parse import quote
+
+    from playwright.sync_api import expect
+
+    with chromium_page() as page:
+        page.goto(f"{page_url}?model=specimen&text={quote(ROMEO)}")
+        expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(10)
+        page.locator("#circuits").get_by_text("Circuits: how heads work together").first.click()
+        page.locator("#circuit-attribution-button").click()
+        expect(page.locator("#circuit-attribution")).to_contain_text("Largest")
+        page.locator("#circuit-change").click()
+        expect(page.locator("#circuit-corrupted textarea")).to_have_value(ROMEO_CORRUPTED)
+        page.locator("#circuit-patch").click()
+        expect(page.locator("#circuit-patching")).to_contain_text("Head 1.1 restores the most: 99.6%")
+        expect(page.locator("#circuit-patching .path tr[data-input]")).to_have_count(4)
+        page.locator("#circuit-composition-button").click()
+        expect(page.locator("#circuit-composition svg.graph .node")).to_have_count(8)
+        expect(page.locator("#circuit-composition")).to_contain_text("The patching evidence")
+        page.locator('#circuit-composition .node[data-layer="1"][data-head="1"]').click()  # a click on a head
+        expect(page.locator("#circuit-chosen textarea")).to_have_value("1.1")
+        expect(page.locator("#circuit-head .head-circuit")).to_have_attribute("data-head", "1")
+        expect(page.locator("#circuit-head")).to_contain_text("with 0.2 ablated")
+        expect(page.locator('#circuit-head [data-map="after"] td.cell').first).to_be_visible()
