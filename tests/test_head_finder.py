@@ -373,3 +373,19 @@ def test_sort_by_a_metric_open_the_top_head_and_see_its_dashboard(page_url):
         page.get_by_role("button", name="Show attention").click()
         for selector in ("#head-finder-table", "#head-dashboard"):
             expect(page.locator(f"{selector} .stale-note")).to_contain_text("computed for “emma” on tiny-names")
+
+
+def test_the_specimens_head_1_1_is_said_with_what_each_role_was_measured_on(client):
+    """Issue 41: the Finder and lesson step 11 disagreed without a word why (the Finder: "sink"; the lesson: induction
+    0.91). Both measures are in the dashboard now, each with what it was measured on, in the Head roles' words: a
+    sink on the validation text, an induction head on random tokens written twice."""
+    from minigpt.demo.views.head_finder import role_sentence
+    from minigpt.heads.insights import above_chance
+
+    answer = call(client, "/head_dashboard", model="specimen", layer=1, head=1)
+    assert "sink" in answer["roles"] and "induction" not in answer["roles"]
+    assert above_chance(answer["probe"]["induction"], answer["probe"]["chance"])  # ~0.91 against ~0.07
+    sentence = role_sentence(answer)
+    assert sentence.startswith(f"On {answer['corpus']['description']} it is a sink head (it rests on the first token)")
+    assert f"its induction is {answer['probe']['induction']:.2f}" in sentence
+    assert "it copies when something repeats" in sentence and "little to copy" in sentence

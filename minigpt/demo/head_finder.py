@@ -20,7 +20,7 @@ from minigpt.demo.cores import CoreShare, pass_work
 from minigpt.demo.head_corpus import Corpus
 from minigpt.demo.models import LanguageModel
 from minigpt.demo.pass_cache import ForwardPassCache
-from minigpt.heads.insights import above_chance
+from minigpt.heads.insights import ROLE_PROBES, above_chance, induction_probe, induction_scores
 from minigpt.heads.metrics import METRICS, ROLES, measure
 
 logger = logging.getLogger(__name__)
@@ -160,6 +160,24 @@ def above(values: dict, chance: dict, role: str) -> bool:
     return above_chance(values[role], chance[role])
 
 
+def clear_roles(values: dict, chance: dict) -> list[str]:
+    """Every role the head does clearly (a head can hold two: a sink that copies when something repeats)."""
+    return [r for r in ROLES if values[r] == values[r] and above(values, chance, r)]
+
+
+PROBE_TOKENS = 257  # the induction probe's length at most: the start token and two copies of 128 random tokens
+
+
+def probe_induction(lm: LanguageModel, layer: int, head: int) -> dict:
+    """The head's induction score on the Head roles view's probe (random tokens written twice, as lesson step 11 and
+    training's roles log measure it), beside the corpus's: a corpus of prose has few repeats to copy."""
+    special = set(lm.tokenizer.all_special_ids)
+    vocabulary = [i for i in range(len(lm.tokenizer)) if i not in special]
+    probes = induction_probe(vocabulary, lm.boundary_id, min(lm.block_size, PROBE_TOKENS), ROLE_PROBES)
+    scores = induction_scores(lm.model, probes)
+    return {"induction": float(scores["induction"][layer, head]), "chance": scores["induction_chance"]}
+
+
 def snippet(lm: LanguageModel, passes: ForwardPassCache, window: list[int], query: int, layer: int, head: int) -> dict:
     """One example: the window's tokens up to `query` (its last SNIPPET_BEFORE, and a few around the most-weighted
     key when it lies earlier), each with the head's weight from `query`, read from the model's recorded pass over the
@@ -207,6 +225,8 @@ def dashboard(result: dict, corpus: Corpus, lm: LanguageModel, passes: ForwardPa
         "heads": len(rows),
         "role": role,
         "role_is_clear": mine["role"] is not None,
+        "roles": clear_roles(mine, result["chance"]),
+        "probe": probe_induction(lm, layer, head),
         "distance_edges": result["distance_edges"],
         "distance_histogram": result["distance_histogram"][layer][head],
         "distance_chance": result["distance_chance"],

@@ -147,7 +147,9 @@ LESSON = (
         ("attention",),
         "Trained heads take on jobs. A previous-token head looks one token back; a sink parks attention on the first "
         "token when there is nothing useful to see; an induction head finds an earlier copy of the current token and "
-        "looks at what came after it, so that the model can repeat. The specimen model has all three.",
+        "looks at what came after it, so that the model can repeat. The specimen model has all three. A head can hold "
+        "two roles, and a score says what it was measured on: on prose, with little to copy, the specimen's 1.1 rests "
+        "on the first token (the Head Finder calls it a sink); on random tokens written twice it copies (induction).",
         "A role's score is the head's mean attention on a pattern: j = i − 1 (previous token), j = 0 (first token), "
         "j = the position after an earlier copy of token i (induction, on random tokens written twice). Chance: the "
         "score of attention spread evenly.",

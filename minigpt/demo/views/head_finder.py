@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 from minigpt.demo.views.assets import asset
 from minigpt.demo.views.insights import viridis_css
+from minigpt.heads.insights import above_chance
 from minigpt.heads.metrics import METRICS
 
 FINDER_CSS = asset("head_finder.css")
@@ -148,15 +149,39 @@ def circuits_link(answer: dict) -> str:
     )
 
 
+def role_sentence(answer: dict) -> str:
+    """What the head does, each role with what it was measured on, in the words the lesson and Head roles use: "On
+    the model's validation data it is a sink head (it rests on the first token): sink 0.90 against chance 0.07. On
+    random tokens written twice (...) its induction is 0.91 (chance 0.01): it copies when something repeats." """
+    metrics, chance, corpus = answer["metrics"], answer["chance"], answer["corpus"]["description"]
+    roles = "; and ".join(
+        f"{ROLE_WORDS[r]}: {HEADINGS[r]} {metrics[r]:.2f} against chance {chance[r]:.2f}" for r in answer["roles"]
+    )
+    sentence = (
+        f"On {corpus} it is {roles}."
+        if roles
+        else (
+            f"On {corpus} no role is clear (none halfway from chance to 1): its strongest is "
+            f"{HEADINGS[answer['role']]} ({metrics[answer['role']]:.2f}, chance {chance[answer['role']]:.2f})."
+        )
+    )
+    probe = answer["probe"]
+    copies = above_chance(probe["induction"], probe["chance"])
+    sentence += (
+        f" On random tokens written twice (the Head roles probe, lesson step 11) its induction is "
+        f"{probe['induction']:.2f} (chance {probe['chance']:.2f}): "
+        + ("it copies when something repeats." if copies else "it does not copy.")
+    )
+    if copies and "induction" not in answer["roles"]:
+        sentence += f" This text gives it little to copy (induction {metrics['induction']:.2f} here)."
+    return sentence
+
+
 def dashboard_html(answer: dict, map_figure: str) -> str:
     """One head's dashboard: what it is, its metrics against chance with their rank, its distance histogram, the
     windows where it does its role most, and its map on the learner's text (`map_figure`)."""
     layer, head, role = answer["layer"], answer["head"], answer["role"]
-    verdict = (
-        f"It is {ROLE_WORDS[role]}: at least halfway from chance to a perfect 1."
-        if answer["role_is_clear"]
-        else f"No role is clear: its strongest, from chance, is {HEADINGS[role]}."
-    )
+    verdict = role_sentence(answer)
     rows = "".join(
         f"<tr><th>{HEADINGS[name]}</th><td>{number(value)}</td><td>{number(answer['chance'][name])}</td>"
         f"<td>{rank_words(answer['rank'][name], answer['heads'])}</td></tr>"
