@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on servers and in tests
 import matplotlib.pyplot as plt  # noqa: E402
 
+from minigpt.heads.role_log import induction_forms  # noqa: E402  (after matplotlib.use)
+
 
 def loss_points(history: list[dict], key: str) -> tuple[list[int], list[float]]:
     """(steps, values) of one logged quantity: "loss" (training) or "eval_loss" (validation)."""
@@ -91,6 +93,24 @@ def roles_figure(lines: list[dict], title: str = "MiniGPT", leading: int = 2):
         ax.set(ylabel=label, ylim=(0, 1.02))
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize=8)
+    formed = induction_forms(lines)
+    if formed:  # the phase change, said on the plot: a line through every panel at its step, and its words
+        for panel in axes:
+            panel.axvline(formed["step"], color="black", ls=":", lw=1)
+        words = (
+            f"step {formed['step']}: head {formed['layer']}.{formed['head']} becomes an induction head "
+            f"({formed['before']:.2f} -> {formed['score']:.2f})"
+        )
+        right = formed["step"] > (steps[0] + steps[-1]) / 2  # the words on the side of the line with room
+        axes[list(ROLE_TITLES).index("induction")].annotate(
+            words,
+            (formed["step"], 0.95),
+            xytext=(-4 if right else 4, 0),
+            textcoords="offset points",
+            fontsize=8,
+            va="top",
+            ha="right" if right else "left",
+        )
     ax = axes[-1]
     for key, label in (
         ("eval_loss", "validation loss"),

@@ -7,7 +7,9 @@ Train tab and the model folder's roles_curve.png (plots.roles_figure) read the l
 import json
 from pathlib import Path
 
-from minigpt.heads.insights import measured_roles
+import torch
+
+from minigpt.heads.insights import above_chance, measured_roles
 from minigpt.heads.recorded_pass import run_forward_pass
 
 LOG_NAME = "roles_log.jsonl"
@@ -24,6 +26,21 @@ def sample_text(tokenizer, validation, block_size: int) -> tuple[str, list[int]]
         if len(ids) <= block_size:
             return text, ids
         text = text[: len(text) - max(1, len(ids) - block_size)]
+
+
+def induction_forms(lines: list[dict]) -> dict | None:
+    """The phase change, in numbers: the first evaluation at which some head's induction score is clearly above chance
+    (halfway from chance to 1, as the Head roles view outlines it), that head and its score, and the score the
+    evaluation before; None when no head ever gets there."""
+    before = 0.0
+    for line in lines:
+        scores = torch.tensor(line["induction"])  # (L, H)
+        best = int(scores.argmax())
+        layer, head = divmod(best, scores.shape[1])
+        if above_chance(float(scores.max()), line["chance"]["induction"]):
+            return {"step": line["step"], "layer": layer, "head": head, "score": float(scores.max()), "before": before}
+        before = float(scores.max())
+    return None
 
 
 def read_roles(folder: Path) -> list[dict]:
