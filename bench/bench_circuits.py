@@ -61,9 +61,7 @@ def main() -> None:
         "composition scores (K), folded": lambda: circuits.composition_scores(model, "k"),
         "OV circuit of one head, top 10 a row": lambda: circuits.ov_circuit(model, 1, 1, top=10),
         f"one plain forward pass, {args.patch_tokens:,} tokens": lambda: plain(clean),
-        f"head patching, {args.patch_tokens:,} tokens": lambda: circuits.patch_heads(
-            model, clean, corrupted
-        ),
+        f"head patching, {args.patch_tokens:,} tokens": lambda: circuits.patch_heads(model, clean, corrupted),
         f"residual patching, {args.patch_tokens:,} tokens": lambda: circuits.patch_residual(model, clean, corrupted),
         f"path patching into 5.1's key, {args.patch_tokens:,} tokens": lambda: circuits.patch_path(
             model, clean, corrupted, ("resid", 5), (5, 1), "k"

@@ -122,8 +122,9 @@ def flag(name: str, value, default: bool) -> bool:
 
 
 def kept_choice(value, count: int) -> int:
-    """A layer or head chosen before, if the model now shown has it; else 0."""
-    return int(value) if value is not None and 0 <= int(value) < count else 0
+    """A layer or head chosen before, if the model now shown has it; else the nearest it has (the page's selection
+    falls back alike: ui/attention.py kept_head)."""
+    return min(max(int(value), 0), count - 1) if value is not None and str(value).lstrip("-").isdigit() else 0
 
 
 def layer_index(value, n_layer: int, name: str = "layer") -> int:

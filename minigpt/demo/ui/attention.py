@@ -52,6 +52,24 @@ def checked_head(view: TextView, layer, head) -> tuple[int, int | str]:
     return layer_index(layer, config.n_layer), head_index(head, config.n_head)
 
 
+def kept_head(selected: dict | None, n_layer: int, n_head: int) -> tuple[int, int | str, str | None]:
+    """The page's selection ({layer, head}: the maps' pickers, kept over redraws) in a model of that shape: the same
+    layer and head where it has them, else the nearest, with a line saying so (None: nothing moved)."""
+    if not selected:
+        return 0, 0, None
+    try:
+        layer, head = int(selected.get("layer") or 0), selected.get("head")
+        head = "mean" if str(head) == "mean" else int(head or 0)
+    except (TypeError, ValueError):
+        return 0, 0, None
+    kept_layer = min(max(layer, 0), n_layer - 1)
+    kept = head if head == "mean" else min(max(head, 0), n_head - 1)
+    if (kept_layer, kept) == (layer, head):
+        return layer, head, None
+    name = lambda at, h: f"the average of layer {at}" if h == "mean" else f"head {at}.{h}"  # noqa: E731
+    return kept_layer, kept, f"{name(layer, head)} does not exist in this model: showing {name(kept_layer, kept)}."
+
+
 def layer_and_head_choices(n_layer: int, n_head: int, layer: int = 0, head: int | str = 0):
     layers = gr.Dropdown(choices=[(f"layer {i}", i) for i in range(n_layer)], value=layer)
     heads = gr.Dropdown(choices=[(f"head {h}", str(h)) for h in range(n_head)] + [("average", "mean")], value=str(head))
@@ -64,27 +82,29 @@ class AttentionMaps:
     def __init__(self, state: DemoState):
         self.state = state
 
-    def attention(self, text: str = "emma", model: str | None = None):
-        """Attention maps of `text` for every layer and head, the chosen head large, and the shape trace."""
+    def attention(self, text: str = "emma", model: str | None = None, selected: dict | None = None):
+        """Attention maps of `text` for every layer and head, the chosen head large, and the shape trace. `selected`:
+        the page's selection ({layer, head}, a gr.State: not part of the API), kept where the model has that head."""
         model = model or self.state.names_default
         view = self.state.text_view(model, text or "")
         config = view.lm.model.config
+        layer, head, moved = kept_head(selected, config.n_layer, config.n_head)
         # The pass, the trace and the drawing: on every core when this visitor is alone with a big enough text
         with self.state.cores.threads_for(pass_work(config, len(view.ids))):
             weights = view.recorded.attentions  # (L, H, T, T)
             sizes = dict(B=1, T=len(view.tokens), C=config.n_embd, H=config.n_head, D=config.head_dim)
             headers, rows = trace_table(trace_steps(view.lm.model.model.layers[0].attn, view.recorded, 0), sizes)
             shown = view.shown
-            grid = belongs_to(view.key, view.label, grid_html(weights, view.tokens))
+            grid = belongs_to(view.key, view.label, grid_html(weights, view.tokens, (layer, str(head))))
             # the last token's row outlined: the lesson's query until another is chosen
-            large = head_html(weights, view.tokens, 0, "0", shown, query=len(view.ids) - 1)
-        notes = view.notes + [f"{len(view.tokens)} tokens: {' '.join(view.tokens)}"]
+            large = head_html(weights, view.tokens, layer, str(head), shown, query=len(view.ids) - 1, moved=moved)
+        notes = ([moved] if moved else []) + view.notes + [f"{len(view.tokens)} tokens: {' '.join(view.tokens)}"]
         return (
             notes_markdown(notes),
             grid,
             belongs_to(view.key, view.label, large),
             pandas.DataFrame(rows, columns=headers),
-            *layer_and_head_choices(config.n_layer, config.n_head),
+            *layer_and_head_choices(config.n_layer, config.n_head, layer, head),
             shown,
         )
 
@@ -245,9 +265,20 @@ class AttentionMaps:
         # written (the maps with gr.skip()), which also takes Gradio's error badge off each.
         return None, lost_html(label), None, "", gr.skip(), gr.skip()
 
-    def attention_of_sample(self, sample: str, model: str):
-        """After generating: the maps of what was generated (the first name, or the text)."""
-        return sample, model, *self.attention(sample, model)
+    def attention_of_sample(self, sample: str, model: str, selected: dict | None = None):
+        """After generating: the maps of what was generated (the first name, or the text), on the selected head."""
+        return sample, model, *self.attention(sample, model, selected)
+
+    def link_not_shown(self, text: str, model: str, request: gr.Request):
+        """A link whose text or model could not be shown: the boxes and the line name what the link asked for."""
+        link = read_link(request.query_params if request is not None else {})
+        text, model = link.get("text", text), link.get("model", model)
+        return text, model, *self.not_shown(text, model)
+
+    @staticmethod
+    def selection_of(layer, head) -> dict:
+        """The page's one selection, as the maps' pickers hold it: every redraw keeps it (attention)."""
+        return {"layer": layer, "head": head}
 
     def layout(self, demo: gr.Blocks, generation) -> SimpleNamespace:
         """The section on the page, wired: each generation's output (`generation`: the generation section's parts) is
@@ -303,35 +334,45 @@ class AttentionMaps:
         )
         shown = gr.State(None)
         link = gr.State(None)  # the choices of the link the page was opened with, until the step view takes them
+        # The page's one selection ({layer, head}): whatever moves the maps' pickers (a tile, a map row, the lesson, a
+        # link) moves it, and every redraw (a new text, another model or snapshot, a generation) keeps it. A gr.State:
+        # no part of the /attention endpoint's API.
+        selected = gr.State(None)
         outputs = [notes, grid, large, trace, layer, head, shown]
 
         private = dict(api_visibility="private")
         g = generation
         names_shown = g.names_event.success(
-            self.attention_of_sample, [g.first_name, g.names_model], [text, model, *outputs], **private
+            self.attention_of_sample, [g.first_name, g.names_model, selected], [text, model, *outputs], **private
         )
         text_shown = g.text_event.success(
-            self.attention_of_sample, [g.text_out, g.text_model], [text, model, *outputs], **private
+            self.attention_of_sample, [g.text_out, g.text_model, selected], [text, model, *outputs], **private
         )
         # The text shown is the page's current text: a new one (a button, Enter, another model, a generation) redraws
         # the maps and the step view and greys every other view of the previous one (current.js); a text that cannot
         # be shown leaves no view claiming to be current.
         asked = [text, model]
+        kept = [text, model, selected]
         shows = [
-            (button.click(self.attention, asked, outputs, api_name="attention"), asked),
-            (text.submit(self.attention, asked, outputs, **private), asked),
-            (model.input(self.attention, asked, outputs, **private), asked),
-            (demo.load(self.open_link, asked, [text, model, *outputs, link], **private), asked),
+            (button.click(self.attention, kept, outputs, api_name="attention"), asked),
+            (text.submit(self.attention, kept, outputs, **private), asked),
+            # a dropdown's `input` comes twice for one choice (the choice, then the blur): two redraws, and a text the
+            # model cannot read showed its message twice ("Error (2)"); `select` comes once
+            (model.select(self.attention, kept, outputs, **private), asked),
             (names_shown, [g.first_name, g.names_model]),
             (text_shown, [g.text_out, g.text_model]),
         ]
+        opened = demo.load(self.open_link, asked, [text, model, *outputs, link], **private)
+        # a link that cannot be shown: the message, the boxes and the line name what the link asked for
+        opened.failure(self.link_not_shown, asked, [text, model, shown, current, trace, notes, grid, large], **private)
         for event, inputs in shows:
             event.failure(self.not_shown, inputs, [shown, current, trace, notes, grid, large], **private)
         shown.change(self.current_line, shown, current, **private)
         shown.change(self.step_choices, shown, at_step, **private)  # a model with snapshots: its maps at step N
-        at_step.input(self.attention, [text, at_step], outputs, **private)
+        at_step.select(self.attention, [text, at_step, selected], outputs, **private)
         for picker in (layer, head):  # the grid's outlined tile follows the selection, in the browser
             picker.change(None, [layer, head], None, js=SELECT_TILE_JS, **private)
+            picker.change(self.selection_of, [layer, head], selected, queue=False, **private)
         for change in (shown.change, lines_of.input):  # the layer and head move with the page's selection too
             change(self.show_lines, [shown, layer, head, lines_of], lines, **private)
         export_button.click(self.export_shown, [shown, export_what, layer, head], export_file, **private)

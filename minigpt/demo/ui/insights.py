@@ -17,6 +17,7 @@ from minigpt.demo.ui.components import drawn, unchecked
 from minigpt.demo.views.insights import (
     PICK_HEAD_JS,
     PICK_TOKEN_JS,
+    VALUES_JS,
     ablation_html,
     belongs_to,
     compare_html,
@@ -383,7 +384,7 @@ class Insights:
             insight_prompt = gr.Textbox("", label="Prompt to generate again with the ablation", scale=3)
             new_tokens = unchecked(gr.Number(60, precision=0, label=f"New tokens (0-{MAX_INSIGHT_TOKENS})", scale=1))
         ablate_button = gr.Button("Ablate", variant="primary")
-        ablation_out = gr.HTML(elem_id="ablation")
+        ablation_out = gr.HTML(js_on_load=VALUES_JS, elem_id="ablation")
         generation_out = gr.HTML(elem_id="ablated-generation")
         with gr.Row():
             importance_button = gr.Button("Head importance map")
@@ -398,8 +399,8 @@ class Insights:
             elem_id="compare-text",
         )
         compare_button = gr.Button("Compare")
-        compare_out = gr.HTML(elem_id="compare")
-        sampled_out = gr.HTML(elem_id="sampled-probabilities")
+        compare_out = gr.HTML(js_on_load=VALUES_JS, elem_id="compare")
+        sampled_out = gr.HTML(js_on_load=VALUES_JS, elem_id="sampled-probabilities")
 
         endpoints = (self.next_tokens, self.logit_lens, self.ablate, self.importance, self.head_roles, self.compare)
         for endpoint in endpoints:

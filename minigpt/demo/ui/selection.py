@@ -66,12 +66,13 @@ class Selection:
             event = source.query if source is maps.large else source.pick
             event(picked, [maps.shown, lesson.query, lesson.head, *kept], outputs, **private)
         token_strip.pick(positioned, [maps.shown, lesson.layer, lesson.head, *kept], outputs, **private)
+        # `select`, not `input`: a dropdown's input comes twice for one choice (the choice, then the blur)
         for picker in (maps.layer, maps.head):
-            picker.input(
+            picker.select(
                 self.select, [maps.shown, maps.layer, maps.head, lesson.query, lesson.head, *kept], outputs, **private
             )
         for picker in (lesson.layer, lesson.head, lesson.query):
-            picker.input(
+            picker.select(
                 self.select,
                 [maps.shown, lesson.layer, lesson.head, lesson.query, lesson.head, *kept],
                 outputs,

@@ -392,4 +392,9 @@ class Training:
         for field in [data, tokenizer, *numbers.values(), learning_rate, upload]:
             field.change(self.estimate, form, estimate, **private)
         text.blur(self.estimate, form, estimate, **private)
+        # a run that ends times this server: the estimate says so at once (and on a page opened later), not only after
+        # a field changes
+        for event in (started, resumed):
+            event.then(self.estimate, form, estimate, **private)
+        demo.load(self.estimate, form, estimate, **private)
         return [started, resumed]

@@ -129,11 +129,8 @@ window.addEventListener('mouseup', (event) => {
   const root = cell.figure.closest('.attn-large');
   if (Math.abs(dx) + Math.abs(dy) < 4) {  // a click: select the query row under the pointer
     cell.figure.querySelector('image.heat').removeAttribute('transform');
-    const detail = {layer: Number(cell.figure.dataset.layer), head: cell.figure.dataset.head, query: cell.q};
-    root.dataset.query = cell.q;
-    markRows(root);
-    trigger('query', detail);
-    root.dispatchEvent(new CustomEvent('attention-query', {detail, bubbles: true}));
+    showCell(cell.figure, cell.q, cell.k);  // a tap or click shows the exact weight too: nothing is hover-only
+    choose(cell.figure, cell.q);
     return;
   }
   const perPixel = cell.size / cell.box.width;
@@ -148,4 +145,50 @@ element.addEventListener('click', (event) => {
                                  col: Number(w.col), size: Number(w.size)};
   if (button.dataset.zoom === 'all') showWindow(root, 0, 0, tokensOf(root).length);
   else zoom(cell, button.dataset.zoom === 'in' ? 0.5 : 2);
+});
+// Keyboard and touch: nothing here is hover-only. A click or tap on a cell shows its exact weight in the line under
+// the maps (.attn-value). Each map is a button (tabindex="0", views/maps.py): Up and Down move the query row, Left and
+// Right the key, each showing that cell's weight; Enter or Space chooses the row's query token, as a click does.
+function choose(figure, query) {
+  const root = figure.closest('.attn-large');
+  const detail = {layer: Number(figure.dataset.layer), head: figure.dataset.head, query};
+  root.dataset.query = query;
+  markRows(root);
+  trigger('query', detail);
+  root.dispatchEvent(new CustomEvent('attention-query', {detail, bubbles: true}));
+}
+function showCell(figure, q, k) {
+  const root = figure.closest('.attn-large'), line = root.querySelector('.attn-value');
+  if (!line) return;
+  const tokens = tokensOf(root), key = root.dataset.view, caption = figure.querySelector('figcaption');
+  const name = caption ? caption.firstChild.textContent.trim() : '';
+  const label = `${name}: query ${q} "${tokens[q]}" -> key ${k} "${tokens[k]}": `;
+  figure._cell = {q, k};
+  if (k > q) { line.textContent = label + 'masked (a future token)'; return; }
+  line.textContent = label + '…';
+  rowOf(figure, q)
+    .then((row) => {
+      const still = figure._cell && figure._cell.q === q && figure._cell.k === k && root.dataset.view === key;
+      if (still && row.view === key) line.textContent = label + row.weights[k].toPrecision(6);
+    })
+    .catch(() => { line.textContent = label + '(could not read the weight: try again)'; });
+}
+element.addEventListener('keydown', (event) => {
+  const svg = event.target.closest && event.target.closest('.attn-large figure[data-layer] svg');
+  if (!svg) return;
+  const figure = svg.closest('figure'), root = figure.closest('.attn-large'), last = tokensOf(root).length - 1;
+  const query = root.dataset.query === '' ? last : Number(root.dataset.query);
+  const cell = figure._cell || {q: query, k: query};
+  const moves = {ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1]};
+  if (event.key in moves) {
+    event.preventDefault();
+    const [dq, dk] = moves[event.key], clamp = (v) => Math.max(0, Math.min(last, v));
+    const q = clamp(cell.q + dq), k = Math.min(q, clamp(cell.k + dk));
+    showCell(figure, q, k);
+    root.dataset.query = q;  // outlined, not yet chosen: Enter chooses it
+    markRows(root);
+  } else if (event.key === 'Enter' || event.key === ' ') {
+    event.preventDefault();
+    choose(figure, cell.q);
+  }
 });

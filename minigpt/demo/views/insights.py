@@ -14,6 +14,7 @@ from minigpt.demo.views.assets import asset
 INSIGHT_CSS = asset("insights.css")
 PICK_TOKEN_JS = asset("pick_token.js")  # a click on a token of a strip picks its position (the `pick` event)
 PICK_HEAD_JS = asset("pick_head.js")  # a click on a head's cell in a table: that head's map (the `pick` event)
+VALUES_JS = asset("exact_value.js") + asset("values.js")  # a tap shows a cell's exact value; a loss strip scrolled to its largest rise
 CURRENT_JS = asset("current.js")  # on the current-text line: greys every view of another (model, text)
 
 
@@ -81,7 +82,8 @@ def head_table(
     for layer, row in enumerate(scores):
         cells = "".join(
             f'<td class="pick{" marked" if (layer, h) in marked else ""}" data-layer="{layer}" data-head="{h}" '
-            f'style="{colour(v)}" title="layer {layer}, head {h}: {v:.4f} (click: its map)">{shown.format(v)}</td>'
+            f'tabindex="0" role="button" style="{colour(v)}" '
+            f'title="layer {layer}, head {h}: {v:.4f} (click: its map)">{shown.format(v)}</td>'
             for h, v in enumerate(row)
         )
         rows.append(f"<tr><th>layer {layer}</th>{cells}</tr>")
@@ -91,7 +93,8 @@ def head_table(
 def token_strip(tokens: list[str], chosen: int | None = None) -> str:
     """The tokens in a row, each clickable (it picks the position), the chosen one outlined."""
     cells = "".join(
-        f'<td class="tok{" chosen" if i == chosen else ""}" data-position="{i}" title="position {i}">{_label(t)}</td>'
+        f'<td class="tok{" chosen" if i == chosen else ""}" data-position="{i}" tabindex="0" role="button" '
+        f'title="position {i}">{_label(t)}</td>'
         for i, t in enumerate(tokens)
     )
     return f'<div class="strip"><table><tr><th>token</th>{cells}</tr></table></div>'

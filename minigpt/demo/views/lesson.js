@@ -15,3 +15,28 @@ element.addEventListener('click', (event) => {
     if (map) map.scrollIntoView({behavior: 'smooth', block: 'center'});
   }
 });
+// Keyboard and touch: the diagram's boxes and the head roles' cells are buttons (tabindex="0", role="button", set
+// here on each drawing), opened with Enter or Space as with a click; a click or tap on a number (its exact value in
+// its title, shown on hover) shows that value in a line under the pointer too (.exact-value).
+const BUTTONS = '.diagram [data-lesson], [data-step="roles"][data-pick] [data-layer][data-head]';
+const buttons = () => element.querySelectorAll(BUTTONS).forEach((button) => {
+  if (button.hasAttribute('tabindex')) return;
+  button.setAttribute('tabindex', '0');
+  button.setAttribute('role', 'button');
+});
+// Gradio morphs a new drawing into the old one: a box kept takes the new attributes (no tabindex), so attribute
+// changes are watched too (setting tabindex here calls it once more, then nothing is left to set).
+new MutationObserver(buttons).observe(element, {childList: true, subtree: true, attributes: true,
+                                                attributeFilter: ['tabindex', 'data-lesson', 'data-layer']});
+buttons();
+element.addEventListener('keydown', (event) => {
+  if (event.key !== 'Enter' && event.key !== ' ') return;
+  const button = event.target.closest && event.target.closest(BUTTONS);
+  if (!button || button !== event.target) return;
+  event.preventDefault();
+  button.dispatchEvent(new MouseEvent('click', {bubbles: true}));
+});
+element.addEventListener('click', (event) => {
+  const number = event.target.closest && event.target.closest('.n[title]');
+  showExactValue(element, number, number ? `exact value: ${number.title}` : '');
+});

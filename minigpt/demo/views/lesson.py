@@ -13,7 +13,7 @@ from minigpt.demo.views.insights import roles_html
 from minigpt.demo.views.steps import heading_html, section_html
 
 LESSON_CSS = asset("lesson.css")
-LESSON_JS = asset("lesson.js")
+LESSON_JS = asset("exact_value.js") + asset("lesson.js")
 
 # The diagram's boxes: (box, label, the lesson step it opens); in reading order, each list a column or a row.
 OUTSIDE_BEFORE = [("tokens", "text → tokens", 1), ("embed", "token embedding + position embedding", 1)]

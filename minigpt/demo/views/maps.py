@@ -102,8 +102,10 @@ def grid_html(attentions, tokens: list[str], selected: tuple[int, str] = (0, "0"
     for layer in range(n_layer):
         cells.append(f'<div class="row-title">layer {layer}</div>')
         for column, head in enumerate([*map(str, range(n_head)), "mean"]):
-            chosen = ' class="selected"' if (layer, head) == selected else ""
-            attrs = f'data-layer="{layer}" data-head="{head}"{chosen}'
+            chosen = ' class="selected"' if (layer, str(head)) == (selected[0], str(selected[1])) else ""
+            label = head_caption(layer, head) + ": enlarge"
+            # a tile is a button: focusable (Tab), opened with Enter or Space as with a click (pick_tile.js)
+            attrs = f'data-layer="{layer}" data-head="{head}" tabindex="0" role="button" aria-label="{label}"{chosen}'
             image = data_uri(png_bytes(images[layer, column]))
             cells.append(
                 heatmap_svg(image, labels, labels, size, head_caption(layer, head) + " (click to enlarge)", attrs)
@@ -131,7 +133,10 @@ def figure_body(matrix: torch.Tensor, tokens: list[str], caption: str, window: W
             f"{window.col + window.size - 1} of {len(tokens)}; {pixel})</small>"
         )
     )
-    attrs = f'data-row="{window.row}" data-col="{window.col}" data-size="{window.size}"'
+    attrs = (
+        f'data-row="{window.row}" data-col="{window.col}" data-size="{window.size}" tabindex="0" role="button" '
+        f'aria-label="{html.escape(caption)}: the arrow keys move the query row, Enter chooses it"'
+    )
     queries, keys = tokens[window.row : window.row + window.size], tokens[window.col : window.col + window.size]
     marked = query - window.row if query is not None and window.row <= query < window.row + window.size else None
     return (
@@ -147,11 +152,19 @@ ZOOM_BAR = (
 
 
 def head_html(
-    attentions, tokens: list[str], layer: int, head: str, shown: dict, window: Window | None = None, query=None
+    attentions,
+    tokens: list[str],
+    layer: int,
+    head: str,
+    shown: dict,
+    window: Window | None = None,
+    query=None,
+    moved: str | None = None,
 ) -> str:
     """The chosen head and the average over the heads of its layer, side by side, showing `window` (default: all),
     the row of `query` (the selected query token) outlined. `shown` ({"model", "text", "key"}) goes with the page, for
-    HEAD_JS's requests of hover values and other windows."""
+    HEAD_JS's requests of hover values and other windows. `moved`: a line saying the selected head is not in this
+    model, and which is shown instead."""
     attentions = torch.as_tensor(attentions)
     window = window or Window.fit(len(tokens))
     heads = [head, "mean"] if head != "mean" else ["mean"]
@@ -171,10 +184,14 @@ def head_html(
         ]
     )
     zoom = ZOOM_BAR if len(tokens) > SMALLEST_WINDOW else ""
+    note = f'<p class="attn-moved" role="status">{html.escape(moved)}</p>' if moved else ""
     return (
-        f'<div class="attn-large" {data}>{zoom}{figures}<div class="attn-tip" hidden></div></div>{legend_html()}'
-        "<p style='font-size:12px;opacity:.8'>Rows: the token that looks (query). Columns: the tokens it looks at "
-        "(keys). Hover for the exact weight; click a row to choose that query token.</p>"
+        f'{note}<div class="attn-large" {data}>{zoom}{figures}<div class="attn-tip" hidden></div>'
+        '<p class="attn-value" aria-live="polite"></p></div>'
+        f"{legend_html()}"
+        "<p class='attn-help'>Rows: the token that looks (query). Columns: the tokens it looks at (keys). Hover, tap "
+        "or click a cell for its exact weight (shown under the maps); a click or tap also chooses that row's query "
+        "token. With the keyboard: Tab to a map, the arrow keys move the query row, Enter chooses it.</p>"
     )
 
 

@@ -296,7 +296,8 @@ def heading_html(numbers: dict, coloured: bool = True) -> str:
         else "evaluation mode, no dropout"
     )
     drawn = (
-        " Coloured by value (red positive, blue negative), rounded to 3 decimals: hover a number for its exact value."
+        " Coloured by value (red positive, blue negative), rounded to 3 decimals: hover, tap or click a number for "
+        "its exact value."
         if coloured
         else ""
     )
