@@ -237,3 +237,24 @@ def test_generated_tokens_are_coloured_by_the_probability_they_were_sampled_with
     assert probabilities == [1.0] * (len(generated) - len("to be"))
     plain = insights.sampled_colours(generated, "tiny-text", "to be", 1.0, 0, 1.0, 3)  # no top-k: the model's softmax
     assert all(0 < float(p) < 1 for p in re.findall(r'data-probability="([0-9.]+)"', plain))
+
+
+def test_induction_is_measured_on_the_learners_text_when_it_repeats(client):
+    """Issue 41: the induction score never used the learner's text, even when it repeats and the map shows the
+    stripe. On the specimen, a line written twice: the score on the text (the same formula, the text's own pattern)
+    beside the probe's, its chance level from even attention, head 1.1 the best on both; a text with no repeated
+    token has none, and the page says to write a line twice."""
+    from minigpt.demo.views.insights import roles_html
+    from minigpt.heads.insights import chance_level, induction_pattern
+
+    text = "the cat sat on the mat. the cat sat on the mat."
+    roles = call(client, "/head_roles", text=text, model="specimen")
+    scores = torch.tensor(roles["induction_on_text"])
+    best = divmod(int(scores.argmax()), scores.shape[1])
+    assert best == (1, 1) and float(scores.max()) > 2 * roles["induction_on_text_chance"]  # 0.33, chance 0.13
+    pattern = induction_pattern(roles["ids"])  # the answer's own token ids
+    assert roles["repeated_queries"] == int(pattern.any(dim=-1).sum())
+    assert roles["induction_on_text_chance"] == pytest.approx(chance_level(pattern))
+    assert "Induction on your text" in roles_html(roles) and "on the probe" in roles_html(roles)
+    plain = call(client, "/head_roles", text="abc", model="specimen")
+    assert "induction_on_text" not in plain and "write a line twice" in roles_html(plain)

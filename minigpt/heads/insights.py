@@ -325,7 +325,13 @@ def head_roles(model, recorded: ForwardPass, probes: torch.Tensor) -> dict:
     induction = induction_scores(model, probes)
     chance = {role: chance_level(pattern) for role, pattern in patterns.items()}
     chance["induction"] = induction.pop("induction_chance")
-    return {**{role: role_score(attentions, p) for role, p in patterns.items()}, **induction, "chance": chance}
+    scores = {**{role: role_score(attentions, p) for role, p in patterns.items()}, **induction, "chance": chance}
+    repeats = induction_pattern(list(recorded.input_ids))
+    if repeats.any():  # the learner's own text repeats a token: induction measured on it too, beside the probe's
+        scores["induction_on_text"] = role_score(attentions, repeats)
+        chance["induction_on_text"] = chance_level(repeats)
+        scores["repeated_queries"] = int(repeats.any(dim=-1).sum())
+    return scores
 
 
 def top_heads(scores: torch.Tensor, k: int = 3) -> list[tuple[int, int, float]]:

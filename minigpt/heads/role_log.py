@@ -75,7 +75,7 @@ def log_roles(folder: Path, model, step: int, text: str, ids: list[int], tokeniz
         **{role: scores[role].tolist() for role in ROLES},
         "first_half_loss": scores["first_half_loss"],
         "repeated_half_loss": scores["repeated_half_loss"],
-        "chance": scores["chance"],
+        "chance": {role: scores["chance"][role] for role in ROLES},
     }
     with open(Path(folder) / LOG_NAME, "a") as log:
         log.write(json.dumps(line) + "\n")

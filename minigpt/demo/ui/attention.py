@@ -280,27 +280,9 @@ class AttentionMaps:
         """The page's one selection, as the maps' pickers hold it: every redraw keeps it (attention)."""
         return {"layer": layer, "head": head}
 
-    def layout(self, demo: gr.Blocks, generation) -> SimpleNamespace:
-        """The section on the page, wired: each generation's output (`generation`: the generation section's parts) is
-        shown here as it ends. Returns the parts the later sections follow: the text shown (`shown`), the grid and the
-        enlarged map (`large`) with its layer and head pickers, which the page's selection (selection.py) moves."""
-        state = self.state
-        gr.Markdown("## Attention maps")
-        with gr.Row():
-            text = gr.Textbox(label="Text to look at (filled in by each generation)", value="emma", scale=3)
-            model = unchecked(
-                gr.Dropdown(
-                    state.picker.names, value=state.names_default, label="Model", scale=1, elem_id="attention-model"
-                )
-            )
-        with gr.Row(equal_height=True):
-            button = gr.Button("Show attention", scale=3)
-            at_step = unchecked(
-                gr.Dropdown([], label="At training step (the model's snapshots)", visible=False, scale=1)
-            )
-        current = gr.HTML(js_on_load=CURRENT_JS, elem_id="current-text")
-        notes = gr.Markdown(label="Notes")
-        grid = gr.HTML(label="Every head", js_on_load=PICK_TILE_JS, elem_id="attention-grid")
+    def detail_parts(self):
+        """The maps' details, in page order: the layer and head pickers, the chosen head enlarged, the line view, the
+        export and the shape trace."""
         with gr.Row():
             layer = gr.Dropdown([0], value=0, label="Layer", interactive=True)
             head = gr.Dropdown(["0"], value="0", label="Head", interactive=True)
@@ -332,6 +314,33 @@ class AttentionMaps:
             column_widths=["17%", "20%", "12%", "15%", "36%"],  # every column whole, the meaning the widest
             max_height=900,  # every row: the trace is short
         )
+        return layer, head, large, lines_of, lines, export_what, export_button, export_file, trace
+
+    def layout(self, demo: gr.Blocks, generation) -> SimpleNamespace:
+        """The section on the page, wired: each generation's output (`generation`: the generation section's parts) is
+        shown here as it ends. Returns the parts the later sections follow: the text shown (`shown`), the grid and the
+        enlarged map (`large`) with its layer and head pickers, which the page's selection (selection.py) moves."""
+        state = self.state
+        gr.Markdown("## Attention maps")
+        with gr.Row():
+            text = gr.Textbox(label="Text to look at (filled in by each generation)", value="emma", scale=3)
+            model = unchecked(
+                gr.Dropdown(
+                    state.picker.names, value=state.names_default, label="Model", scale=1, elem_id="attention-model"
+                )
+            )
+        with gr.Row(equal_height=True):
+            button = gr.Button("Show attention", scale=3)
+            at_step = unchecked(
+                gr.Dropdown([], label="At training step (the model's snapshots)", visible=False, scale=1)
+            )
+        current = gr.HTML(js_on_load=CURRENT_JS, elem_id="current-text")
+        notes = gr.Markdown(label="Notes")
+        grid = gr.HTML(label="Every head", js_on_load=PICK_TILE_JS, elem_id="attention-grid")
+        # The chosen head enlarged (with its pickers), the line view, the export and the shape trace: made here, placed
+        # by the page under the lesson (page.py renders `details`), so that the lesson starts right under the grid.
+        with gr.Column(render=False, elem_id="map-details") as details:
+            layer, head, large, lines_of, lines, export_what, export_button, export_file, trace = self.detail_parts()
         shown = gr.State(None)
         link = gr.State(None)  # the choices of the link the page was opened with, until the step view takes them
         # The page's one selection ({layer, head}): whatever moves the maps' pickers (a tile, a map row, the lesson, a
@@ -379,5 +388,5 @@ class AttentionMaps:
         gr.api(self.attention_export, api_name="attention_export")
         gr.api(self.attention_values, api_name="attention_values")
         parts = dict(shown=shown, grid=grid, large=large, layer=layer, head=head, text=text, model=model, link=link)
-        parts.update(lines=lines, lines_of=lines_of)
+        parts.update(lines=lines, lines_of=lines_of, details=details)
         return SimpleNamespace(**parts)

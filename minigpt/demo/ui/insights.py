@@ -199,6 +199,13 @@ class Insights:
             role: [{"layer": layer, "head": head, "score": score} for layer, head, score in head_insights.top_heads(s)]
             for role, s in roles.items()
         }
+        on_text = {}
+        if "induction_on_text" in scores:  # the text repeats a token: its own induction scores, beside the probe's
+            on_text = {
+                "induction_on_text": scores["induction_on_text"].tolist(),
+                "induction_on_text_chance": scores["chance"].pop("induction_on_text"),
+                "repeated_queries": scores["repeated_queries"],
+            }
         chance = scores["chance"]
         above = [
             {"role": role, "layer": layer, "head": head, "score": score}
@@ -215,6 +222,7 @@ class Insights:
         }
         return {
             **{role: s.tolist() for role, s in roles.items()},
+            **on_text,
             "top_heads": top,
             "chance": chance,
             "threshold": {role: head_insights.clear_threshold(c) for role, c in chance.items()},

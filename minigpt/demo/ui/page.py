@@ -58,7 +58,8 @@ def build_demo(state: DemoState) -> gr.Blocks:
         tab_from_link(demo, tabs)
         maps_section, steps = AttentionMaps(state), StepByStep(state, insights.head_roles)
         maps = maps_section.layout(demo, generated)
-        lesson = steps.layout(maps)  # the basics before the head tools
+        lesson = steps.layout(maps)  # the basics right under the grid, before the head enlarged and the head tools
+        maps.details.render()  # the chosen head enlarged, the line view, the export, the shape trace
         share_link(maps, lesson)
         with gr.Accordion("Head tools: what does this head do?", open=False, elem_id="head-tools"):
             tools = insights.layout(

@@ -14,7 +14,7 @@ from minigpt.demo.views.assets import asset
 INSIGHT_CSS = asset("insights.css")
 PICK_TOKEN_JS = asset("pick_token.js")  # a click on a token of a strip picks its position (the `pick` event)
 PICK_HEAD_JS = asset("pick_head.js")  # a click on a head's cell in a table: that head's map (the `pick` event)
-VALUES_JS = asset("exact_value.js") + asset("values.js")  # a tap shows a cell's exact value; a loss strip scrolled to its largest rise
+VALUES_JS = asset("exact_value.js") + asset("values.js")  # a tap shows an exact value; a strip shows its largest rise
 CURRENT_JS = asset("current.js")  # on the current-text line: greys every view of another (model, text)
 
 
@@ -280,8 +280,27 @@ def roles_html(answer: dict, clickable: bool = True) -> str:
         )
     return (
         f'<div class="insight">{"<p>Click a cell to see that head&#x27;s map.</p>" if clickable else ""}'
-        f'<div class="maps">{"".join(maps)}</div>'
+        f'<div class="maps">{"".join(maps)}</div>{text_induction_html(answer)}'
         f"<p>{html.escape(probe_sentence(answer['probe']))}</p></div>"
+    )
+
+
+def text_induction_html(answer: dict) -> str:
+    """Induction on the learner's own text, when it repeats a token, beside the probe's: "on your text, 0.62 (its 12
+    repeated tokens); on the probe, 0.91: it copies when something repeats"."""
+    if "induction_on_text" not in answer:
+        return "<p>Your text repeats no token: induction is measured on the probe alone (write a line twice).</p>"
+    scores, chance = answer["induction_on_text"], answer["induction_on_text_chance"]
+    best = max((score, layer, head) for layer, row in enumerate(scores) for head, score in enumerate(row))
+    probe = answer["induction"][best[1]][best[2]]
+    clear = chance + (1 - chance) / 2  # halfway from chance to 1, as every role's outline
+    marked = {(layer, head) for layer, row in enumerate(scores) for head, score in enumerate(row) if score >= clear}
+    return (
+        f'<div class="role"><p><b>Induction on your text</b>: the same score on the {answer["repeated_queries"]} '
+        "tokens of your text seen before (what followed their last occurrence).</p>"
+        f"{head_table(scores, 'Score of each head on your text', marked=marked)}"
+        f"<p>Chance: {chance:.2f}. Head {best[1]}.{best[2]}: {best[0]:.2f} on your text, {probe:.2f} on the probe's "
+        "random tokens written twice.</p></div>"
     )
 
 

@@ -40,3 +40,22 @@ element.addEventListener('click', (event) => {
   const number = event.target.closest && event.target.closest('.n[title]');
   showExactValue(element, number, number ? `exact value: ${number.title}` : '');
 });
+// Pictures first: the lesson's numbers are colour squares until "Show numbers" (views/lesson.py digits_switch). The
+// choice is this script's, put back on each drawing (Gradio morphs a new step into the old one, resetting classes).
+let showDigits = false;
+const digits = () => element.querySelectorAll('.lesson').forEach((lesson) => {
+  if (lesson.classList.contains('digits') !== showDigits) lesson.classList.toggle('digits', showDigits);
+  lesson.querySelectorAll('.digits-switch').forEach((button) => {
+    const label = showDigits ? 'Hide numbers' : 'Show numbers';
+    if (button.textContent !== label) button.textContent = label;
+    if (button.getAttribute('aria-pressed') !== String(showDigits)) button.setAttribute('aria-pressed', String(showDigits));
+  });
+});
+element.addEventListener('click', (event) => {
+  if (!(event.target.closest && event.target.closest('.digits-switch'))) return;
+  showDigits = !showDigits;
+  digits();
+});
+new MutationObserver(digits).observe(element, {childList: true, subtree: true, attributes: true,
+                                               attributeFilter: ['class']});
+digits();

@@ -114,7 +114,19 @@ def lesson_html(
     return (
         f'<div class="lesson" data-lesson-step="{number}" data-depth="{depth}">'
         f'<div class="lesson-top">{diagram}{words_html(number, step, depth)}</div>'
-        f'<div class="steps">{heading_html(numbers, coloured)}{"".join(parts)}</div></div>'
+        f'<div class="steps">{digits_switch(coloured)}{heading_html(numbers, coloured)}{"".join(parts)}</div></div>'
+    )
+
+
+def digits_switch(coloured: bool) -> str:
+    """Pictures first: the lesson's vectors are colour strips (a number's colour: its sign and size) until the learner
+    asks for the digits; the switch (lesson.js) keeps its choice over steps and redraws."""
+    if not coloured:
+        return ""
+    return (
+        '<div class="digits-bar"><button type="button" class="digits-switch" aria-pressed="false">Show numbers</button>'
+        '<span class="digits-hint">Each square is a number: red positive, blue negative, stronger when larger. Tap one '
+        "for its value.</span></div>"
     )
 
 
