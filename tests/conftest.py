@@ -26,19 +26,26 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
-# The modules that take longest go first: pytest-xdist hands out whole modules (--dist loadfile) in collection order,
+# The groups that take longest go first: pytest-xdist hands out whole groups (--dist loadgroup) in collection order,
 # so the short ones then fill in around them instead of one long module running alone at the end.
-LONGEST_FIRST = (
+LONGEST_FIRST = (  # by each group's seconds in one run (pytest --durations=0, summed), so that no long one comes last
     "test_train.py",
+    "test_app_browser.py",  # the fixture-server group
+    "test_error_rule.py",  # the broken-server group
     "test_app_train.py",
     "test_app_train_browser.py",
-    "test_flex.py",
     "test_crowd.py",
-    "test_app_browser.py",
-    "test_error_rule.py",
-    "test_robustness.py",
+    "test_flex.py",
+    "test_lesson.py",
+    "test_head_finder.py",
+    "test_second_pass_browser.py",
+    "test_specimens.py",
+    "test_app_steps.py",
+    "test_interop.py",
+    "test_save_load.py",
+    "test_attention_scale.py",
     "test_links.py",
-    "test_app_batching.py",
+    "test_house.py",
 )
 
 

@@ -57,7 +57,7 @@ def run_train(*args, launcher=()) -> subprocess.CompletedProcess:
 def train_in_process(*args) -> SimpleNamespace:
     """train.py's `main` in this process, and what it printed: the same path without an interpreter's start and its
     imports (~5 s a run). The command itself runs as a user runs it in the tests that need a process of its own
-    (the BPE run, a kill, torchrun, bad input, peak memory)."""
+    (a kill, torchrun, bad input, peak memory)."""
     out, err = io.StringIO(), io.StringIO()
     library_log = logging.StreamHandler(err)  # transformers' own messages ("missing keys", ...), as a process prints
     transformers_logger = logging.getLogger("transformers")
@@ -143,7 +143,7 @@ def test_names_run_learns_and_writes_a_loadable_folder(names_run, tmp_path):
 
 def test_bpe_text_run_writes_a_loadable_folder(tmp_path, text_file):
     out = tmp_path / "text_model"
-    done = run_train(
+    done = train_in_process(
         "--preset",
         "shakespeare",
         "--dataset",
