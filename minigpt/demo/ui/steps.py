@@ -151,7 +151,9 @@ class StepByStep:
             lesson,
             depth,
         ):  # the layer, head and query: the page's selection (selection.py)
-            control.input(self.step_view, [*chosen, lesson, depth], controls, **private)
+            # always_last: a choice made while the view is still drawing the last one is drawn after it (Gradio's
+            # default for an input event, "once", dropped it: a depth clicked during a slow step was lost).
+            control.input(self.step_view, [*chosen, lesson, depth], controls, trigger_mode="always_last", **private)
         for button, by in ((back, -1), (forward, +1), (back_below, -1), (forward_below, +1)):
             moved = lambda *values, by=by: self.step_view(*values[:-2], next_step(values[-2], by), values[-1])  # noqa: E731
             button.click(moved, [*chosen, lesson, depth], controls, **private)
