@@ -188,6 +188,12 @@ def repeated_source(ids: list[int]) -> int | None:
     return best
 
 
+def reads_back(lm, ids: list[int]) -> bool:
+    """The ids (after the start token) decode to a text that encodes to the same ids."""
+    text = lm.tokenizer.decode(ids[1:], skip_special_tokens=False)
+    return lm.tokenizer.encode(text, add_special_tokens=False, verbose=False) == ids[1:]
+
+
 def one_token_changed(view: TextView) -> tuple[list[int], str]:
     """A corrupted text for patching: the token after the first occurrence of the text's repeated end (else the last
     token but one) replaced by one the model finds likely there, such that the text keeps its token count and the
@@ -197,18 +203,16 @@ def one_token_changed(view: TextView) -> tuple[list[int], str]:
         raise VisitorError("The text is too short to corrupt: type at least two tokens (a repeated phrase works best).")
     where = repeated_source(ids)
     where = where if where is not None and where < len(ids) else len(ids) - 2
-    logits = view.recorded.logits(lm.model)  # (T, V)
-    answer = int(logits[-1].argmax())
     never = {lm.boundary_id, lm.eos_id, *lm.never_ids} - {None}
-    candidates = [int(i) for i in logits[where - 1].float().argsort(descending=True)[:64] if int(i) not in never]
-    for candidate in [c for c in candidates if c != ids[where]]:
+    candidates = head_insights.likely_replacements(lm.model, view.recorded, where, never, k=64)
+    answer = int(view.recorded.logits(lm.model)[-1].argmax())
+    for candidate in candidates:  # most likely first; one pass each, stopping at the first that changes the answer
         changed = ids[:where] + [candidate] + ids[where + 1 :]
-        text = lm.tokenizer.decode(changed[1:], skip_special_tokens=False)
-        if lm.tokenizer.encode(text, add_special_tokens=False, verbose=False) != changed[1:]:
+        if not reads_back(lm, changed):
             continue  # it would read back as other tokens
         with torch.no_grad():
-            top = int(lm.model(input_ids=torch.tensor([changed], device=lm.model.device)).logits[0, -1].argmax())
-        if top != answer:
+            out = lm.model(input_ids=torch.tensor([changed], device=lm.model.device), logits_to_keep=1, use_cache=False)
+        if int(out.logits[0, -1].argmax()) != answer:
             old, new = labels_of(view, [ids[where], candidate])
             return changed, f"Changed token {where} {old!r} to {new!r}: the model's next token changes."
     raise VisitorError(

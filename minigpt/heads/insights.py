@@ -363,15 +363,22 @@ def compare_attention(first: ForwardPass, second: ForwardPass) -> tuple[torch.Te
     return difference, difference.abs().sum(dim=(-2, -1)) / visible
 
 
+def likely_replacements(model, recorded: ForwardPass, position: int, never_ids: set[int], k: int = 1) -> list[int]:
+    """The k tokens the model finds most likely at `position` (what it predicts from position - 1) other than the one
+    there and `never_ids`, most likely first."""
+    ids = list(recorded.input_ids)
+    logits = recorded.logits(model)[position - 1].float().clone()
+    logits[[ids[position], *never_ids]] = float("-inf")
+    return [int(i) for i in logits.topk(k).indices if logits[i] > float("-inf")]
+
+
 def one_token_changed(model, recorded: ForwardPass, never_ids: set[int]) -> list[int]:
     """The text's ids with its last token replaced by the model's most likely other token there (none of
     `never_ids`): a second text of the same length that differs in one place, for comparing two texts' maps."""
     ids = list(recorded.input_ids)
     if len(ids) < 2:
         raise VisitorError("The text is empty: type at least one character to compare.")
-    logits = recorded.logits(model)[-2].float().clone()  # what the model expects at the last position
-    logits[[ids[-1], *never_ids]] = float("-inf")
-    return ids[:-1] + [int(logits.argmax())]
+    return ids[:-1] + likely_replacements(model, recorded, len(ids) - 1, never_ids)
 
 
 __all__ = [
@@ -400,5 +407,6 @@ __all__ = [
     "top_heads",
     "logit_lens",
     "compare_attention",
+    "likely_replacements",
     "one_token_changed",
 ]
