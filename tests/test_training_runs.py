@@ -223,3 +223,36 @@ def test_a_restarted_server_says_interrupted_runs_stopped_and_frees_what_nobody_
     assert finished.is_dir() and not any(finished.glob("checkpoint-*"))
     assert runs.finished() == [("finished", finished)]
     assert not failed_early.exists() and not forgotten.exists() and fresh_failure.is_dir()
+
+
+SERVER_THAT_DIES = """
+import os, sys, time
+from pathlib import Path
+from minigpt.demo import run_folder, training_runs
+spec, text = training_runs.check_request(
+    data="names", text="", tokenizer=None, name="orphan", n_layer=1, n_head=2, n_embd=16, block_size=16,
+    max_steps=20_000, learning_rate=1e-3, seed=0, vocab_size=512, taken=set(),
+)
+run = training_runs.RunQueue(Path(sys.argv[1])).submit(spec, text, owner=None)
+while run_folder.progress_of(run_folder.read_events(run.folder)).step < 5:  # training, not only started
+    time.sleep(0.1)
+os._exit(0)  # the server dies without a word: no cancel, no shutdown
+"""
+
+
+def test_a_run_whose_server_dies_stops_with_a_checkpoint(tmp_path):
+    """The run's process is forked by a fork server that ends with the server: the run sees its parent go and stops
+    at its next step with a checkpoint, instead of training on for nobody."""
+    import subprocess
+    import sys
+    import time
+
+    from helpers import REPO
+
+    subprocess.run([sys.executable, "-c", SERVER_THAT_DIES, str(tmp_path)], cwd=REPO, check=True, timeout=120)
+    folder, deadline = tmp_path / "orphan", time.monotonic() + 60
+    while not (progress := run_folder.progress_of(run_folder.read_events(folder))).done:
+        assert time.monotonic() < deadline, "the orphaned run is still training"
+        time.sleep(0.2)
+    assert progress.state == "stopped" and "the server stopped" in progress.message
+    assert (folder / f"checkpoint-{progress.step}" / "trainer_state.json").is_file()

@@ -1,8 +1,9 @@
-"""One training run of the web app, in its own process (`python -m minigpt.demo.training_process FOLDER [--resume]`, as
-training_runs.RunQueue starts it): train.py's `main` with a callback that writes the progress events the server reads
-(training_runs.progress_of) and stops the Trainer, with a checkpoint, when the server asks (SIGTERM), goes away, or
-the time limit passes. Here alone does the demo import the Trainer."""
+"""One training run of the web app, in its own process (forked by training_runs.RunQueue from its fork server, or
+`python -m minigpt.demo.training_process FOLDER [--resume]` by hand): train.py's `main` with a callback that writes
+the progress events the server reads (training_runs.progress_of) and stops the Trainer, with a checkpoint, when the
+server asks (SIGTERM), goes away, or the time limit passes. Here alone does the demo import the Trainer."""
 
+import multiprocessing
 import os
 import signal
 import sys
@@ -29,7 +30,8 @@ class ReportAndStop(TrainerCallback):
     def __init__(self, folder: Path, names: bool, seed: int):
         self.folder, self.names, self.seed = folder, names, seed
         self.stop_reason, self.training, self.last_step_event = None, False, 0.0
-        self.parent, self.started = os.getppid(), time.monotonic()
+        self.server = multiprocessing.parent_process()  # the server that started this run; None when run by hand
+        self.started = time.monotonic()
         signal.signal(signal.SIGTERM, self.on_sigterm)
 
     def on_sigterm(self, signum, frame):
@@ -51,7 +53,7 @@ class ReportAndStop(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if time.monotonic() - self.started > MAX_RUN_SECONDS:
             self.stop_reason = self.stop_reason or f"the time limit ({MAX_RUN_SECONDS // 60} minutes)"
-        if os.getppid() != self.parent:  # the server went away: nobody is watching
+        if self.server is not None and not self.server.is_alive():  # the server went away: nobody is watching
             self.stop_reason = self.stop_reason or "the server stopped"
         if self.stop_reason:  # the Trainer saves a checkpoint at this step, logs its loss, then leaves its loop
             control.should_save = control.should_log = control.should_training_stop = True
@@ -162,12 +164,25 @@ def run_in_this_process(folder: Path, resume: bool) -> int:
     return 0
 
 
-def main(argv: list[str]) -> None:
-    """python -m minigpt.demo.training_process FOLDER [--resume]: one run, as the RunQueue starts it."""
-    code = run_in_this_process(Path(argv[0]), resume="--resume" in argv[1:])
+def run_and_exit(folder: Path, resume: bool) -> None:
+    code = run_in_this_process(folder, resume)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # the outcome is written: skip the libraries' slow teardown (seconds), the queue waits on it
+
+
+def run_logged(folder: Path, resume: bool) -> None:
+    """A run as the RunQueue starts it, in a process forked for it: everything it prints, and any traceback, goes to
+    the run's train.log (file descriptors 1 and 2, so the libraries' own output too)."""
+    log = os.open(folder / "train.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    run_and_exit(folder, resume)
+
+
+def main(argv: list[str]) -> None:
+    """python -m minigpt.demo.training_process FOLDER [--resume]: one run, by hand, printing to the terminal."""
+    run_and_exit(Path(argv[0]), resume="--resume" in argv[1:])
 
 
 if __name__ == "__main__":

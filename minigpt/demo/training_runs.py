@@ -12,23 +12,22 @@ Each run is a folder `runs_dir()/NAME` (NAME checked to be a plain a-z name, nev
 holds spec.json (what was asked), data.txt (the visitor's text, if any), progress.jsonl (one event a line, written by
 the run) and, once finished, the model folder train.py writes (model, tokenizer, model card, loss curve).
 
-A run is a subprocess (`python -m minigpt.demo.training_process FOLDER`) that calls `minigpt.training.main` with a
-callback: it writes the progress events and stops the Trainer, with a checkpoint, when the server asks (SIGTERM) or
-goes away. A subprocess
+A run is a process of its own (training_process.py) that calls `minigpt.training.main` with a callback: it writes the
+progress events and stops the Trainer, with a checkpoint, when the server asks (SIGTERM) or goes away. A process
 rather than a thread: a cancel cannot hang the server, its memory goes back when it ends, and it uses one core of
-the two while the server answers generation and attention requests on the other.
+the two while the server answers generation and attention requests on the other. Each run is forked from a fork
+server that imported torch, transformers and train.py's path once, at the first run: later runs start at once
+instead of after a fresh interpreter's seconds of imports.
 """
 
 import contextlib
 import hashlib
 import json
+import multiprocessing
 import os
 import re
 import secrets
 import shutil
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -51,10 +50,6 @@ from minigpt.demo.run_folder import (
 )
 from minigpt.errors import VisitorError, shortened
 from modeling_minigpt import MiniGPTForCausalLM
-
-# The folder holding the minigpt package (a clone's root, or site-packages): a run's process starts there, so that
-# `python -m minigpt.demo.training_process` finds the package whether it is installed or not.
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 
 # Limits, checked before anything runs (and stated on the page).
 MAX_TEXT_BYTES = 1_000_000  # pasted or uploaded text (an upload's size is read from the disk before its text)
@@ -366,7 +361,7 @@ class Run:
     owner: str | None  # who started it (owner_key of the visitor's token): only they watch, cancel and resume it
     resume: bool = False
     state: str = "queued"  # queued | running | done
-    process: subprocess.Popen | None = None
+    process: multiprocessing.Process | None = None
     watchers: int = 0  # progress streams open on it
 
 
@@ -376,8 +371,29 @@ def owner_key(token: str | None) -> str | None:
     return hashlib.sha256(token.encode()).hexdigest()[:32] if token else None
 
 
+def train_in_child(folder: str, resume: bool) -> None:
+    """A run's process: its output and any traceback go to the run's train.log."""
+    from minigpt.demo.training_process import run_logged  # the fork server imported it already: no cost here
+
+    run_logged(Path(folder), resume)
+
+
+def run_processes():
+    """Where runs' processes come from: a fork server that imports train.py's path (torch, transformers, the Trainer)
+    once, when the first run starts, so that each later run starts in a fraction of a second. Where there is no fork
+    server (Windows), a fresh interpreter per run."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["minigpt.demo.training_process"])
+    return context
+
+
+RUN_PROCESSES = run_processes()
+
+
 class RunQueue:
-    """Runs one training at a time, in the order asked, in a worker thread that starts each run's subprocess; bounds
+    """Runs one training at a time, in the order asked, in a worker thread that starts each run's process; bounds
     what visitors can make it hold (runs queued, watchers, disk) and keeps each run to its owner."""
 
     def __init__(self, root: Path, on_finished: Callable[[str, Path], None] = lambda name, folder: None):
@@ -529,8 +545,8 @@ class RunQueue:
                 write_event(run.folder, "stopped", message="Cancelled while queued.")
                 return f"Cancelled {name!r} while it was queued."
             process = run.process
-        process.send_signal(signal.SIGTERM)
-        threading.Timer(CANCEL_GRACE_SECONDS, lambda: process.poll() is None and process.kill()).start()
+        process.terminate()  # SIGTERM: training_process stops the Trainer at its next step
+        threading.Timer(CANCEL_GRACE_SECONDS, lambda: run.state != "done" and process.kill()).start()
         return f"Cancelling {name!r}: it stops at its next step and keeps a checkpoint."
 
     def progress(self, run: Run) -> Progress:
@@ -558,22 +574,14 @@ class RunQueue:
                     run.state = "done"
                     continue
                 run.state = "running"
-            run.process.wait()
+            run.process.join()
             self.wrap_up(run)
 
-    def start(self, run: Run) -> subprocess.Popen:
+    def start(self, run: Run) -> multiprocessing.Process:
         write_event(run.folder, "launch")
-        with open(run.folder / "train.log", "a") as log:  # the run's output and any traceback stay in its folder
-            command = [
-                sys.executable,
-                "-m",
-                "minigpt.demo.training_process",
-                str(run.folder),
-                *(["--resume"] * run.resume),
-            ]
-            return subprocess.Popen(
-                command, cwd=PACKAGE_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
+        process = RUN_PROCESSES.Process(target=train_in_child, args=(str(run.folder), run.resume), name=run.name)
+        process.start()
+        return process
 
     def wrap_up(self, run: Run) -> None:
         """After the process: a terminal event if it left none (killed), the picker told of a finished model."""
@@ -585,7 +593,7 @@ class RunQueue:
 
             kept = last_complete_checkpoint(run.folder)
             message = "the last checkpoint is kept, Resume continues from it" if kept else "there was no checkpoint yet"
-            code = run.process.returncode
+            code = run.process.exitcode
             message = f"The training process ended (exit code {code}): {message}."
             write_event(run.folder, "stopped" if code < 0 else "error", message=message)
         elif last.state == "finished":
