@@ -323,6 +323,7 @@ def assert_every_number_is_the_models(numbers: dict, model, ids: list[int]) -> N
     x, qkv, s = t["qkv_in"], t["qkv_out"], numbers["steps"]
     q, k, v = (qkv[:, part * C + h * D : part * C + (h + 1) * D] for part in range(3))  # (T, D) each: the head's rows
     scaled = k[: i + 1] @ q[i] / D**0.5
+    z = t["heads"][i, h * D : (h + 1) * D]  # the head's output at the query
     embeddings = model.model
     block = model.model.layers[layer]
     normalised = lambda v: torch.nn.functional.layer_norm(v, (C,), eps=block.attn_norm.eps)  # noqa: E731
@@ -345,7 +346,9 @@ def assert_every_number_is_the_models(numbers: dict, model, ids: list[int]) -> N
         "softmax": {"weights": t["weights"][h, i], "exps": (scaled - scaled.max()).exp()},
         "dropout": {"weights": t["weights"][h, i]},
         "output": {
-            "z_i": t["heads"][i, h * D : (h + 1) * D],
+            "z_i": z,
+            # Each key's part of z along z: w_j v_j . z / |z|^2 (they add up to 1: checked below).
+            "shares": t["weights"][h, i, : i + 1] * (v[: i + 1] @ z) / (z @ z),
             "heads_z_i": t["heads"][i],
             "out_i": t["sublayer_out"][i],
             "next_i": t["block_in"][i] + t["sublayer_out"][i],
@@ -375,6 +378,9 @@ def assert_every_number_is_the_models(numbers: dict, model, ids: list[int]) -> N
     for step, values in expected.items():
         for key, tensor in values.items():
             close(s[step][key], tensor, f"{step}.{key}")
+    shares = torch.tensor(s["output"]["shares"], dtype=torch.float64)
+    # They add up to 1 up to float32 rounding, which grows with the parts' sizes (one far above 1, one far below).
+    assert abs(shares.sum() - 1) <= 1e-5 * max(1.0, shares.abs().sum()), "output.shares"
     masked = s["softmax"]["masked"]
     close(masked[: i + 1], expected["scores"]["scaled"], "softmax.masked")
     assert masked[i + 1 :] == [NEG_INF] * (len(ids) - i - 1)

@@ -105,6 +105,14 @@ def test_every_lesson_step_shows_the_step_endpoints_numbers_on_the_names_model(p
         expect(page.locator('#step-view .lesson[data-lesson-step="5"]')).to_have_count(1)
         assert LESSON[4].formulas in lesson_text(page)
         expect(page.locator('#step-view [data-step="softmax"] .shapes')).to_contain_text("Shapes (")
+        # Arriving at the causal mask's step with the last token as the query (no later key to mask), the query moves
+        # to the middle of the text: ".emma" is 5 tokens, query 2 has 2 masked keys.
+        page.goto(f"{page_url}?model=names&text=emma&layer=2&head=1&step=4")
+        expect(page.locator("#step-view .steps > .head")).to_have_attribute("data-query", "4")
+        page.locator("#lesson-next").click()
+        expect(page.locator('#step-view .lesson[data-lesson-step="5"]')).to_have_count(1)
+        expect(page.locator("#step-view .steps > .head")).to_have_attribute("data-query", "2")
+        expect(page.locator('#step-view [data-key="softmax.masked"] .masked')).to_have_count(2)
     for n, step in enumerate(LESSON, start=1):
         drawn = seen[n]
         assert_drawn_exactly(drawn, numbers)  # each number drawn is the endpoint's, and so the model's

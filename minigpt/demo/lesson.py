@@ -102,7 +102,8 @@ LESSON = (
         "added to the token's vector: the residual stream.",
         "z_i = Σ_j w_ij v_j (D,); [z_i¹ … z_iᴴ] (C,); out_i = W_O [z_i¹ … z_iᴴ] + b (C,); the stream becomes "
         "x_i + out_i.",
-        "Find this head's D numbers, highlighted, inside the heads side by side.",
+        "Read each key's share of z_i: the longest bars are the values this output is made of. Then find this "
+        "head's D numbers, highlighted, inside the heads side by side.",
         "Which values does this token's output mostly come from?",
     ),
     LessonStep(
@@ -213,6 +214,7 @@ def next_step(value, by: int) -> int:
 
 # The lesson step that teaches each section of the step view (its number in the view of every step at once).
 SECTION_STEP = {section: n for n, step in enumerate(LESSON, start=1) for section in step.sections}
+MASK_STEP = SECTION_STEP["softmax"]  # the causal mask: seen from a query that has later tokens to mask
 
 LESSON_CHOICES = [(f"{n}. {step.title}", n) for n, step in enumerate(LESSON, start=1)] + [
     ("Every step at once (attention in detail)", ALL_STEPS)

@@ -154,6 +154,7 @@ NUMBERS = {
     "dropout": {"keep": ("(i+1,)", "kept (1) or dropped (0)"), "weights": ("(T,)", "weights after dropout")},
     "output": {
         "z_i": ("(D,)", "z_i = sum_j w_ij v_j"),
+        "shares": ("(i+1,)", "each key's share of z_i: w_ij (v_j . z_i) / |z_i|^2, summing to 1"),
         "heads_z_i": ("(C,)", "all heads' z_i side by side"),
         "out_i": ("(C,)", "out_proj(heads' z_i): the sublayer's output"),
         "next_i": ("(C,)", "residual + output: the stream the MLP sublayer reads"),
@@ -266,6 +267,15 @@ def attention_in_training(attn, q, k, v, seed: int, rng_lock: AbstractContextMan
     return output[0], weights[0]
 
 
+def key_shares(weights: torch.Tensor, values: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """How much of z = sum_j w_j v_j each key j gives, measured along z: w_j (v_j . z) / |z|^2, (i+1,). The shares add
+    up to 1 (their sum is z . z / |z|^2); a negative one pulls z back. All zero when z is zero."""
+    length = z @ z
+    if length == 0:
+        return torch.zeros_like(weights)
+    return weights * (values @ z) / length
+
+
 def check_choice(what: str, value: int, count: int, context: str) -> None:
     if not 0 <= value < count:
         raise StepChoiceError(f"{what} must be 0 to {count - 1} ({context}), got {value}.")
@@ -315,6 +325,7 @@ def attention_steps(
             merged, out, dropped = recorded.merged_heads[layer], recorded.attn_outputs[layer], weights
         separate = heads_separately(attn, x)  # (T, C)
     p = config.attention_dropout if training else 0.0
+    z = merged[i, h * D : (h + 1) * D]  # (D,): this head's output at the query
     keep = (dropped[seen] != 0).int() if training else None  # dropout zeroes a weight, or scales it by 1/(1-p)
     trace = {s.step: s for s in trace_steps(attn, recorded, layer)}
     exps = (masked[seen] - masked[seen].max()).exp()  # (i+1,): the softmax's numerators
@@ -348,7 +359,8 @@ def attention_steps(
         "softmax": {"masked": masked, "exps": exps, "weights": weights},
         "dropout": {"keep": keep, "weights": dropped},
         "output": {
-            "z_i": merged[i, h * D : (h + 1) * D],
+            "z_i": z,
+            "shares": key_shares(dropped[seen], v[h, seen], z),
             "heads_z_i": merged[i],
             "out_i": out[i],
             "next_i": stream[i] + out[i],

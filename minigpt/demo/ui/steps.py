@@ -2,13 +2,14 @@
 (minigpt/heads/steps.py computes, minigpt/demo/lesson.py says, views/steps.py and views/lesson.py draw): one lesson
 step at a time, with Back, Next and a depth, or every step at once. Endpoint: /step."""
 
+from functools import partial
 from types import SimpleNamespace
 
 import gradio as gr
 
 from minigpt.demo.attention_maps import token_labels
 from minigpt.demo.choices import flag, kept_choice, number
-from minigpt.demo.lesson import DEPTHS, LESSON_CHOICES, SECTION_STEP, lesson_number, next_step
+from minigpt.demo.lesson import DEPTHS, LESSON_CHOICES, MASK_STEP, SECTION_STEP, lesson_number, next_step
 from minigpt.demo.state import DemoState
 from minigpt.demo.ui.components import unchecked
 from minigpt.demo.ui.insights import Insights
@@ -65,10 +66,13 @@ class StepByStep:
             return dict(weights=parameter_counts(self.state.picker.get(shown["model"]).model))
         return {}
 
-    def step_view(self, shown: dict | None, layer, head, query, training, seed, lesson=1, depth="plain"):
+    def step_view(
+        self, shown: dict | None, layer, head, query, training, seed, lesson=1, depth="plain", arriving=False
+    ):
         """The step view of the text the maps show: its layer, head and query choices (kept where they still fit), the
         lesson step, and the view: that lesson step, or every step at once, drawn from exactly what the `step`
-        endpoint returns."""
+        endpoint returns. `arriving` at the causal mask's step with the last token as the query (which has no future
+        keys to mask), the query moves to the middle of the text, where the mask shows."""
         if not shown:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         config = self.state.picker.get(shown["model"]).model.config
@@ -76,6 +80,8 @@ class StepByStep:
         numbers = self.step(shown["text"], shown["model"], layer, head, query, training, seed)
         tokens, depth = numbers["tokens"], depth if depth in DEPTHS else "plain"
         number = lesson_number(lesson)
+        if arriving and number == MASK_STEP and numbers["query"] == len(tokens) - 1 and len(tokens) > 2:
+            numbers = self.step(shown["text"], shown["model"], layer, head, len(tokens) // 2, training, seed)
         if number:
             drawn = lesson_html(number, depth, numbers, **self.lesson_parts(number, shown))
         else:
@@ -100,7 +106,16 @@ class StepByStep:
 
     def step_view_of_box(self, shown: dict | None, layer, head, query, training, seed, depth, event: gr.EventData):
         """A click on a box of the lesson's block diagram (the `go` event: {step}): the lesson step that explains it."""
-        return self.step_view(shown, layer, head, query, training, seed, getattr(event, "step", None), depth)
+        step = getattr(event, "step", None)
+        return self.step_view(shown, layer, head, query, training, seed, step, depth, arriving=True)
+
+    def step_view_of_step(self, shown: dict | None, layer, head, query, training, seed, lesson, depth):
+        """Another lesson step chosen in the list."""
+        return self.step_view(shown, layer, head, query, training, seed, lesson, depth, arriving=True)
+
+    def step_view_by(self, by: int, shown: dict | None, layer, head, query, training, seed, lesson, depth):
+        """Back (`by` -1) or Next (+1)."""
+        return self.step_view_of_step(shown, layer, head, query, training, seed, next_step(lesson, by), depth)
 
     def layout(self, maps) -> SimpleNamespace:
         """The lesson and Step by step view, driven by the text and model of the maps (`maps.shown`) and by the link the
@@ -145,18 +160,14 @@ class StepByStep:
             [*controls, depth, link],
             **private,
         )
-        for control in (
-            training,
-            seed,
-            lesson,
-            depth,
-        ):  # the layer, head and query: the page's selection (selection.py)
-            # always_last: a choice made while the view is still drawing the last one is drawn after it (Gradio's
-            # default for an input event, "once", dropped it: a depth clicked during a slow step was lost).
+        # The layer, head and query: the page's selection (selection.py). always_last: a choice made while the view
+        # is still drawing the last one is drawn after it (Gradio's default for an input event, "once", dropped it: a
+        # depth clicked during a slow step was lost).
+        for control in (training, seed, depth):
             control.input(self.step_view, [*chosen, lesson, depth], controls, trigger_mode="always_last", **private)
+        lesson.input(self.step_view_of_step, [*chosen, lesson, depth], controls, trigger_mode="always_last", **private)
         for button, by in ((back, -1), (forward, +1), (back_below, -1), (forward_below, +1)):
-            moved = lambda *values, by=by: self.step_view(*values[:-2], next_step(values[-2], by), values[-1])  # noqa: E731
-            button.click(moved, [*chosen, lesson, depth], controls, **private)
+            button.click(partial(self.step_view_by, by), [*chosen, lesson, depth], controls, **private)
         view.go(self.step_view_of_box, [*chosen, depth], controls, **private)
         gr.api(self.step, api_name="step")
         parts = dict(layer=layer, head=head, query=query, training=training, seed=seed, lesson=lesson, depth=depth)

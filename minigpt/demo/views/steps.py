@@ -53,11 +53,21 @@ def token_cell(j: int, tokens: list[str]) -> str:
     return f'<td class="tok">{j} {html.escape(tokens[j][:12])}</td>'
 
 
-def keys_table(tokens: list[str], query: int, columns: list[tuple[str | None, str, list]]) -> str:
+def bar_cell(value: float) -> str:
+    """A bar as long as |value| (160 px for 1), red when negative: a share or a weight as a picture."""
+    sign = " negative" if value < 0 else ""
+    return f'<td><span class="bar{sign}" style="width:{max(1, round(min(abs(value), 1.5) * 160))}px"></span></td>'
+
+
+def keys_table(
+    tokens: list[str], query: int, columns: list[tuple[str | None, str, list]], bars: list | None = None
+) -> str:
     """One row per key position j (all of them: a long text scrolls), one column per (data key, header, values); the
-    query's row stands out. A column's cells carry its data key (step.number, as in the JSON), for a page test."""
+    query's row stands out. A column's cells carry its data key (step.number, as in the JSON), for a page test.
+    `bars`: one more column drawing these values as bars."""
     length = max(len(values) for _, _, values in columns)
-    head = "<tr><th>j</th>" + "".join(f"<th>{html.escape(header)}</th>" for _, header, _ in columns) + "</tr>"
+    headers = [header for _, header, _ in columns] + ([""] if bars is not None else [])
+    head = "<tr><th>j</th>" + "".join(f"<th>{html.escape(header)}</th>" for header in headers) + "</tr>"
     scales = [largest(values) for _, _, values in columns]
     rows = []
     for j in range(length):
@@ -68,6 +78,8 @@ def keys_table(tokens: list[str], query: int, columns: list[tuple[str | None, st
                 continue
             cell = number_html(values[j], " dropped" if header == "kept" and values[j] == 0 else "", scale)
             cells.append(f'<td data-key="{key}">{cell}</td>' if key else f"<td>{cell}</td>")
+        if bars is not None:
+            cells.append(bar_cell(bars[j]) if j < len(bars) else "<td></td>")
         self_row = ' class="self"' if j == query else ""
         rows.append(f"<tr{self_row}>{token_cell(j, tokens)}{''.join(cells)}</tr>")
     return f'<div class="scroll"><table>{head}{"".join(rows)}</table></div>'
@@ -216,8 +228,18 @@ class StepDrawing:
         return told + keys_table(self.tokens, self.i, columns)
 
     def output(self) -> str:
-        keys = ("z_i", "heads_z_i", "out_i", "next_i")
-        return "".join(self.vector("output", k, self.this_head if k == "heads_z_i" else range(0)) for k in keys)
+        told = (
+            '<div class="label">Where z_i comes from: each key\'s weighted value w_ij v_j, measured along z_i '
+            "(the shares add up to 1; a negative one pulls the other way)</div>"
+        )
+        shares = keys_table(
+            self.tokens,
+            self.i,
+            [(None, "w_ij", self.s["dropout"]["weights"][: self.i + 1]), self.column("output", "shares", "share")],
+            bars=self.s["output"]["shares"],
+        )
+        vectors = (self.vector("output", k, self.this_head if k == "heads_z_i" else range(0)) for k in OUTPUT_VECTORS)
+        return self.vector("output", "z_i") + told + shares + "".join(vectors)
 
     def multi_head(self) -> str:
         difference = scalar_html("multi_head.max_abs_difference", self.s["multi_head"]["max_abs_difference"])
@@ -268,6 +290,8 @@ class StepDrawing:
         told = f"<p>The {len(step['top_tokens'])} most likely of {step['vocabulary']} tokens:</p>"
         return self.vector("probabilities", "final_i") + told + f'<div class="scroll">{table}</div>' + follows
 
+
+OUTPUT_VECTORS = ("heads_z_i", "out_i", "next_i")  # drawn after z_i and its keys' shares
 
 WIDE = {"embeddings", "inputs", "output", "multi_head", "block"}  # steps drawn across the whole view
 
