@@ -73,6 +73,8 @@ def test_training_mode_through_the_endpoint_repeats_with_its_seed(client):
     ask = dict(text="abcdefghijklm", model="tiny-dropout", layer=2, head=1, training=True)
     first, again = (call(client, "/step", **ask, seed=3)["steps"]["dropout"] for _ in range(2))
     assert first["applied"] and first["p"] == 0.5 and first["seed"] == 3
+    evaluation = call(client, "/step", **{**ask, "training": False})["steps"]["dropout"]
+    assert not evaluation["applied"] and evaluation["p"] == 0 and evaluation["model_p"] == 0.5  # what training applies
     assert first["keep"] == again["keep"] and first["weights"] == again["weights"]
     assert set(first["keep"]) <= {0, 1} and len(first["keep"]) == 14  # the query is the last of 14 tokens
     masks = {tuple(call(client, "/step", **ask, seed=seed)["steps"]["dropout"]["keep"]) for seed in range(8)}

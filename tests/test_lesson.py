@@ -204,6 +204,12 @@ def test_a_lesson_step_draws_the_same_numbers_as_the_step_view_for_that_step():
     numbers = steps_json(attention_steps(model, run_forward_pass(model, [0, 3, 4, 3, 2]), 1, 0, 3), list("abcde"))
     numbers["model"] = "tiny"
     page = lesson_html(5, "formulas", numbers)
+    # Step 6 on a model trained without attention dropout says that training mode would change nothing.
+    without = numbers["steps"]["dropout"]["model_p"] == 0
+    assert ("changes nothing either" in lesson_html(6, "plain", numbers)) == without
+    numbers["steps"]["dropout"]["model_p"] = 0.0 if not without else 0.1
+    assert ("changes nothing either" in lesson_html(6, "plain", numbers)) != without
+    numbers["steps"]["dropout"]["model_p"] = 0.0 if without else 0.1
     assert section_html(numbers, "softmax", 5, "formulas", explained=False) in page
     assert html.escape(LESSON[4].formulas) in page and html.escape(LESSON[4].plain) not in page
     assert (
@@ -211,3 +217,16 @@ def test_a_lesson_step_draws_the_same_numbers_as_the_step_view_for_that_step():
         .div(numbers["steps"]["softmax"]["exp_sum"])
         .allclose(torch.tensor(numbers["steps"]["softmax"]["weights"][:4]))
     )
+
+
+def test_step_11_says_once_what_a_click_does_and_only_where_a_click_selects_a_head():
+    from minigpt.demo.state import DemoState
+    from minigpt.demo.ui.insights import Insights
+    from minigpt.demo.views.lesson import roles_section
+
+    state = DemoState.configure([str(NAMES)], training=False)
+    roles = Insights(state).head_roles("emma", "names")
+    own = roles_section(11, roles, "names", "names", "emma")
+    other = roles_section(11, roles, "names", "specimen", "emma")
+    assert own.count("Click a cell") == 1 and "data-pick" in own
+    assert "Click a cell" not in other and "data-pick" not in other and "Open this text on names" in other

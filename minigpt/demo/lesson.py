@@ -90,7 +90,8 @@ LESSON = (
         "path; the weights it keeps are scaled up to make up for it. When the model is used, as here, it does nothing.",
         "w′_ij = w_ij · m_ij / (1 − p), m_ij ~ Bernoulli(1 − p): E[w′] = w, but a row no longer sums to exactly 1. "
         "The identity in evaluation (model.eval()).",
-        "Tick Training mode (a model trained with attention dropout), then change the seed.",
+        "Tick Training mode on a model trained with attention dropout (names; the specimen has none), then "
+        "change the seed.",
         "After dropout, does the row still sum to 1?",
     ),
     LessonStep(

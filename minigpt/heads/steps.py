@@ -344,6 +344,7 @@ def attention_steps(
             training=training,
             seed=seed,
             dropout_p=p,
+            model_dropout_p=config.attention_dropout,  # what training mode would apply
             keep_scale=1 / (1 - p),
             rows=head_rows(C, D, h),
             scale=attn.scaling,
@@ -434,6 +435,7 @@ def steps_json(steps: dict, tokens: list[str], model: str = "", notes: list[str]
     s["scores"].update(D=meta["D"], scale=meta["scale"])
     s["softmax"].update(sum=float(steps["softmax"]["weights"].sum()), exp_sum=float(steps["softmax"]["exps"].sum()))
     s["dropout"].update(applied=meta["training"], p=meta["dropout_p"], seed=meta["seed"], scale=meta["keep_scale"])
+    s["dropout"]["model_p"] = meta["model_dropout_p"]
     s["dropout"]["sum"] = float(steps["dropout"]["weights"].sum())  # 1 only on average once dropout is applied
     s["multi_head"]["max_abs_difference"] = meta["max_abs_difference"]
     for name, extras in steps["extras"].items():

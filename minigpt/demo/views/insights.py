@@ -258,9 +258,12 @@ def probe_sentence(probe: dict) -> str:
     )
 
 
-def roles_html(answer: dict, clickable: bool = True) -> str:
+CLICK_A_CELL = "Click a cell to see that head's map."
+
+
+def roles_html(answer: dict, click: str | None = CLICK_A_CELL) -> str:
     """Each role: what it is, a tiny example, every head's score (outlined: clearly doing it), chance, the top heads;
-    then the induction probe. `clickable`: the page opens a head's map on a click of its cell, and says so."""
+    then the induction probe. `click`: what a click on a cell does, said once above the tables (None: nothing)."""
     maps = []
     for role, (title, sentence, tokens, marks) in ROLES.items():
         chance = answer["chance"][role]
@@ -279,7 +282,7 @@ def roles_html(answer: dict, clickable: bool = True) -> str:
             f"<p>Chance (attention spread evenly): {chance:.2f}. {found} Top heads: {named}.</p></div>"
         )
     return (
-        f'<div class="insight">{"<p>Click a cell to see that head&#x27;s map.</p>" if clickable else ""}'
+        f'<div class="insight">{f"<p>{html.escape(click)}</p>" if click else ""}'
         f'<div class="maps">{"".join(maps)}</div>{text_induction_html(answer)}'
         f"<p>{html.escape(probe_sentence(answer['probe']))}</p></div>"
     )

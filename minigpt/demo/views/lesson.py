@@ -114,7 +114,8 @@ def lesson_html(
     return (
         f'<div class="lesson" data-lesson-step="{number}" data-depth="{depth}">'
         f'<div class="lesson-top">{diagram}{words_html(number, step, depth)}</div>'
-        f'<div class="steps">{digits_switch(coloured)}{heading_html(numbers, coloured)}{"".join(parts)}</div></div>'
+        f'<div class="steps">{digits_switch(coloured)}{heading_html(numbers, coloured=False)}{"".join(parts)}</div>'
+        "</div>"
     )
 
 
@@ -125,8 +126,10 @@ def digits_switch(coloured: bool) -> str:
         return ""
     return (
         '<div class="digits-bar"><button type="button" class="digits-switch" aria-pressed="false">Show numbers</button>'
-        '<span class="digits-hint">Each square is a number: red positive, blue negative, stronger when larger. Tap one '
-        "for its value.</span></div>"
+        '<span class="digits-hint pictures">Each coloured slice is a number: red positive, blue negative, stronger '
+        "when larger. Tap one for its value.</span>"
+        '<span class="digits-hint numbers">Rounded to 3 decimals: tap or hover a number for its exact value.</span>'
+        "</div>"
     )
 
 
@@ -134,16 +137,17 @@ def roles_section(number: int, roles: dict, roles_of: str, model: str, text: str
     """The head roles of `roles_of` on `text`; when that is not the model shown (`model`), a link that opens it, and no
     cell that would select a head of another model (lesson.js picks only in a section marked data-pick)."""
     own = roles_of == model
-    if own:
-        note = "Click a cell to see that head's map and follow it through the lesson."
+    if own:  # the roles say once what a click does
+        note, click = "", "Click a cell to see that head's map and follow it through the lesson."
     else:
         link = "?" + urlencode({"model": roles_of, "text": text, "step": number})
         note = (
-            f"The {html.escape(roles_of)} model was trained to show these circuits; the diagram and heading above are "
-            f'of the {html.escape(model)} model. <a href="{html.escape(link)}">Open this text on '
-            f"{html.escape(roles_of)}</a> to see its maps and follow its heads."
+            f"<p>The {html.escape(roles_of)} model was trained to show these circuits; the diagram and heading above "
+            f'are of the {html.escape(model)} model. <a href="{html.escape(link)}">Open this text on '
+            f"{html.escape(roles_of)}</a> to see its maps and follow its heads.</p>"
         )
+        click = None
     return (
         f'<section class="wide" data-step="roles"{" data-pick" if own else ""}><h4>{number}. Head roles of the '
-        f"{html.escape(roles_of)} model on this text</h4><p>{note}</p>{roles_html(roles, clickable=own)}</section>"
+        f"{html.escape(roles_of)} model on this text</h4>{note}{roles_html(roles, click=click)}</section>"
     )

@@ -46,7 +46,8 @@ def vector_html(key: str, label: str, symbols: str, values: list | None, highlig
         return f'<div class="label">{html.escape(label)} {symbols}: none in this model</div>'
     scale = largest(values)
     cells = "".join(number_html(v, " this-head" if n in highlight else "", scale) for n, v in enumerate(values))
-    return f'<div class="label">{html.escape(label)} {symbols}</div><div class="cells" data-key="{key}">{cells}</div>'
+    cells = f'<div class="cells" data-key="{key}" style="--count:{len(values)}">{cells}</div>'  # --count: lesson.css
+    return f'<div class="label">{html.escape(label)} {symbols}</div>{cells}'
 
 
 def token_cell(j: int, tokens: list[str]) -> str:
@@ -98,6 +99,11 @@ def weight_bars(tokens: list[str], weights: list, query: int) -> str:
         for j, w in seen
     )
     return f'<div class="label">The weights as bars ({order})</div><div class="bars">{rows}</div>'
+
+
+def folded(summary: str, body: str) -> str:
+    """Numbers a learner opens when they want them (the block step's inner parts): closed at first."""
+    return f'<details class="folded"><summary>{html.escape(summary)}</summary>{body}</details>'
 
 
 def scalar_html(key: str, value) -> str:
@@ -212,6 +218,12 @@ class StepDrawing:
         after = self.column("dropout", "weights", "after dropout")
         if not drop["applied"]:
             told = "<p>Evaluation mode: dropout is the identity. Switch on training mode to see it.</p>"
+            if drop["model_p"] == 0:
+                told = (
+                    "<p>Evaluation mode: dropout is the identity. This model was trained without attention dropout "
+                    "(p = 0), so training mode changes nothing either: open a model trained with it (the shipped "
+                    "names model, p = 0.1) to see dropout at work.</p>"
+                )
             return told + keys_table(self.tokens, self.i, [after])
         told = (
             f"<p>Training mode: p = {drop['p']}, seed {drop['seed']}: kept weights are multiplied by "
@@ -254,7 +266,8 @@ class StepDrawing:
             f"<p>{what}: mean {scalar_html(f'block.{norm}.mean', step['mean'])}, variance "
             f"{scalar_html(f'block.{norm}.variance', step['variance'])}, eps {step['eps']:g}.</p>"
         )
-        return moments + "".join(self.vector("block", f"{norm}_{part}") for part in ("hat", "scale", "shift", "out"))
+        parts = "".join(self.vector("block", f"{norm}_{part}") for part in ("hat", "scale", "shift"))
+        return f"{moments}{folded('How: normalised, scaled, shifted', parts)}{self.vector('block', f'{norm}_out')}"
 
     def block(self) -> str:
         step = self.s["block"]
@@ -264,7 +277,8 @@ class StepDrawing:
             f"<h5>Layer norm before attention (attn_norm)</h5>{self.layer_norm('attn_norm', 'The stream entering')}"
             f"<h5>Residual add after attention</h5>{self.vector('block', 'middle_i')}"
             f"<h5>Layer norm before the MLP (mlp_norm)</h5>{self.layer_norm('mlp_norm', 'That stream')}"
-            f"<h5>The MLP</h5>{self.vector('block', 'pre_activation_i')}{self.vector('block', 'activation_i')}"
+            f"<h5>The MLP</h5>{folded('Before GELU', self.vector('block', 'pre_activation_i'))}"
+            f"{self.vector('block', 'activation_i')}"
             f"<p>The most active neurons (largest |GELU|): {neurons}.</p>{self.vector('block', 'mlp_out_i')}"
             f"<h5>Residual add after the MLP</h5>{self.vector('block', 'after_i')}"
             f"<p>Length of each update: attention {scalar_html('block.attention_update', step['attention_update'])}, "
