@@ -70,11 +70,13 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
             expect(bar).to_contain_text("checkpoint is kept")
             expect(notes).not_to_contain_text("Cancelling")  # the bar says how it ended: Cancel's note has gone
 
-            # A reloaded page is the same visitor (the token the run is owned by stays in the browser's storage).
+            # A reloaded page is the same visitor (the token the run is owned by stays in the browser's storage): it
+            # shows the visitor's stopped run again, its name in the field, so that Resume needs nothing typed.
             page.reload()
             expect(page.get_by_role("tab", name="Train")).to_have_count(1)
             page.get_by_role("tab", name="Train").click()
-            page.get_by_label("Model name (empty: one is picked)").fill("browser-run")
+            expect(page.get_by_label("Model name (empty: one is picked)")).to_have_value("browser-run")
+            expect(bar).to_have_attribute("data-state", "stopped")
             page.get_by_role("button", name="Resume").click()
             expect(bar).to_have_attribute("data-state", "running")
             expect(notes).not_to_contain_text("Cancelling")

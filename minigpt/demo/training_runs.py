@@ -371,6 +371,12 @@ def owner_key(token: str | None) -> str | None:
     return hashlib.sha256(token.encode()).hexdigest()[:32] if token else None
 
 
+def last_event_time(folder: Path) -> float:
+    """When the run last wrote progress (0 if it never did)."""
+    log = folder / "progress.jsonl"
+    return log.stat().st_mtime if log.exists() else 0.0
+
+
 def train_in_child(folder: str, resume: bool) -> None:
     """A run's process: its output and any traceback go to the run's train.log."""
     from minigpt.demo.training_process import run_logged  # the fork server imported it already: no cost here
@@ -442,7 +448,7 @@ class RunQueue:
             if is_finished(folder):
                 drop_checkpoints(folder)
                 continue
-            age = now - (folder / "progress.jsonl").stat().st_mtime if (folder / "progress.jsonl").exists() else 0
+            age = now - last_event_time(folder) if (folder / "progress.jsonl").exists() else 0
             kept = STOPPED_KEPT_S if has_checkpoint(folder) else UNUSABLE_KEPT_S
             if age > kept:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -502,6 +508,16 @@ class RunQueue:
             self.check_owner(name, owner, kept, "resume")
             self.check_room(owner)
             return self.enqueue(Run(name, folder, kept or owner, resume=True))
+
+    def latest_of(self, owner: str | None) -> Run | None:
+        """The visitor's most recent run (by its last event), for a reloaded page to show again; None without one."""
+        if not owner:
+            return None
+        mine = [f for f in self.folders() if (f / "owner").is_file() and (f / "owner").read_text() == owner]
+        if not mine:
+            return None
+        folder = max(mine, key=last_event_time)
+        return self.runs.get(folder.name) or Run(folder.name, folder, owner, state="done")
 
     def enqueue(self, run: Run) -> Run:
         with self.changed:

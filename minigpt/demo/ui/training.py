@@ -290,6 +290,18 @@ class Training:
         async for update in self.watch(run):
             yield update
 
+    async def visitors_last_run(self, owner: str | None = None, request: gr.Request = None):
+        """A page opened again (a reload): the visitor's latest run as it stands, its name in the field, followed while
+        it trains; so that a stopped run's Resume needs no name from memory. Nothing without one."""
+        run = self.state.runs.latest_of(visitor(owner, request))
+        if run is None:
+            yield (gr.skip(),) * 6
+        elif run.state == "done":
+            yield (await asyncio.to_thread(Watcher(self.state.runs, run, self.plots).update))[0]
+        else:
+            async for update in self.watch(run):
+                yield update
+
     def cancel(self, name: str = "", owner: str | None = None, request: gr.Request = None) -> str:
         """Stops your run at its next step, keeping a checkpoint (or takes it out of the queue); `owner`: the token
         the run was started with."""
@@ -324,7 +336,7 @@ class Training:
             # The visitor's token, kept in the browser's storage across page reloads (read there by the browser itself
             # as the page loads: a gr.BrowserState's stored value reaches the server's load event too late).
             owner = gr.Textbox("", visible=False, elem_id="train-owner")
-            demo.load(None, None, owner, js=OWNER_JS, api_visibility="private")
+            known = demo.load(None, None, owner, js=OWNER_JS, api_visibility="private")
             gr.Markdown(TRAIN_INTRO)
             with gr.Row():
                 data = unchecked(gr.Radio(DATA_CHOICES, value="names", label="Data"))
@@ -381,6 +393,7 @@ class Training:
         stop.click(self.cancel, [name, owner], notes, api_name="cancel", concurrency_limit=None)
         for button in (start, go_on):  # a new start or a resume: the note of an earlier Cancel no longer holds
             button.click(lambda: "", None, notes, api_visibility="private")
+        known.then(self.visitors_last_run, owner, outputs, api_visibility="private", **streaming)
         bar.change(note_after_progress, bar, notes, api_visibility="private")
         zip_button.click(self.download, [name], zipped, api_name="download")
         private = dict(api_visibility="private")
