@@ -368,11 +368,15 @@ def test_sort_by_a_metric_open_the_top_head_and_see_its_dashboard(page_url):
         expect(board.locator(".snippet").first).to_be_visible()
         assert page.locator("#head-dashboard .stale-note").count() == 0
 
-        # Another text shown: the table and the dashboard (its map is of the text) say they are out of date
+        # Another text shown: the dashboard (its map is of the text) says it is out of date; the table, measured on
+        # the model's corpus, holds for any text of that model (it is greyed only when another model is shown).
         page.get_by_label("Text to look at (filled in by each generation)").fill("olivia")
         page.get_by_role("button", name="Show attention").click()
-        for selector in ("#head-finder-table", "#head-dashboard"):
-            expect(page.locator(f"{selector} .stale-note")).to_contain_text("computed for “emma” on tiny-names")
+        expect(page.locator("#head-dashboard .stale-note")).to_contain_text("computed for “emma” on tiny-names")
+        finder = page.locator("#head-finder-table .view-of")
+        expect(finder).to_have_attribute("data-model-view", "tiny-names")
+        expect(finder).to_have_attribute("data-label", "the tiny-names model and its corpus")
+        assert page.locator("#head-finder-table .stale-note").count() == 0
 
 
 def test_the_specimens_head_1_1_is_said_with_what_each_role_was_measured_on(client):

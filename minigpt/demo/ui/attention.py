@@ -255,7 +255,7 @@ class AttentionMaps:
         """The line above the maps naming the text and model every view below belongs to."""
         if not shown:
             return gr.skip()  # a text that could not be shown: `not_shown` wrote the line
-        return current_html(shown["key"], shown["label"], shown["length"])
+        return current_html(shown["key"], shown["label"], shown["length"], shown["model"])
 
     def not_shown(self, text: str, model: str):
         """After a text that could not be shown (the message says why): nothing is current, so every view on the page

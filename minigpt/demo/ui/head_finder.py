@@ -112,14 +112,14 @@ class HeadFinder:
     # ---- the page ----
 
     def show_finder(self, shown: dict | None, text: str, progress=PROGRESS):
-        """The table, marked with the text shown (the model it measures is that text's): out of date once another
-        model or text is shown."""
+        """The table of the shown text's model, measured on its corpus: out of date once another model is shown (its
+        numbers do not depend on the text of the maps)."""
 
         def draw(_, model):
             measured = self.measured(model, text, lambda f: progress(f, desc="Measuring every head"))
             return finder_html(self.metrics_answer(*measured))
 
-        return drawn(shown, draw), ""
+        return drawn(shown, draw, of_model=True), ""
 
     def show_dashboard(self, shown: dict | None, text: str, event: gr.EventData):
         """One head's dashboard, with its map on the text shown."""

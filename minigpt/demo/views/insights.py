@@ -24,11 +24,18 @@ def belongs_to(key: str, label: str, body: str) -> str:
     return f'<div class="view-of" data-view="{html.escape(key)}" data-label="{html.escape(label)}">{body}</div>'
 
 
-def current_html(key: str, label: str, length: int) -> str:
+def belongs_to_model(model: str, body: str) -> str:
+    """A view that depends on the model alone, not on the text (the Head Finder: its corpus is the model's): greyed
+    by CURRENT_JS only when the page shows another model."""
+    label = f"the {model} model and its corpus"
+    return f'<div class="view-of" data-model-view="{html.escape(model)}" data-label="{html.escape(label)}">{body}</div>'
+
+
+def current_html(key: str, label: str, length: int, model: str = "") -> str:
     """The line saying which text and model every view below belongs to."""
     return (
-        f'<div class="current-view" data-view="{html.escape(key)}">Showing {html.escape(label)}, {length} tokens '
-        "(the start token included): every view below is of this text.</div>"
+        f'<div class="current-view" data-view="{html.escape(key)}" data-model="{html.escape(model)}">Showing '
+        f"{html.escape(label)}, {length} tokens (the start token included): every view below is of this text.</div>"
     )
 
 
