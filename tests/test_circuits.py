@@ -96,8 +96,8 @@ def test_the_head_grid_is_each_heads_slice_through_out_proj_and_the_frozen_norm(
 
 
 def test_the_induction_head_writes_the_specimens_answer(specimen):
-    """On "Romeo and Juliet, Romeo and Jul" the answer 'i' comes from head 1.1 (measured 2.50), far above any other
-    head (0.23)."""
+    """On "Romeo and Juliet, Romeo and Jul" the answer 'i' comes from head 1.1 (measured 2.62), far above any other
+    head (0.19)."""
     model, encode = specimen
     found = circuits.logit_attribution(model, encode(ROMEO))
     ranked = found.heads.flatten().sort(descending=True)
@@ -111,9 +111,9 @@ def test_the_induction_head_writes_the_specimens_answer(specimen):
 def test_patching_the_induction_head_restores_the_answer_and_no_other_head_does(specimen):
     model, encode = specimen
     found = circuits.patch_heads(model, encode(ROMEO), encode(ROMEO_CORRUPTED))
-    assert found.effects[1, 1] == pytest.approx(1.0, abs=0.03), found.effects  # measured 0.996
+    assert found.effects[1, 1] == pytest.approx(1.0, abs=0.03), found.effects  # measured 1.002
     others = found.effects.flatten()[torch.arange(8) != 5]
-    assert others.abs().max() < 0.06, found.effects  # measured <= 0.029 (head 0.3)
+    assert others.abs().max() < 0.06, found.effects  # measured <= 0.055 (head 0.3)
     assert found.clean_difference > 0 > found.corrupted_difference
 
 
@@ -148,9 +148,9 @@ def test_texts_patching_cannot_compare_are_refused_with_what_to_change(specimen,
 
 
 def test_the_clean_stream_into_the_induction_heads_key_alone_restores_its_attention(specimen):
-    """Last query 'r' of "Then Zor": the induction head 1.1 attends to the 'b' after the first "Zor" (0.555); with
-    "Zox" there is no such key (0.018). Fed into the head's key input only, the clean stream entering layer 1 brings
-    it back (0.554); into its query or value input, it does not (0.018), and the value leaves the pattern as it was."""
+    """Last query 'r' of "Then Zor": the induction head 1.1 attends to the 'b' after the first "Zor" (0.692); with
+    "Zox" there is no such key (0.004). Fed into the head's key input only, the clean stream entering layer 1 brings
+    it back (0.693); into its query or value input, it does not (0.004), and the value leaves the pattern as it was."""
     model, encode = specimen
     clean, corrupted = encode(ZORBAK), encode(ZORBAK_CORRUPTED)
     b = clean.index(encode("b")[1])

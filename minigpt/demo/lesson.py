@@ -181,10 +181,10 @@ LESSON = (
         "came before it: 1.1 reads that through its keys. Switch 0.2 off and 1.1's stripe of attention fades.",
         "Attribution: logit(t) = Σ_c LN_f(x_c) · W_U[t] over the components c (embeddings, each head's output "
         "W_O[h] z_h, each MLP) with the final norm's divisor frozen. Patching: effect = (LD_patched − LD_corrupted) / "
-        "(LD_clean − LD_corrupted), LD = logit(clean answer) − logit(corrupted answer). K-composition of 0.2 into 1.1: "
-        "‖W_V W_O · W_K W_Qᵀ‖ / (‖W_V W_O‖ ‖W_Q W_Kᵀ‖) = 0.140 against a random baseline of about 0.088; path "
-        'patching the clean stream into 1.1\'s key alone restores its attention on the first "b" of "Zorbak" '
-        "(0.554), into q or v it does not (0.018).",
+        "(LD_clean − LD_corrupted), LD = logit(clean answer) − logit(corrupted answer). K-composition of 0.2 into 1.1, "
+        "‖W_V W_O · W_K W_Qᵀ‖ / (‖W_V W_O‖ ‖W_Q W_Kᵀ‖), is only a little above a random baseline of about 0.09 "
+        "(head 0.0 scores as much): the weights alone do not single out 0.2. Path patching does: the clean stream "
+        'into 1.1\'s key alone restores its attention on the first "b" of "Zorbak", into q or v it does not.',
         "Open the Circuits section on the specimen: Attribution, then Patch with 'Change one token', then Ablate and "
         "redraw.",
         "Which input of head 1.1, its query, key or value, carries what head 0.2 wrote?",

@@ -179,10 +179,10 @@ def composition_html(answer: dict, evidence: dict | None = None) -> str:
         "<p><b>How to read the scores.</b> A composition score ‖A B‖ / (‖A‖ ‖B‖) measures how much of what an earlier "
         "head writes (its OV circuit A) a later head reads with its query, key or value (B). Random matrices of this "
         f"width already score about {baseline:.3f}: only the distance above that baseline means anything, and on a "
-        "small model it is modest. On the specimen, the previous-token head 0.2 → the induction head 1.1 has the "
-        "largest K-composition, 0.140, against 0.134, 0.121 and 0.106 for the other layer-0 heads (baseline about "
-        "0.088): barely ahead. The weights alone do not single it out; path patching on a text does (the key input "
-        "restores 1.1's attention, q and v do not).</p></div>"
+        "small model it is modest. On the specimen, the previous-token head 0.2 → the induction head 1.1 is a "
+        "K-composition edge only a little above the baseline, and head 0.0 scores about as much: the weights alone "
+        "do not single out the previous-token head. Path patching on a text does (the key input restores 1.1's "
+        "attention, q and v do not).</p></div>"
     )
 
 
@@ -251,9 +251,8 @@ def lesson_section_html(number: int, model: str) -> str:
         f'<p>Open <a href="{esc(link)}">“{esc(SPECIMEN_TEXT)}” on the specimen</a> (shown now: the '
         f"{esc(model)} model), then the <b>Circuits</b> section below the head tools: <b>Attribution</b> names 1.1 "
         "as the head that writes “i”; <b>Patch</b> with the corrupted text “Romeo and Julaet, Romeo and Jul” "
-        "shows head 1.1 restoring about 99.6% of the answer; on “Then Zorbak spoke. Then Zor” against “Then "
-        "Zoxbak spoke. Then Zor”, path patching the clean stream into 1.1's key alone restores its attention on the "
-        "first “b” (0.554), its query or value do not (0.018); <b>Ablate and redraw</b> with 0.2 ablated shows "
-        "1.1's stripe fade; <b>Composition</b> shows "
-        "the weights' side, barely above chance.</p></section>"
+        "shows head 1.1 restoring almost all of the answer; on “Then Zorbak spoke. Then Zor” against “Then "
+        "Zoxbak spoke. Then Zor”, path patching the clean stream into 1.1's key alone restores most of its "
+        "attention on the first “b”, its query or value almost none; <b>Ablate and redraw</b> with 0.2 ablated "
+        "shows 1.1's stripe fade; <b>Composition</b> shows the weights' side, barely above chance.</p></section>"
     )

@@ -152,7 +152,7 @@ def circuits_link(answer: dict) -> str:
 def role_sentence(answer: dict) -> str:
     """What the head does, each role with what it was measured on, in the words the lesson and Head roles use: "On
     the model's validation data it is a sink head (it rests on the first token): sink 0.90 against chance 0.07. On
-    random tokens written twice (...) its induction is 0.91 (chance 0.01): it copies when something repeats." """
+    random tokens written twice (...) its induction is 0.92 (chance 0.01): it copies when something repeats." """
     metrics, chance, corpus = answer["metrics"], answer["chance"], answer["corpus"]["description"]
     roles = "; and ".join(
         f"{ROLE_WORDS[r]}: {HEADINGS[r]} {metrics[r]:.2f} against chance {chance[r]:.2f}" for r in answer["roles"]

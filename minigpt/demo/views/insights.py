@@ -297,7 +297,7 @@ def roles_html(answer: dict, click: str | None = CLICK_A_CELL) -> str:
 
 def text_induction_html(answer: dict) -> str:
     """Induction on the learner's own text, when it repeats a token, beside the probe's: "on your text, 0.62 (its 12
-    repeated tokens); on the probe, 0.91: it copies when something repeats"."""
+    repeated tokens); on the probe, 0.92: it copies when something repeats"."""
     if "induction_on_text" not in answer:
         return "<p>Your text repeats no token: induction is measured on the probe alone (write a line twice).</p>"
     scores, chance = answer["induction_on_text"], answer["induction_on_text_chance"]
