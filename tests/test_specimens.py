@@ -106,42 +106,45 @@ def test_the_lab_preset_trains_through_train_py_and_logs_its_roles(tmp_path):
         assert entry["eval_loss"] is not None and entry["chance"]
 
 
-def test_the_shipped_lab_carries_its_history_and_the_phase_change_is_said():
-    """The lab ships its training history (issue 41): a roles log with an evaluation every 1,000 steps and weight
-    snapshots at log-spaced steps, so that `induction@N` and the roles curve work on a fresh clone. The step where an
-    induction head forms is found in the log (the first evaluation with a head clearly above chance, as the Head roles
-    view outlines it), and the curve says it in words."""
+@pytest.mark.parametrize(
+    "folder, name, head", [(LAB_MODEL, "induction", (1, 2)), (SPECIMEN, "specimen", (1, 1))], ids=["lab", "specimen"]
+)
+def test_a_shipped_lab_carries_its_history_and_the_phase_change_is_said(folder, name, head):
+    """The lab and the specimen ship their training history (issue 41): a roles log with an evaluation every 1,000
+    steps and weight snapshots, so that `induction@N`, `specimen@N` and the roles curve work on a fresh clone. The step
+    where an induction head forms is found in the log (the first evaluation with a head clearly above chance, as the
+    Head roles view outlines it), and the curve says it in words."""
     from minigpt.demo.models import ModelPicker
     from minigpt.heads.insights import above_chance
     from minigpt.heads.role_log import induction_forms, read_roles, snapshots_of
 
-    lines = read_roles(LAB_MODEL)
+    lines = read_roles(folder)
     assert len(lines) >= 3 and [line["step"] for line in lines] == sorted(line["step"] for line in lines)
     formed = induction_forms(lines)
-    assert (formed["layer"], formed["head"]) == (1, 2)
+    assert (formed["layer"], formed["head"]) == head
     before = [line for line in lines if line["step"] < formed["step"]]
     assert all(not above_chance(max(map(max, line["induction"])), line["chance"]["induction"]) for line in before)
     assert formed["before"] < formed["score"]
     assert induction_forms(lines[:1]) is None or lines[0]["step"] == formed["step"]
 
-    steps = snapshots_of(LAB_MODEL)
+    steps = snapshots_of(folder)
     assert len(steps) >= 3
-    picker = ModelPicker({"induction": str(LAB_MODEL)}, dict(max_rows=2, max_waiting=2, min_decode_rows=1))
-    early, late = picker.get(f"induction@{steps[0]}"), picker.get(f"induction@{steps[-1]}")
-    probe_roles = [roles_at(lm) for lm in (early, late)]
+    picker = ModelPicker({name: str(folder)}, dict(max_rows=2, max_waiting=2, min_decode_rows=1))
+    early, late = picker.get(f"{name}@{steps[0]}"), picker.get(f"{name}@{steps[-1]}")
+    probe_roles = [roles_at(lm, head) for lm in (early, late)]
     assert probe_roles[0] < probe_roles[1]  # the induction head grew between the first and the last snapshot
 
     from minigpt import plots
 
-    figure = plots.roles_figure(lines, "MiniGPT induction")
+    figure = plots.roles_figure(lines, f"MiniGPT {name}")
     said = [t.get_text() for ax in figure.axes for t in ax.texts]
-    assert f"step {formed['step']}: head 1.2 becomes an induction head" in " ".join(said)
+    assert f"step {formed['step']}: head {head[0]}.{head[1]} becomes an induction head" in " ".join(said)
 
 
-def roles_at(lm) -> float:
-    """Head 1.2's induction score on the Head roles probe, for a loaded model (a snapshot's weights)."""
+def roles_at(lm, head: tuple[int, int]) -> float:
+    """A head's induction score on the Head roles probe, for a loaded model (a snapshot's weights)."""
     from minigpt.heads.insights import ROLE_PROBES, induction_probe, induction_scores
 
     vocabulary = [i for i in range(len(lm.tokenizer)) if i not in set(lm.tokenizer.all_special_ids)]
     probes = induction_probe(vocabulary, lm.boundary_id, lm.block_size, ROLE_PROBES)
-    return float(induction_scores(lm.model, probes)["induction"][1, 2])
+    return float(induction_scores(lm.model, probes)["induction"][head])
