@@ -164,25 +164,25 @@ def run_in_this_process(folder: Path, resume: bool) -> int:
     return 0
 
 
-def run_and_exit(folder: Path, resume: bool) -> None:
-    code = run_in_this_process(folder, resume)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # the outcome is written: skip the libraries' slow teardown (seconds), the queue waits on it
-
-
 def run_logged(folder: Path, resume: bool) -> None:
     """A run as the RunQueue starts it, in a process forked for it: everything it prints, and any traceback, goes to
-    the run's train.log (file descriptors 1 and 2, so the libraries' own output too)."""
+    the run's train.log (file descriptors 1 and 2, so the libraries' own output too). Its exit code is the run's;
+    multiprocessing then releases what the run held (tqdm's lock, a semaphore) and leaves without the interpreter's
+    slow teardown."""
     log = os.open(folder / "train.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    run_and_exit(folder, resume)
+    code = run_in_this_process(folder, resume)
+    sys.stdout.flush()
+    sys.exit(code)
 
 
 def main(argv: list[str]) -> None:
     """python -m minigpt.demo.training_process FOLDER [--resume]: one run, by hand, printing to the terminal."""
-    run_and_exit(Path(argv[0]), resume="--resume" in argv[1:])
+    code = run_in_this_process(Path(argv[0]), resume="--resume" in argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the outcome is written: skip the libraries' slow teardown (seconds)
 
 
 if __name__ == "__main__":

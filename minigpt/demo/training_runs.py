@@ -58,8 +58,11 @@ MAX_PARAMETERS = 10_000_000
 
 MAX_STEPS = 20_000
 
-MAX_WORK = 5e12  # parameters x training tokens (steps x batch x context): about 10 minutes on 2 CPU cores
-TYPICAL_PACE = MAX_WORK / 600  # work a second on 2 CPU cores: the estimate before a run has been timed here
+# Work a second of a run on a 2-core CPU (one thread at nice 10, as training_process runs it), the estimate before a
+# run has been timed on this server: the lab's defaults 5.3e9 (8,000 steps in 161 s), the names defaults 4.8e9
+# (6,000 steps in 326 s), through the RunQueue on this project's 2-core machine.
+TYPICAL_PACE = 5.0e9
+MAX_WORK = 4.5e12  # parameters x training tokens (steps x batch x context): about 15 minutes at TYPICAL_PACE
 
 MAX_RUN_SECONDS = 15 * 60  # a run that is still going then stops with a checkpoint (Resume queues it again)
 
@@ -349,7 +352,7 @@ def check_request(
         raise RunError(
             f"This run is too big for this server: {spec.parameters:,} parameters x {max_steps:,} steps x "
             f"{spec.batch_size * block_size:,} tokens a step = {work:.1e}, over the limit of "
-            f"{MAX_WORK:.0e}: use at most {fitting:,} steps at these sizes or a smaller model."
+            f"{MAX_WORK:.1e}: use at most {fitting:,} steps at these sizes or a smaller model."
         )
     return spec, text
 
@@ -391,7 +394,9 @@ def run_processes():
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["minigpt.demo.training_process"])
+    # "__main__" too: each child would otherwise import the server's script again (app.py: Gradio and the whole demo,
+    # seconds) before its target, as multiprocessing prepares a child; preloaded, the children find it imported.
+    context.set_forkserver_preload(["__main__", "minigpt.demo.training_process"])
     return context
 
 

@@ -99,7 +99,7 @@ is yours by a token this browser keeps: only you watch, cancel and resume it, al
 **Limits:** your text or file at most {training_runs.MAX_TEXT_BYTES / 1e6:g} MB; names are a-z only, one a line, at
 least {training_runs.MIN_NAMES}; a text at least {training_runs.HELD_OUT} contexts long (its last tenth is held out to
 validate); at most {training_runs.MAX_PARAMETERS / 1e6:g}M parameters and {training_runs.MAX_STEPS:,} steps, and
-parameters x steps x tokens a step at most {training_runs.MAX_WORK:.0e} (about 10 minutes on 2 CPU cores), and
+parameters x steps x tokens a step at most {training_runs.MAX_WORK:.1e} (about 15 minutes on 2 CPU cores), and
 about {training_runs.MAX_TRAINING_BYTES / 2**30:g} GiB of memory (attention grows with batch x heads x context^2); a
 run stops, with a checkpoint, after {training_runs.MAX_RUN_SECONDS // 60} minutes; {training_runs.MAX_RUNS_PER_VISITOR}
 runs of yours queued or training at a time. Model names: a-z, digits and '-'.
