@@ -101,7 +101,7 @@ def test_choices_outside_the_model_or_text_say_what_to_choose(choice, message):
 
 def titles(page: str, key: str) -> list[str]:
     """The exact values (title attributes) of the numbers drawn under `data-key="key"`, in page order."""
-    block = re.search(rf'data-key="{re.escape(key)}">(.*?)</div>', page, re.DOTALL).group(1)
+    block = re.search(rf'data-key="{re.escape(key)}"[^>]*>(.*?)</div>', page, re.DOTALL).group(1)
     return re.findall(r'title="([^"]*)"', block)
 
 

@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 
-from helpers import chromium_page, needs_chromium, open_head_tools
+from helpers import REPO, chromium_page, needs_chromium, open_head_tools
 
 pytestmark = needs_chromium  # page_url (the app on tiny-names, 4 x 4 heads, and tiny-text, 2 x 2): conftest.py
 
@@ -143,3 +143,30 @@ def test_one_selection_kept_over_redraws_and_worked_with_the_keyboard(page_url, 
         )
         strip.locator("td.largest-rise").tap()
         expect(phone.locator("#ablation .exact-value")).to_contain_text(re.compile(r"change [+-]\d\.\d{4}"))
+
+
+def test_the_chosen_head_over_training_opens_each_step_with_one_click_or_enter(page_url):
+    """A model with snapshots shows the chosen head at each saved step beside its roles curve; a click (or Enter) on a
+    step shows the page at that step, the head kept; a model without snapshots shows no strip."""
+    from playwright.sync_api import expect
+
+    from minigpt.heads.role_log import snapshots_of
+
+    steps = snapshots_of(REPO / "minigpt" / "models" / "induction")
+    with chromium_page() as page:
+        page.goto(f"{page_url}?model=induction&text=liamnoaholiverliamnoah&layer=1&head=2")
+        strip = page.locator("#head-over-training .step-map")
+        expect(strip).to_have_count(len(steps) + 1)
+        expect(page.locator("#head-over-training .roles-curve img")).to_be_visible()
+        now = page.locator("#head-over-training .step-map.now")
+        expect(now).to_have_attribute("data-model", "induction")
+        strip.nth(2).click()
+        expect(page.locator("#current-text")).to_contain_text(f"on induction@{steps[2]}")
+        expect(caption(page)).to_contain_text("layer 1, head 2")  # the selection kept
+        expect(now).to_have_attribute("data-model", f"induction@{steps[2]}")
+        strip.last.focus()
+        page.keyboard.press("Enter")
+        expect(page.locator("#current-text")).to_contain_text("on induction,")
+        page.goto(f"{page_url}?model=tiny-names&text=emma")
+        expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(20)
+        expect(page.locator("#head-over-training")).to_be_hidden()

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
@@ -148,3 +149,29 @@ def roles_at(lm, head: tuple[int, int]) -> float:
     vocabulary = [i for i in range(len(lm.tokenizer)) if i not in set(lm.tokenizer.all_special_ids)]
     probes = induction_probe(vocabulary, lm.boundary_id, lm.block_size, ROLE_PROBES)
     return float(induction_scores(lm.model, probes)["induction"][head])
+
+
+def test_the_head_over_training_is_each_snapshots_own_map():
+    """The strip of the chosen head at each snapshot (the page's "over training" view, /head_over_training): each map
+    is that snapshot's model's own attention (output_attentions on the snapshot's weights), the final one the model's;
+    a model without snapshots gets a message saying how to have them."""
+    from minigpt.demo.over_training import head_over_training
+    from minigpt.errors import VisitorError
+    from minigpt.heads.role_log import load_snapshot, snapshots_of
+
+    state = DemoState.configure([str(LAB_MODEL), str(REPO / "minigpt" / "models" / "names")], training=False)
+    text = "emma.olivia.emma.oli"
+    answer = head_over_training(state, "induction@800", text, layer=1, head="2")
+    steps = snapshots_of(LAB_MODEL)
+    assert [s["model"] for s in answer["steps"]] == [f"induction@{n}" for n in steps] + ["induction"]
+    assert answer["model"] == "induction" and answer["pooled"] == 1 and (answer["layer"], answer["head"]) == (1, 2)
+    ids = torch.tensor([answer["ids"]])
+    for step, drawn in zip([*steps, None], answer["steps"]):
+        model = AutoModelForCausalLM.from_pretrained(LAB_MODEL).eval()
+        if step is not None:
+            model = load_snapshot(model, LAB_MODEL, step)
+        with torch.no_grad():
+            expected = model(ids, output_attentions=True).attentions[1][0, 2]
+        torch.testing.assert_close(torch.tensor(drawn["weights"]), expected, atol=1e-6, rtol=1e-5)  # float32, same ops
+    with pytest.raises(VisitorError, match="has no training snapshots"):
+        head_over_training(state, "names", text)

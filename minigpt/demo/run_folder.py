@@ -95,6 +95,12 @@ def progress_of(events: list[dict]) -> Progress:
     return progress
 
 
+def last_event_time(folder: Path) -> float:
+    """When the run last wrote progress (0 if it never did)."""
+    log = folder / "progress.jsonl"
+    return log.stat().st_mtime if log.exists() else 0.0
+
+
 def is_finished(folder: Path) -> bool:
     """train.py writes training_args.json last: a folder with it holds a whole model."""
     return (folder / "spec.json").is_file() and (folder / "training_args.json").is_file()

@@ -16,8 +16,7 @@ A run is a process of its own (training_process.py) that calls `minigpt.training
 progress events and stops the Trainer, with a checkpoint, when the server asks (SIGTERM) or goes away. A process
 rather than a thread: a cancel cannot hang the server, its memory goes back when it ends, and it uses one core of
 the two while the server answers generation and attention requests on the other. Each run is forked from a fork
-server that imported torch, transformers and train.py's path once, at the first run: later runs start at once
-instead of after a fresh interpreter's seconds of imports.
+server that imported train.py's path once (run_process.py): later runs start at once.
 """
 
 import contextlib
@@ -44,10 +43,12 @@ from minigpt.demo.run_folder import (
     folder_bytes,
     has_checkpoint,
     is_finished,
+    last_event_time,
     progress_of,
     read_events,
     write_event,
 )
+from minigpt.demo.run_process import RUN_PROCESSES, train_in_child
 from minigpt.errors import VisitorError, shortened
 from modeling_minigpt import MiniGPTForCausalLM
 
@@ -372,35 +373,6 @@ def owner_key(token: str | None) -> str | None:
     """What a run keeps of its owner: a hash of the visitor's token (the page keeps the token in its browser storage;
     an API client sends its own), so that the run folder on the disk holds no secret."""
     return hashlib.sha256(token.encode()).hexdigest()[:32] if token else None
-
-
-def last_event_time(folder: Path) -> float:
-    """When the run last wrote progress (0 if it never did)."""
-    log = folder / "progress.jsonl"
-    return log.stat().st_mtime if log.exists() else 0.0
-
-
-def train_in_child(folder: str, resume: bool) -> None:
-    """A run's process: its output and any traceback go to the run's train.log."""
-    from minigpt.demo.training_process import run_logged  # the fork server imported it already: no cost here
-
-    run_logged(Path(folder), resume)
-
-
-def run_processes():
-    """Where runs' processes come from: a fork server that imports train.py's path (torch, transformers, the Trainer)
-    once, when the first run starts, so that each later run starts in a fraction of a second. Where there is no fork
-    server (Windows), a fresh interpreter per run."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    # "__main__" too: each child would otherwise import the server's script again (app.py: Gradio and the whole demo,
-    # seconds) before its target, as multiprocessing prepares a child; preloaded, the children find it imported.
-    context.set_forkserver_preload(["__main__", "minigpt.demo.training_process"])
-    return context
-
-
-RUN_PROCESSES = run_processes()
 
 
 class RunQueue:

@@ -11,25 +11,28 @@ import pandas
 from gradio.data_classes import FileData  # a file returned by an API-only endpoint, gr.api
 
 from minigpt.demo.attention_export import GRID_SVG_UP_TO, grid_png, grid_svg, map_slide_png, save_weights
-from minigpt.demo.attention_maps import Window, head_matrix, query_weights
+from minigpt.demo.attention_maps import Window, data_uri, head_matrix, query_weights
 from minigpt.demo.choices import head_index, layer_index, number, token_position
 from minigpt.demo.cores import pass_work
 from minigpt.demo.links import read_link
-from minigpt.demo.models import snapshot_choices
+from minigpt.demo.models import snapshot_choices, split_snapshot_name
+from minigpt.demo.over_training import head_over_training
 from minigpt.demo.state import DemoState
 from minigpt.demo.texts import MAX_FILE_NUMBERS, TextView, check_every_map, text_label
 from minigpt.demo.ui.components import notes_markdown, unchecked
 from minigpt.demo.ui.errors import answers_visitors
-from minigpt.demo.views.insights import CURRENT_JS, belongs_to, current_html, lost_html
+from minigpt.demo.views.insights import CURRENT_JS, belongs_to, current_html, error_html, lost_html
 from minigpt.demo.views.lines import LINES_JS, lines_html
 from minigpt.demo.views.maps import (
     HEAD_JS,
+    OVER_TRAINING_JS,
     PICK_TILE_JS,
     SELECT_TILE_JS,
     figure_body,
     grid_html,
     head_caption,
     head_html,
+    over_training_html,
 )
 from minigpt.errors import VisitorError, shortened
 from minigpt.heads.shapes import trace_steps, trace_table
@@ -141,6 +144,37 @@ class AttentionMaps:
             return gr.skip()
         choices = snapshot_choices(self.state.picker, shown["model"])
         return gr.Dropdown(choices=choices, value=shown["model"] if choices else None, visible=bool(choices))
+
+    def head_over_training(self, text: str = "emma", model: str | None = None, layer: int = 0, head: str = "0") -> dict:
+        """The chosen head of a model with training snapshots, on the text, at each snapshot step and at the end:
+        {model, layer, head, tokens, ids, pooled, steps: [{label, model ("name@N"), weights: the (T, T) map}]}
+        (weights max-pooled, `pooled` x `pooled` weights a cell, past 128 tokens)."""
+        return head_over_training(self.state, model or self.state.names_default, text or "", layer, head)
+
+    def show_over_training(self, shown: dict | None, layer, head):
+        """The strip of the chosen head at each snapshot, with the model's roles curve: only for a model with
+        snapshots; a visitor's choice it cannot draw (the layer's average) says so in its place."""
+        if not shown or not snapshot_choices(self.state.picker, shown["model"]):
+            return gr.HTML("", visible=False)
+        try:
+            answer = self.head_over_training(shown["text"], shown["model"], layer, head)
+            drawn = over_training_html(answer, shown["model"], self.roles_curve(answer["model"]))
+        except VisitorError as error:
+            drawn = error_html(str(error))
+        return gr.HTML(belongs_to(shown["key"], shown["label"], drawn), visible=True)
+
+    def roles_curve(self, model: str) -> str | None:
+        """The model folder's roles curve (train.py draws it from the roles log), as a data URI; None without one."""
+        curve = Path(self.state.picker.sources.get(model, "")) / "roles_curve.png"
+        return data_uri(curve.read_bytes()) if curve.is_file() else None
+
+    def attention_at_step(self, text: str, selected: dict | None, event: gr.EventData):
+        """A click on a step of the strip (its `go` event: {model}): the page at that step."""
+        model = getattr(event, "model", None)
+        base, _ = split_snapshot_name(model)
+        if not base or not any(name == model for _, name in snapshot_choices(self.state.picker, base)):
+            raise VisitorError(f"There is no snapshot {shortened(model)} to show.")
+        return self.attention(text, model, selected)
 
     def show_lines(self, shown: dict | None, layer, head, lines_of: str = "head", query: int | None = None):
         """The line view of the layer: that head, or every head of the layer (`lines_of` "layer", or the average
@@ -334,6 +368,7 @@ class AttentionMaps:
             at_step = unchecked(
                 gr.Dropdown([], label="At training step (the model's snapshots)", visible=False, scale=1)
             )
+        over_training = gr.HTML(visible=False, js_on_load=OVER_TRAINING_JS, elem_id="head-over-training")
         current = gr.HTML(js_on_load=CURRENT_JS, elem_id="current-text")
         notes = gr.Markdown(label="Notes")
         grid = gr.HTML(label="Every head", js_on_load=PICK_TILE_JS, elem_id="attention-grid")
@@ -379,6 +414,11 @@ class AttentionMaps:
         shown.change(self.current_line, shown, current, **private)
         shown.change(self.step_choices, shown, at_step, **private)  # a model with snapshots: its maps at step N
         at_step.select(self.attention, [text, at_step, selected], outputs, **private)
+        # The chosen head over training: redrawn with the text, the model and the selection; a click on a step shows it
+        for change in (shown.change, layer.change, head.change):
+            change(self.show_over_training, [shown, layer, head], over_training, **private)
+        over_training.go(self.attention_at_step, [text, selected], outputs, **private)
+        gr.api(self.head_over_training, api_name="head_over_training")
         for picker in (layer, head):  # the grid's outlined tile follows the selection, in the browser
             picker.change(None, [layer, head], None, js=SELECT_TILE_JS, **private)
             picker.change(self.selection_of, [layer, head], selected, queue=False, **private)

@@ -203,3 +203,40 @@ def legend_html() -> str:
         "<span>(colour: square root of the weight, so that small weights show; 0.25 is mid-way)</span>"
         f'<span class="bar" style="width:12px;background:{grey}"></span>masked (future token)</div>'
     )
+
+
+OVER_TRAINING_JS = asset("over_training.js")  # a click (Enter) on a step's map shows the page at that step
+
+STRIP_MAP = 150  # pixels a side of each step's map in the strip: the pattern, not the digits (the maps below have them)
+
+
+def over_training_html(answer: dict, shown_model: str, roles_curve: str | None = None) -> str:
+    """The /head_over_training answer as a strip: the head's map at each snapshot step and at the end, left to right,
+    the one shown now outlined; each a button that shows the page at that step. `roles_curve`: the model's roles
+    curve (a data URI), beside the strip."""
+    tokens, layer, head, factor = answer["tokens"], answer["layer"], answer["head"], answer["pooled"]
+    labels = tokens if len(tokens) <= TILE_LABELS_UP_TO and factor == 1 else []
+    masked = future_blocks(range(len(tokens)), range(len(tokens)), factor)
+    figures = []
+    for step in answer["steps"]:
+        image = heatmap_png(torch.tensor(step["weights"]).numpy(), masked)
+        now = " now" if step["model"] == shown_model else ""
+        title = f"{head_caption(layer, str(head))} at {step['label']}: show the page at this step"
+        attrs = f'tabindex="0" role="button" aria-label="{html.escape(title)}"'
+        figures.append(
+            f'<figure class="step-map{now}" data-model="{html.escape(step["model"])}" {attrs}>'
+            f"<figcaption>{html.escape(step['label'])}</figcaption>"
+            f"{heatmap_svg(image, labels, labels, STRIP_MAP, title)}</figure>"
+        )
+    curve = (
+        f"<figure class=\"roles-curve\"><figcaption>The heads' roles over training (the model's roles log)</figcaption>"
+        f'<img src="{roles_curve}" alt="Each head\'s role scores at each evaluation"></figure>'
+        if roles_curve
+        else ""
+    )
+    return (
+        f'<div class="over-training"><p>{html.escape(head_caption(layer, str(head)))} of '
+        f"{html.escape(answer['model'])} on this text, at each saved training step: click one to show the page at "
+        "that step.</p>"
+        f'<div class="side"><div class="strip">{"".join(figures)}</div>{curve}</div></div>'
+    )

@@ -1,0 +1,45 @@
+"""The chosen head at each of the model's training snapshots, on the text shown: how its map formed (the page's strip
+beside the roles curve, and the /head_over_training endpoint). Each map is the snapshot model's own recorded pass
+(output_attentions), as the maps of `name@N` are. Numbers only: no Gradio."""
+
+from minigpt.demo.attention_maps import max_pooled, pool_factor
+from minigpt.demo.choices import head_index, layer_index
+from minigpt.demo.models import snapshot_choices, split_snapshot_name
+from minigpt.demo.state import DemoState
+from minigpt.errors import VisitorError, shortened
+
+MAX_CELLS = 128  # a map of a longer text is max-pooled to at most this many cells a side (as the grid's tiles are)
+
+
+def head_over_training(state: DemoState, model: str, text: str, layer=0, head=0) -> dict:
+    """Head (`layer`, `head`) of `model` (a name, or name@N: its base model's snapshots) on `text`, at each snapshot
+    step and at the end: {model, layer, head, tokens, ids, pooled, steps: [{label, model, weights}]}, each weights a
+    (T, T) map, or with `pooled` f > 1 (a text over MAX_CELLS tokens) each cell the largest of f x f weights."""
+    base, _ = split_snapshot_name(model)
+    choices = snapshot_choices(state.picker, base or "")
+    if not choices:
+        raise VisitorError(
+            f"The model {shortened(model)} has no training snapshots: train a small model with train.py (or the Train "
+            "tab) to see its heads form; the shipped induction and specimen models have them."
+        )
+    views = [(label, name, state.text_view(name, text)) for label, name in choices]
+    config = views[-1][2].lm.model.config
+    layer, head = layer_index(layer, config.n_layer), head_index(head, config.n_head, average=False)
+    final = views[-1][2]
+    factor = pool_factor(len(final.ids), MAX_CELLS)
+    return {
+        "model": base,
+        "layer": layer,
+        "head": head,
+        "tokens": final.tokens,
+        "ids": final.ids,
+        "pooled": factor,
+        "steps": [
+            {"label": label, "model": name, "weights": pooled_map(view, layer, head, factor)}
+            for label, name, view in views
+        ],
+    }
+
+
+def pooled_map(view, layer: int, head: int, factor: int) -> list[list[float]]:
+    return max_pooled(view.recorded.attentions[layer, head], factor).tolist()

@@ -1,0 +1,13 @@
+// The chosen head over training (views/maps.py over_training_html): a click on a step's map, or Enter or Space on it,
+// shows the page at that step (this gr.HTML's event 'go' with {model: "name@N"}, or the final model's name).
+element.addEventListener('click', (event) => {
+  const step = event.target.closest && event.target.closest('.step-map[data-model]');
+  if (step) trigger('go', {model: step.dataset.model});
+});
+element.addEventListener('keydown', (event) => {
+  if (event.key !== 'Enter' && event.key !== ' ') return;
+  const step = event.target.closest && event.target.closest('.step-map[data-model]');
+  if (!step || step !== event.target) return;
+  event.preventDefault();
+  trigger('go', {model: step.dataset.model});
+});
