@@ -90,6 +90,7 @@ LOADING_ENDPOINTS = [
     "/patching",
     "/composition",
     "/head_circuit",
+    "/head_over_training",
 ]
 
 
@@ -227,6 +228,10 @@ MISTAKES = {
         (dict(layer=4), "layer must be 0 to 3, got 4"),
         (dict(head="mean"), "head must be 0 to 3, got 'mean'"),
         (dict(layer=0, ablate="1.0"), "ablate must name heads of layers before 0"),
+    ],
+    "/head_over_training": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(model="tiny-names"), "The model 'tiny-names' has no training snapshots"),
     ],
     "/train": [
         (dict(data="wikipedia"), "data must be one of names, shakespeare, induction, text"),

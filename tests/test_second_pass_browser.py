@@ -170,3 +170,23 @@ def test_the_chosen_head_over_training_opens_each_step_with_one_click_or_enter(p
         page.goto(f"{page_url}?model=tiny-names&text=emma")
         expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(20)
         expect(page.locator("#head-over-training")).to_be_hidden()
+
+
+def test_several_names_say_which_is_mapped_and_another_is_one_click_away(page_url):
+    """Generating several names maps the first and says so; picking another name maps that one."""
+    from playwright.sync_api import expect
+
+    with chromium_page() as page:
+        page.goto(page_url)
+        expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(20)
+        page.get_by_label(re.compile(r"How many names")).fill("3")
+        page.get_by_role("button", name="Generate names").click()
+        picks = page.locator("#names-pick input[type=radio]")
+        expect(picks).to_have_count(3)
+        expect(picks.first).to_be_checked()
+        text = page.get_by_label(TEXT_BOX)
+        expect(text).to_have_value(picks.first.get_attribute("value"))
+        second = picks.nth(1).get_attribute("value")
+        page.locator("#names-pick label").nth(1).click()
+        expect(text).to_have_value(second)
+        expect(page.locator("#current-text .current-view")).to_contain_text(f"“{second}”")

@@ -16,7 +16,8 @@ def head_over_training(state: DemoState, model: str, text: str, layer=0, head=0)
     step and at the end: {model, layer, head, tokens, ids, pooled, steps: [{label, model, weights}]}, each weights a
     (T, T) map, or with `pooled` f > 1 (a text over MAX_CELLS tokens) each cell the largest of f x f weights."""
     base, _ = split_snapshot_name(model)
-    choices = snapshot_choices(state.picker, base or "")
+    state.text_view(base, text)  # the model loaded first: an unknown or broken one is named as every view names it
+    choices = snapshot_choices(state.picker, base)
     if not choices:
         raise VisitorError(
             f"The model {shortened(model)} has no training snapshots: train a small model with train.py (or the Train "

@@ -387,7 +387,11 @@ class AttentionMaps:
         private = dict(api_visibility="private")
         g = generation
         names_shown = g.names_event.success(
-            self.attention_of_sample, [g.first_name, g.names_model, selected], [text, model, *outputs], **private
+            self.attention_of_sample, [g.name_pick, g.names_model, selected], [text, model, *outputs], **private
+        )
+        # another of the generated names: its maps
+        name_picked = g.name_pick.select(
+            self.attention_of_sample, [g.name_pick, g.names_model, selected], [text, model, *outputs], **private
         )
         text_shown = g.text_event.success(
             self.attention_of_sample, [g.text_out, g.text_model, selected], [text, model, *outputs], **private
@@ -403,7 +407,8 @@ class AttentionMaps:
             # a dropdown's `input` comes twice for one choice (the choice, then the blur): two redraws, and a text the
             # model cannot read showed its message twice ("Error (2)"); `select` comes once
             (model.select(self.attention, kept, outputs, **private), asked),
-            (names_shown, [g.first_name, g.names_model]),
+            (names_shown, [g.name_pick, g.names_model]),
+            (name_picked, [g.name_pick, g.names_model]),
             (text_shown, [g.text_out, g.text_model]),
         ]
         opened = demo.load(self.open_link, asked, [text, model, *outputs, link], **private)

@@ -39,7 +39,7 @@ class Generation:
         model: str | None = None,
     ):
         """N names from the names model, each starting with `prefix`. Returns the names (one a line), notes about the
-        input, and (for the attention maps) the first name with its boundary tokens."""
+        input, and (for the attention maps) each name with the text the maps read (its boundary tokens)."""
         lm = await asyncio.to_thread(
             self.state.picker.get, model or self.state.names_default
         )  # loading a model must not stall the other streams
@@ -61,8 +61,8 @@ class Generation:
         decoded = [lm.tokenizer.decode(prompt[1:] + s, skip_special_tokens=True) for s in samples]
         if empty := decoded.count(""):
             notes.append(f"{empty} of the names are empty (blank lines): the model ended them at once.")
-        first = lm.tokenizer.decode(prompt + samples[0], skip_special_tokens=False)
-        return "\n".join(decoded), notes_markdown(notes), first
+        mapped = [lm.tokenizer.decode(prompt + sample, skip_special_tokens=False) for sample in samples]
+        return "\n".join(decoded), notes_markdown(notes), list(zip(decoded, mapped))
 
     async def text(
         self,
@@ -121,7 +121,10 @@ class Generation:
             names_button = gr.Button("Generate names", variant="primary")
             names_out = gr.Textbox(label="Names", lines=6, elem_id="names-output")
             names_notes = gr.Markdown(label="Notes")
-            first_name = gr.State("")
+            generated = gr.State([])  # (name, the text the maps read) of each name generated
+            name_pick = gr.Radio(
+                [], label="The maps below show this name: pick another", visible=False, elem_id="names-pick"
+            )
         with gr.Tab("Text", id="text"):
             with gr.Row():
                 text_model = unchecked(gr.Dropdown(state.picker.names, value=state.text_default, label="Model"))
@@ -134,10 +137,11 @@ class Generation:
         names_event = names_button.click(
             self.names,
             [prefix, count, *names_sampling, names_model],
-            [names_out, names_notes, first_name],
+            [names_out, names_notes, generated],
             api_name="names",
             concurrency_limit=None,  # every request goes to the model's batch, which has its own limits
         )
+        names_listed = names_event.success(name_choices, generated, name_pick, api_visibility="private")
         text_event = text_button.click(
             self.text,
             [prompt, max_new, *text_sampling, text_model],
@@ -146,8 +150,8 @@ class Generation:
             concurrency_limit=None,
         )
         return SimpleNamespace(
-            names_event=names_event,
-            first_name=first_name,
+            names_event=names_listed,
+            name_pick=name_pick,
             names_model=names_model,
             text_event=text_event,
             text_out=text_out,
@@ -155,3 +159,9 @@ class Generation:
             prompt=prompt,
             text_sampling=text_sampling,
         )
+
+
+def name_choices(generated: list) -> gr.Radio:
+    """The names just generated as choices of which one the maps show (the first at first); hidden for one name."""
+    choices = [(name or "(empty)", mapped) for name, mapped in generated]
+    return gr.Radio(choices=choices, value=choices[0][1] if choices else None, visible=len(choices) > 1)
