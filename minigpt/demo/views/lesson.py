@@ -126,8 +126,8 @@ def digits_switch(coloured: bool) -> str:
         return ""
     return (
         '<div class="digits-bar"><button type="button" class="digits-switch" aria-pressed="false">Show numbers</button>'
-        '<span class="digits-hint pictures">Each coloured square or slice is a number: red positive, blue negative, '
-        "stronger when larger. Tap one for its value.</span>"
+        '<span class="digits-hint pictures">Each square or slice is a number: red +, blue −, stronger when larger. '
+        "Tap one for its value.</span>"
         '<span class="digits-hint numbers">Rounded to 3 decimals: tap or hover a number for its exact value.</span>'
         "</div>"
     )

@@ -266,8 +266,10 @@ class StepDrawing:
             f"<p>{what}: mean {scalar_html(f'block.{norm}.mean', step['mean'])}, variance "
             f"{scalar_html(f'block.{norm}.variance', step['variance'])}, eps {step['eps']:g}.</p>"
         )
-        parts = "".join(self.vector("block", f"{norm}_{part}") for part in ("hat", "scale", "shift"))
-        return f"{moments}{folded('How: normalised, scaled, shifted', parts)}{self.vector('block', f'{norm}_out')}"
+        parts = moments + "".join(self.vector("block", f"{norm}_{part}") for part in ("hat", "scale", "shift"))
+        return folded("How: its mean and variance, normalised, scaled, shifted", parts) + self.vector(
+            "block", f"{norm}_out"
+        )
 
     def block(self) -> str:
         step = self.s["block"]
