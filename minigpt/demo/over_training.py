@@ -24,9 +24,9 @@ def head_over_training(state: DemoState, model: str, text: str, layer=0, head=0)
             "tab) to see its heads form; the shipped induction and specimen models have them."
         )
     views = [(label, name, state.text_view(name, text)) for label, name in choices]
-    config = views[-1][2].lm.model.config
+    final = views[-1][2]  # the model at the end of training (the last choice)
+    config = final.lm.model.config
     layer, head = layer_index(layer, config.n_layer), head_index(head, config.n_head, average=False)
-    final = views[-1][2]
     factor = pool_factor(len(final.ids), MAX_CELLS)
     return {
         "model": base,
@@ -43,4 +43,5 @@ def head_over_training(state: DemoState, model: str, text: str, layer=0, head=0)
 
 
 def pooled_map(view, layer: int, head: int, factor: int) -> list[list[float]]:
+    """One head's map of a text view, max-pooled by `factor` (1: every weight as it is)."""
     return max_pooled(view.recorded.attentions[layer, head], factor).tolist()
