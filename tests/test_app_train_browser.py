@@ -45,21 +45,22 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
             page.get_by_label("Model name (empty: one is picked)").fill("browser-run")
             page.get_by_role("button", name="Start training").click()
 
-            # The loss plot is redrawn as the run goes: at least two different images while it is running.
-            # While it runs (read in one loop, so that a loaded machine's slowness cannot let the run end first): the
-            # plot redrawn (two different images) and the bar's time-left estimate.
+            # While it runs (read in one loop, so that a loaded machine's slowness can neither let the run end first
+            # nor let Cancel land before the first evaluation): the plot redrawn (two different images), the bar's
+            # time-left estimate, and the samples of an evaluation.
             bar = page.locator("#train-progress .train-progress")
-            drawn, left, deadline = set(), False, time.monotonic() + 240
-            while len(drawn) < 2 or not left:
-                assert time.monotonic() < deadline, f"the plot was drawn {len(drawn)} time(s), time left: {left}"
+            samples = page.locator("#train-samples textarea")
+            drawn, left, sampled, deadline = set(), False, False, time.monotonic() + 240
+            while len(drawn) < 2 or not left or not sampled:
+                assert time.monotonic() < deadline, f"plot drawn {len(drawn)} time(s), time left: {left}, {sampled=}"
                 assert bar.count() == 0 or bar.get_attribute("data-state") in ("queued", "running")
                 if source := plot_source(page):
                     drawn.add(source)
                 left = left or (bar.count() == 1 and "left" in bar.inner_text())
+                sampled = sampled or samples.input_value() != ""
                 time.sleep(0.3)
             notes = page.locator("#train-notes")
             page.get_by_role("button", name="Cancel").click()
-            expect(page.locator("#train-samples textarea")).not_to_have_value("")  # samples of an evaluation
             shot = tmp_path / "train.png"
             page.locator("#train-tab").screenshot(path=str(shot))
             if os.environ.get("MINIGPT_TRAIN_SCREENSHOT"):  # the README's picture of a run
