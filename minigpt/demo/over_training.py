@@ -16,15 +16,15 @@ def head_over_training(state: DemoState, model: str, text: str, layer=0, head=0)
     step and at the end: {model, layer, head, tokens, ids, pooled, steps: [{label, model, weights}]}, each weights a
     (T, T) map, or with `pooled` f > 1 (a text over MAX_CELLS tokens) each cell the largest of f x f weights."""
     base, _ = split_snapshot_name(model)
-    state.text_view(base, text)  # the model loaded first: an unknown or broken one is named as every view names it
+    final = state.text_view(base, text)  # loaded first: an unknown or broken model is named as every view names it
     choices = snapshot_choices(state.picker, base)
     if not choices:
         raise VisitorError(
             f"The model {shortened(model)} has no training snapshots: train a small model with train.py (or the Train "
             "tab) to see its heads form; the shipped induction and specimen models have them."
         )
-    views = [(label, name, state.text_view(name, text)) for label, name in choices]
-    final = views[-1][2]  # the model at the end of training (the last choice)
+    # the snapshots, then the model at the end of training (the last choice, `base` itself: its view is `final`)
+    views = [(label, name, state.text_view(name, text)) for label, name in choices[:-1]] + [(*choices[-1], final)]
     config = final.lm.model.config
     layer, head = layer_index(layer, config.n_layer), head_index(head, config.n_head, average=False)
     factor = pool_factor(len(final.ids), MAX_CELLS)

@@ -2,6 +2,7 @@
 export, the shape trace, and the line naming the text every view below belongs to. Endpoints: /attention,
 /attention_values, /attention_export; the enlarged maps' server functions."""
 
+import functools
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -166,7 +167,7 @@ class AttentionMaps:
     def roles_curve(self, model: str) -> str | None:
         """The model folder's roles curve (train.py draws it from the roles log), as a data URI; None without one."""
         curve = Path(self.state.picker.sources.get(model, "")) / "roles_curve.png"
-        return data_uri(curve.read_bytes()) if curve.is_file() else None
+        return curve_uri(str(curve), curve.stat().st_mtime_ns) if curve.is_file() else None
 
     def attention_at_step(self, text: str, selected: dict | None, event: gr.EventData):
         """A click on a step of the strip (its `go` event: {model}): the page at that step."""
@@ -435,3 +436,9 @@ class AttentionMaps:
         parts = dict(shown=shown, grid=grid, large=large, layer=layer, head=head, text=text, model=model, link=link)
         parts.update(lines=lines, lines_of=lines_of, details=details)
         return SimpleNamespace(**parts)
+
+
+@functools.lru_cache(maxsize=16)
+def curve_uri(path: str, modified: int) -> str:
+    """A roles curve as a data URI, read once per version of the file (`modified`: its mtime), not at every redraw."""
+    return data_uri(Path(path).read_bytes())

@@ -54,10 +54,15 @@ def token_cell(j: int, tokens: list[str]) -> str:
     return f'<td class="tok">{j} {html.escape(tokens[j][:12])}</td>'
 
 
-def bar_cell(value: float) -> str:
-    """A bar as long as |value| (160 px for 1), red when negative: a share or a weight as a picture."""
+def bar_span(value: float) -> str:
+    """A bar as long as |value| (160 px for 1, at most 1.5 times that), red when negative: a weight, a probability or
+    a share as a picture."""
     sign = " negative" if value < 0 else ""
-    return f'<td><span class="bar{sign}" style="width:{max(1, round(min(abs(value), 1.5) * 160))}px"></span></td>'
+    return f'<span class="bar{sign}" style="width:{max(1, round(min(abs(value), 1.5) * 160))}px"></span>'
+
+
+def bar_cell(value: float) -> str:
+    return f"<td>{bar_span(value)}</td>"
 
 
 def keys_table(
@@ -94,8 +99,7 @@ def weight_bars(tokens: list[str], weights: list, query: int) -> str:
         seen = sorted(seen, key=lambda jw: -jw[1])[:MAX_BARS]
         order = f"the {MAX_BARS} largest of {query + 1}, largest first"
     rows = "".join(
-        f'<div class="bar-row"><span class="tok">{j} {html.escape(tokens[j][:12])}</span>'
-        f'<span class="bar" style="width:{max(1, round(w * 160))}px"></span> {w:.3f}</div>'
+        f'<div class="bar-row"><span class="tok">{j} {html.escape(tokens[j][:12])}</span>{bar_span(w)} {w:.3f}</div>'
         for j, w in seen
     )
     return f'<div class="label">The weights as bars ({order})</div><div class="bars">{rows}</div>'
@@ -293,7 +297,7 @@ class StepDrawing:
             f'<tr><td class="tok">{html.escape(t)}</td>'
             f'<td data-key="probabilities.top_logits">{number_html(logit)}</td>'
             f'<td data-key="probabilities.top_probabilities">{number_html(p)}</td>'
-            f'<td><span class="bar" style="width:{max(1, round(p * 160))}px"></span></td></tr>'
+            f"{bar_cell(p)}</tr>"
             for t, logit, p in zip(step["top_tokens"], step["top_logits"], step["top_probabilities"])
         )
         table = f"<table><tr><th>next token</th><th>logit</th><th>probability</th><th></th></tr>{rows}</table>"
