@@ -16,6 +16,7 @@
   gets exactly the batches the uninterrupted run would have had.
 """
 
+import functools
 import hashlib
 import itertools
 import os
@@ -275,16 +276,33 @@ def token_file(corpus: Corpus, tokenizer, part: str, n_train: int) -> Path | Non
     return CACHE / "tokens" / f"{key}.{dtype}.bin"
 
 
-def tokenized(corpus: Corpus, tokenizer, part: str, n_train: int, texts_: Callable[[], Iterable]) -> np.ndarray | None:
-    """The token ids of `part`, read from its token file (memory-mapped) or tokenized once and written there (in
-    batches: the Rust tokenizer encodes a batch on every core); None for a streamed corpus. `texts_()` gives the
-    part's (text, ends_document) pieces."""
+class TokenFile:
+    """A part's token ids in their file, memory-mapped when first read. It pickles as its path: `datasets` hashes a
+    stream's generator and arguments by pickling them (and a DataLoader started by spawn sends them pickled), and a
+    memory map pickles as a copy of everything in it: gigabytes of a big corpus read, copied and hashed at every
+    start."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @functools.cached_property
+    def ids(self) -> np.ndarray:
+        dtype = np.dtype(self.path.suffixes[-2].lstrip("."))
+        return np.memmap(self.path, dtype=dtype, mode="r") if self.path.stat().st_size else np.zeros(0, dtype=dtype)
+
+    def __reduce__(self):
+        return TokenFile, (self.path,)
+
+
+def tokenized(corpus: Corpus, tokenizer, part: str, n_train: int, texts_: Callable[[], Iterable]) -> TokenFile | None:
+    """The token ids of `part`, in its token file (read memory-mapped), tokenized once and written there if it is not
+    in the cache yet (in batches: the Rust tokenizer encodes a batch on every core); None for a streamed corpus.
+    `texts_()` gives the part's (text, ends_document) pieces."""
     path = token_file(corpus, tokenizer, part, n_train)
     if path is None:
         return None
-    dtype = np.dtype(path.suffixes[-2].lstrip("."))
     if not path.exists():
-        started, count = time.perf_counter(), 0
+        started, count, dtype = time.perf_counter(), 0, np.dtype(path.suffixes[-2].lstrip("."))
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.name}.{os.getpid()}.part")  # torchrun's processes may write it at once
         try:
@@ -298,7 +316,7 @@ def tokenized(corpus: Corpus, tokenizer, part: str, n_train: int, texts_: Callab
         print(f"Tokenized the {part} text once: {count:,} tokens in {time.perf_counter() - started:.1f} s ({path})")
     else:
         print(f"Read the {part} text's tokens from the cache ({path}): no tokenizing")
-    return np.memmap(path, dtype=dtype, mode="r") if path.stat().st_size else np.zeros(0, dtype=dtype)
+    return TokenFile(path)
 
 
 def strided(ids: np.ndarray, block_size: int, stride: int, offset: int = 0) -> Iterator[np.ndarray]:
@@ -380,6 +398,21 @@ def streamed(epoch_examples, seed: int, buffer_size: int, pack: int | None = Non
     return datasets.IterableDataset.from_generator(endless, gen_kwargs=kwargs)
 
 
+class Rows:
+    """Examples of token ids of different lengths, kept as one flat array and where each ends: a stream's generator
+    holds them, and `datasets` hashes it by pickling it (two arrays at once, not 31,000 lists one by one: 1.4 s at
+    every names run's start)."""
+
+    def __init__(self, examples: Iterable[list[int]]):
+        examples = list(examples)
+        self.ends = np.cumsum([len(ids) for ids in examples], dtype=np.int64)
+        self.ids = np.fromiter(itertools.chain.from_iterable(examples), dtype=np.int64, count=sum(map(len, examples)))
+
+    def __iter__(self) -> Iterator[list[int]]:
+        starts = itertools.chain([0], self.ends)
+        return (self.ids[start:end].tolist() for start, end in zip(starts, self.ends))
+
+
 @dataclass
 class Splits:
     train: datasets.IterableDataset  # endless, shuffled, streamed
@@ -419,7 +452,7 @@ def names_splits(corpus: Corpus, block_size: int, val_size: int, seed: int) -> S
 
     validation = list(name_examples(split(True), tokenizer, block_size))
     buffer_size = SHUFFLE_BUFFER_TOKENS // block_size
-    training_names = list(name_examples(split(False), tokenizer, block_size))  # tokenized once, not every epoch
+    training_names = Rows(name_examples(split(False), tokenizer, block_size))  # tokenized once, not every epoch
     epoch_examples = lambda epoch, rng: training_names
     train = streamed(epoch_examples, seed, buffer_size, pack=block_size)
     summary = f"{count - n_val:,} training names and {n_val:,} held-out validation names (seeded shuffle, seed {seed})"
@@ -511,19 +544,19 @@ def text_splits(
         return (np.concatenate([[tokenizer.bos_token_id], w]) for w in plain) if boundary_first else plain
 
     # A local corpus: its two parts' tokens, from the cache or tokenized once now. A streamed one: tokenized as read.
-    train_ids = (
+    train_tokens = (
         None
         if validation_only
         else tokenized(corpus, tokenizer, "train", n_train, lambda: head(pieces(corpus), n_train))
     )
-    validation_ids = tokenized(corpus, tokenizer, "validation", n_train, lambda: tail(pieces(corpus), n_train))
+    validation_tokens = tokenized(corpus, tokenizer, "validation", n_train, lambda: tail(pieces(corpus), n_train))
 
-    def part_windows(ids, part, size: int, step: int, offset: int = 0) -> Iterator[np.ndarray]:
-        if ids is not None:
-            return strided(ids, size, step, offset)
+    def part_windows(tokens: TokenFile | None, part, size: int, step: int, offset: int = 0) -> Iterator[np.ndarray]:
+        if tokens is not None:
+            return strided(tokens.ids, size, step, offset)
         return windows(token_chunks(part(pieces(corpus), n_train), tokenizer), size, step, offset)
 
-    validation = list(framed(part_windows(validation_ids, tail, span, span)))
+    validation = list(framed(part_windows(validation_tokens, tail, span, span)))
     if validation_only:
         return Splits(None, datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]}), tokenizer, "")
     if not validation:
@@ -534,7 +567,7 @@ def text_splits(
 
     def epoch_windows(epoch: int, rng: random.Random) -> Iterator[np.ndarray]:
         offset = 0 if epoch == 0 else rng.randrange(stride)  # later epochs cut the text at other places
-        plain = framed(part_windows(train_ids, head, span, stride, offset))
+        plain = framed(part_windows(train_tokens, head, span, stride, offset))
         if not repeat_fraction:
             return plain
         return (repeated(w, rng) if rng.random() < repeat_fraction else w for w in plain)
@@ -564,7 +597,7 @@ def text_splits(
         summary += f", {repeat_fraction:.0%} of them with a span repeated (an induction mixture"
         summary += f": {random_span_fraction:.0%} of those spans random tokens)" if random_span_fraction else ")"
     validation = datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]})
-    return Splits(train, validation, tokenizer, summary, train_ids)
+    return Splits(train, validation, tokenizer, summary, train_tokens.ids if train_tokens else None)
 
 
 def collate(examples: list[dict], pad_token_id: int, boundary_id: int | None = None) -> dict[str, torch.Tensor]:

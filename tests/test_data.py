@@ -3,6 +3,7 @@ endless training stream, the built-in corpora, and DataError messages for bad in
 
 import itertools
 import json
+import pickle
 import random
 
 import numpy as np
@@ -300,6 +301,28 @@ def test_a_local_corpus_is_tokenized_once_and_its_windows_are_the_streamed_ones(
     assert plain.validation["input_ids"] == first.validation["input_ids"]
     tokenizer = first.tokenizer
     assert tokenizer.decode(first.train_ids.tolist()) == TEXT[: int(len(TEXT) * 0.9)]
+
+
+def test_a_streams_start_reads_none_of_its_tokens_and_names_are_kept_as_one_array(tmp_path, cache, monkeypatch):
+    """`datasets` hashes a stream's generator and its arguments by pickling them: a memory map in them would be read
+    and copied whole (a big corpus's gigabytes at every start), so the stream holds its token file by path, and the
+    names as one flat array (31,000 lists took 1.4 s to pickle)."""
+    path = write(tmp_path / "play.txt", TEXT)
+    splits_of(path)  # the token files written
+
+    def copied(*args):
+        raise AssertionError("a memory map was pickled")
+
+    monkeypatch.setattr(np.memmap, "__reduce__", copied)
+    monkeypatch.setattr(np.memmap, "__reduce_ex__", copied)
+    again = splits_of(path)  # hashed by `datasets` as the stream is made
+    assert take(again.train, 3) and len(pickle.dumps(data.TokenFile(cache))) < 200
+    token_file = next((cache / "tokens").glob("*.bin"))
+    monkeypatch.undo()
+    copy = pickle.loads(pickle.dumps(data.TokenFile(token_file)))
+    assert np.array_equal(copy.ids, data.TokenFile(token_file).ids) and len(copy.ids) > 0
+    names = [[1, 5, 1], [1, 2, 3, 4, 1], [1, 1]]
+    assert list(data.Rows(names)) == names and list(pickle.loads(pickle.dumps(data.Rows(names)))) == names
 
 
 def test_a_changed_file_or_tokenizer_is_tokenized_again_and_a_failed_one_leaves_no_token_file(tmp_path, cache):
