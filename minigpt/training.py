@@ -540,7 +540,7 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
     if training.world_size > 1:  # process i of n keeps examples i, i + n, ...: together they see each example once
         rank, world_size = training.process_index, training.world_size
         train_dataset = split_dataset_by_node(train_dataset, rank=rank, world_size=world_size)
-    boundary = config.eos_token_id if tokenizer_kind(script) == "names" else None  # names come packed, see data.packed
+    boundary = config.eos_token_id if tokenizer_kind(script) == "names" else None  # names come packed (streams.packed)
     # The head roles at each evaluation, on the first validation text, by the Head roles view's code.
     role_log = RoleLog(
         training.output_dir, *sample_text(splits.tokenizer, splits.validation, config.block_size), splits.tokenizer

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from minigpt import data, tokenization
+from minigpt import data, streams, tokenization
 
 TEXT = "".join(f"Speaker {i}:\nLine number {i} of a small play.\n\n" for i in range(200))
 
@@ -132,7 +132,7 @@ def test_text_shorter_than_a_window_is_rejected(tmp_path):
 def test_names_are_packed_whole_into_rows_sharing_their_boundaries():
     tokenizer = tokenization.names_tokenizer()
     names = ["emma", "ava", "olivia", "x", "bartholomewxyz", "jo", "mohammed", "alia"]
-    rows = list(data.packed(data.name_examples(names, tokenizer, 16), block_size=16))
+    rows = list(streams.packed(data.name_examples(names, tokenizer, 16), block_size=16))
     expected = [".emma.ava.", ".olivia.x.", ".bartholomewxyz.", ".jo.mohammed.", ".alia."]
     assert [tokenizer.decode(r) for r in rows] == expected
     assert all(len(r) <= 16 for r in rows)
@@ -146,7 +146,8 @@ def test_packed_names_compute_what_they_compute_one_a_row():
     config = MiniGPTConfig.from_preset("names", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
     model = MiniGPTForCausalLM(config).eval()
     examples = list(data.name_examples(["emma", "ava", "olivia", "x", "bartholomewxyz", "jo", "lu"], tokenizer, 16))
-    packed = data.collate([{"input_ids": r} for r in data.packed(examples, 16)], tokenizer.pad_token_id, boundary_id=0)
+    rows = [{"input_ids": r} for r in streams.packed(examples, 16)]
+    packed = data.collate(rows, tokenizer.pad_token_id, boundary_id=0)
     alone = data.collate([{"input_ids": e} for e in examples], tokenizer.pad_token_id)
     assert packed["input_ids"].shape[0] < alone["input_ids"].shape[0]
     assert packed["position_ids"][0].tolist()[:10] == [0, 1, 2, 3, 4, 0, 1, 2, 3, 0]  # .emma.ava.: each from 0
@@ -322,7 +323,7 @@ def test_a_streams_start_reads_none_of_its_tokens_and_names_are_kept_as_one_arra
     copy = pickle.loads(pickle.dumps(data.TokenFile(token_file)))
     assert np.array_equal(copy.ids, data.TokenFile(token_file).ids) and len(copy.ids) > 0
     names = [[1, 5, 1], [1, 2, 3, 4, 1], [1, 1]]
-    assert list(data.Rows(names)) == names and list(pickle.loads(pickle.dumps(data.Rows(names)))) == names
+    assert list(streams.Rows(names)) == names and list(pickle.loads(pickle.dumps(streams.Rows(names)))) == names
 
 
 def test_a_changed_file_or_tokenizer_is_tokenized_again_and_a_failed_one_leaves_no_token_file(tmp_path, cache):
