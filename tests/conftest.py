@@ -7,7 +7,18 @@ import sys
 
 import pytest
 
-from helpers import LOWERCASE, REPO, build_fixture_models, char_tokenizer, running_app, save_fixture_model, training_app
+from helpers import (
+    LONG_CONTEXT,
+    LOWERCASE,
+    REPO,
+    build_fixture_models,
+    char_tokenizer,
+    printable_tokenizer,
+    running_app,
+    save_fixture_model,
+    save_gpt2,
+    training_app,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -52,12 +63,14 @@ LONGEST_FIRST = (  # by each group's seconds in one run (pytest --durations=0, s
 # Modules that share a session-scoped server run on one worker (pytest-xdist's loadgroup), so that it starts once;
 # every other module is a group of its own, as --dist loadfile had it (its module-scoped fixtures made once).
 SHARED_SERVERS = {
-    "fixture-server": (  # `server`: the fixture models, no other flag
+    "fixture-server": (  # `server`: the fixture models, tiny-dropout and tiny-gpt2, no other flag
         "test_app_api.py",
         "test_head_insights_api.py",
         "test_app_browser.py",
         "test_head_insights_browser.py",
         "test_app_batching.py",
+        "test_app_steps.py",
+        "test_attention_scale.py",
     ),
     "broken-server": ("test_error_rule.py", "test_robustness.py"),  # `broken_server`: two broken model folders
 }
@@ -73,11 +86,11 @@ def pytest_collection_modifyitems(items):
 
 
 # ---- the app on the fixture models: one server for the whole run -------------------------------------------------
-# Every module that wants app.py on tiny-names and tiny-text with no other flag and no environment of its own shares
-# `server` (test_app_api, test_head_insights_api, test_app_browser, test_head_insights_browser, test_app_batching).
-# A module that needs other flags, models or environment starts its own server in a fixture of its own (test_app_steps,
-# test_robustness, test_error_rule, test_attention_scale, test_app_train, ...): named `server` too where its tests are
-# written against that name, it overrides this one in that module. The shared server's log holds what every module
+# Every module that wants app.py on the fixture models with no other flag and no environment of its own shares
+# `server` (the modules of SHARED_SERVERS["fixture-server"], and any other that asks for it). A module that needs
+# other flags or environment starts its own server in a fixture of its own (test_robustness, test_error_rule,
+# test_app_train, ...): named `server` too where its tests are written against that name, it overrides this one in
+# that module. The shared server's log holds what every module
 # caused: a test reads its own part from a mark taken at its start (helpers.server_log).
 
 
@@ -88,10 +101,26 @@ def fixture_models(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def server(fixture_models):
-    """app.py serving the fixture models, no other flag, the environment as it is; yields (url, process)."""
+def dropout_model(tmp_path_factory):
+    """tiny-dropout: a names model with attention dropout p = 0.5 (the other fixture models have none)."""
+    folder = tmp_path_factory.mktemp("models") / "tiny-dropout"
+    return save_fixture_model(folder, char_tokenizer(LOWERCASE, "."), seed=2, name="names", attention_dropout=0.5)
+
+
+@pytest.fixture(scope="session")
+def long_model(tmp_path_factory):
+    """tiny-gpt2: a GPT2LMHeadModel of LONG_CONTEXT positions, converted with from_gpt2 when the app loads it."""
+    folder = tmp_path_factory.mktemp("models") / "tiny-gpt2"
+    return save_gpt2(folder, printable_tokenizer(), n_positions=LONG_CONTEXT, n_embd=32, n_layer=2, n_head=2)
+
+
+@pytest.fixture(scope="session")
+def server(fixture_models, dropout_model, long_model):
+    """app.py serving tiny-names, tiny-text, tiny-dropout and tiny-gpt2, no other flag, the environment as it is;
+    yields (url, process)."""
     names, text = fixture_models
-    with running_app("--names-model", str(names), "--text-model", str(text)) as running:
+    models = ("--model", str(dropout_model), "--model", str(long_model))
+    with running_app("--names-model", str(names), "--text-model", str(text), *models) as running:
         yield running
 
 

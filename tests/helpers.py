@@ -58,6 +58,9 @@ def char_tokenizer(characters: str, boundary: str):
     return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=boundary, eos_token=boundary, pad_token="<pad>")
 
 
+LONG_CONTEXT = 1024  # tokens: the long fixture model's (conftest's long_model)
+
+
 def printable_tokenizer():
     """The text fixture's tokenizer: printable ASCII and the newline, '<|endoftext|>' as the boundary."""
     return char_tokenizer(PRINTABLE, "<|endoftext|>")

@@ -9,41 +9,15 @@ import pytest
 from helpers import (
     CHROMIUM,
     CHROMIUM_ARGS,
-    LOWERCASE,
     app_error,
     assert_drawn_exactly,
     assert_every_number_is_the_models,
     call,
-    char_tokenizer,
     needs_chromium,
     numbers_drawn,
-    running_app,
-    save_fixture_model,
     server_log,
 )
 from minigpt.heads.steps import NUMBERS
-
-
-@pytest.fixture(scope="module")
-def dropout_model(tmp_path_factory):
-    """A names model with attention dropout p = 0.5 (the fixture models have none)."""
-    folder = tmp_path_factory.mktemp("models") / "tiny-dropout"
-    return save_fixture_model(folder, char_tokenizer(LOWERCASE, "."), seed=2, name="names", attention_dropout=0.5)
-
-
-@pytest.fixture(scope="module")
-def server(fixture_models, dropout_model):
-    """This module's own server: the fixture models and tiny-dropout."""
-    names, text = fixture_models
-    with running_app("--names-model", str(names), "--text-model", str(text), "--model", str(dropout_model)) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    from gradio_client import Client
-
-    return Client(server[0], verbose=False)
 
 
 def served_model(folder: Path):

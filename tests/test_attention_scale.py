@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from helpers import (
+    LONG_CONTEXT,
     LOWERCASE,
     THREE_LAYERS,
     app_error,
@@ -17,9 +18,7 @@ from helpers import (
     char_tokenizer,
     page_function,
     printable_tokenizer,
-    running_app,
     save_fixture_model,
-    save_gpt2,
     server_log,
     tiny_model,
 )
@@ -28,7 +27,7 @@ from minigpt.demo.attention_maps import LEVELS, PALETTE, Window, colour_indices,
 from minigpt.demo.views.maps import figure_body
 from modeling_minigpt import MiniGPTForCausalLM
 
-LONG = 1024  # tokens: the long-context fixture's context, and the longest text tried
+LONG = LONG_CONTEXT  # tokens: the long-context fixture's context (conftest's long_model), the longest text tried
 
 
 def own_attentions(folder, ids: list[int]) -> list[torch.Tensor]:
@@ -212,12 +211,9 @@ def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_tex
 
 
 @pytest.fixture(scope="module")
-def long_server(fixture_models, tmp_path_factory):
-    names, text = fixture_models
-    root = tmp_path_factory.mktemp("models")
-    gpt2 = save_gpt2(root / "tiny-gpt2", printable_tokenizer(), n_positions=LONG, n_embd=32, n_layer=2, n_head=2)
-    with running_app("--names-model", str(names), "--text-model", str(text), "--model", str(gpt2)) as (url, process):
-        yield url, process, gpt2
+def long_server(server, long_model):
+    """The shared server (conftest.py), which serves tiny-gpt2 (long_model): LONG tokens of context."""
+    return *server, long_model
 
 
 def test_a_1024_token_text_on_a_from_gpt2_model(long_server, tmp_path):
