@@ -73,6 +73,7 @@ SHARED_SERVERS = {
         "test_attention_scale.py",
     ),
     "broken-server": ("test_error_rule.py", "test_robustness.py"),  # `broken_server`: two broken model folders
+    "training-server": ("test_app_train.py", "test_app_train_browser.py", "test_crowd.py"),  # `training_server`
 }
 GROUP_OF = {module: group for group, modules in SHARED_SERVERS.items() for module in modules}
 
@@ -164,9 +165,10 @@ def page_url(server):
     return server[0]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def training_server(tmp_path_factory):
-    """app.py on the fixture models with a runs folder of its own, one per module that trains (test_app_train,
-    test_crowd); yields (url, process, runs folder)."""
+    """app.py on the fixture models with a runs folder of its own, shared by the modules that train through it (their
+    runs have names of their own, and each test leaves no run queued or training); yields (url, process, runs
+    folder)."""
     with training_app(tmp_path_factory.mktemp("train")) as server:
         yield server

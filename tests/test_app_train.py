@@ -1,5 +1,6 @@
-"""The Train tab through its API (gradio_client), on a server with tiny fixture models and its own runs folder: tiny
-names runs (a 1-layer, 2-head, 16-wide model, tens to hundreds of steps) train through train.py in a subprocess."""
+"""The Train tab through its API (gradio_client), on the training server (conftest.py: the fixture models, a runs
+folder of its own): tiny names runs (a 1-layer, 2-head, 16-wide model, tens to hundreds of steps) train through
+train.py in a subprocess."""
 
 import json
 import zipfile

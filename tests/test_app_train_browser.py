@@ -9,15 +9,15 @@ import time
 
 import pytest
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, chromium_page, needs_chromium, training_app
+from helpers import CHROMIUM, CHROMIUM_ARGS, chromium_page, needs_chromium
 
 pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")
-def page_url(tmp_path_factory):
-    with training_app(tmp_path_factory.mktemp("train-browser")) as (url, _, _):
-        yield url
+def page_url(training_server):
+    """The address of the training server (conftest.py), which test_app_train and test_crowd share."""
+    return training_server[0]
 
 
 # Long enough that Cancel comes while the run is going on a fast machine too (the plots are redrawn every 3 s at most).

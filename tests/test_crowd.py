@@ -1,6 +1,6 @@
-"""The Train tab under a crowd (issue 30), through its API on a server of its own: progress streams hold no worker
-thread and are bounded, the queue is bounded per visitor and in all, and a run is its owner's (by the token the page
-keeps, not by a Gradio session)."""
+"""The Train tab under a crowd (issue 30), through its API on the training server (conftest.py): progress streams
+hold no worker thread and are bounded, the queue is bounded per visitor and in all, and a run is its owner's (by the
+token the page keeps, not by a Gradio session)."""
 
 import time
 from pathlib import Path
