@@ -60,9 +60,10 @@ LONGEST_FIRST = (  # by each group's seconds in one run (pytest --durations=0, s
 )
 
 
-# Modules that share a session-scoped server run on one worker (pytest-xdist's loadgroup), so that it starts once;
-# every other module is a group of its own, as --dist loadfile had it (its module-scoped fixtures made once).
-SHARED_SERVERS = {
+# Modules that share something costly (a session-scoped server, a process's first compile) run on one worker
+# (pytest-xdist's loadgroup), so that it is paid once; every other module is a group of its own, as --dist loadfile
+# had it (its module-scoped fixtures made once).
+SHARED = {
     "fixture-server": (  # `server`: the fixture models, tiny-dropout and tiny-gpt2, no other flag
         "test_app_api.py",
         "test_head_insights_api.py",
@@ -74,8 +75,11 @@ SHARED_SERVERS = {
     ),
     "broken-server": ("test_error_rule.py", "test_robustness.py"),  # `broken_server`: two broken model folders
     "training-server": ("test_app_train.py", "test_app_train_browser.py", "test_crowd.py"),  # `training_server`
+    # Not a server: inductor's first compile in a process (its CPU checks, built on a fresh machine) costs ~10 s;
+    # the modules that compile pay it once, in one process.
+    "inductor": ("test_flex.py", "test_train.py"),
 }
-GROUP_OF = {module: group for group, modules in SHARED_SERVERS.items() for module in modules}
+GROUP_OF = {module: group for group, modules in SHARED.items() for module in modules}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the marks
@@ -88,7 +92,7 @@ def pytest_collection_modifyitems(items):
 
 # ---- the app on the fixture models: one server for the whole run -------------------------------------------------
 # Every module that wants app.py on the fixture models with no other flag and no environment of its own shares
-# `server` (the modules of SHARED_SERVERS["fixture-server"], and any other that asks for it). A module that needs
+# `server` (the modules of SHARED["fixture-server"], and any other that asks for it). A module that needs
 # other flags or environment starts its own server in a fixture of its own (test_robustness, test_error_rule,
 # test_app_train, ...): named `server` too where its tests are written against that name, it overrides this one in
 # that module. The shared server's log holds what every module
