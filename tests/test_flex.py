@@ -8,8 +8,10 @@ The C++ kernel's bug for narrow heads (see `modeling_minigpt.flex_attention_forw
 floats: on an AVX-512 CPU such as this project's, inductor's vectors hold 16 and the bug does not show. So the narrow
 heads are checked in a subprocess whose inductor builds for AVX2 (`ATEN_CPU_CAPABILITY=avx2`, what it picks on a CPU
 without AVX-512), where the kernel given 8-dim heads as they are gives NaN logits; GPT-2's 64-dim heads in this
-process, at the CPU's own vectors. That subprocess keeps its own inductor cache: inductor's FX graph cache does not key
-on the vector ISA, and a graph generated for AVX-512 but built for AVX2 gives wrong numbers at any head_dim.
+process, at the CPU's own vectors. That subprocess reads no compiled graph from inductor's caches (the FX graph cache
+and AOTAutograd's do not key on the vector ISA: a graph generated for AVX-512 but built for AVX2 gives wrong numbers at
+any head_dim); it shares the rest of the cache, whose C++ builds key on their compiler flags, the ISA's among them:
+its CPU checks (~7 s to build on a fresh machine) are built once for both processes.
 
 Compiles take 2-20 s each on a CPU, so the cases are few shapes, each batched, and dynamo's state is reset around each
 test: a process may compile `flex_attention` 8 times before dynamo falls back to running it uncompiled, which would
@@ -18,7 +20,6 @@ silently test the wrong path; `fail_on_recompile_limit_hit` makes that an error 
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -93,8 +94,8 @@ def test_compiled_flex_equals_eager_for_narrow_heads_where_inductor_builds_for_a
     ARM one), in this process, at the CPU's own vectors."""
     if not avx2_capable():
         return check_narrow_heads()
-    cache = Path(tempfile.gettempdir()) / f"minigpt-inductor-avx2-{os.getuid()}"  # this ISA's own cache (see above)
-    env = dict(os.environ, ATEN_CPU_CAPABILITY="avx2", TORCHINDUCTOR_CACHE_DIR=str(cache))
+    no_graph_cache = dict(TORCHINDUCTOR_FX_GRAPH_CACHE="0", TORCHINDUCTOR_AUTOGRAD_CACHE="0")  # see above
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="avx2", **no_graph_cache)
     script = (
         "from torch._inductor.cpu_vec_isa import pick_vec_isa\n"
         "assert pick_vec_isa().nelements() == 8, pick_vec_isa()\n"  # 8 floats a vector: the kernel's short-vector path
