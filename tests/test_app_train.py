@@ -2,12 +2,13 @@
 folder of its own): tiny names runs (a 1-layer, 2-head, 16-wide model, tens to hundreds of steps) train through
 train.py in a subprocess."""
 
+import asyncio
 import json
 import zipfile
 
 import pytest
 
-from helpers import TINY_RUN, app_error, call, running_app, server_log, visitor
+from helpers import TINY_RUN, app_error, call, server_log, visitor
 
 
 def numbers(output) -> dict:
@@ -54,12 +55,16 @@ def test_a_names_run_streams_progress_and_its_model_generates_downloads_and_outl
     } <= files
     assert not any("checkpoint" in f or f.endswith(("progress.jsonl", "spec.json")) for f in files)
 
-    # A server started afresh on the same runs folder offers the model again.
+    # A server started afresh on the same runs folder offers the model again: the state app.py's start builds
+    # (DemoState.configure, in this process: a second server would take ~8 s to start), its /names answering.
+    from minigpt.demo.state import DemoState
+    from minigpt.demo.ui.generation import Generation
+
     with pytest.MonkeyPatch.context() as env:
         env.setenv("MINIGPT_RUNS_DIR", str(training_server[2]))
-        with running_app() as (url, _):
-            names, _ = call(visitor((url,)), "/names", count=3, seed=0, model="tiny-run")
-    assert len(names.split("\n")) == 3
+        restarted = DemoState.configure()
+    names, *_ = asyncio.run(Generation(restarted).names(count=3, seed=0, model="tiny-run"))
+    assert len(names.split("\n")) == 3 and "tiny-run" in restarted.picker.names
 
 
 # Long enough that a Cancel sent at step 20 lands before the end on a fast machine (a tiny model's steps take ms).
