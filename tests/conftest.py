@@ -17,6 +17,7 @@ from helpers import (
     running_app,
     save_fixture_model,
     save_gpt2,
+    stop_chromium,
     training_app,
 )
 
@@ -80,6 +81,14 @@ SHARED = {
     "inductor": ("test_flex.py", "test_train.py"),
 }
 GROUP_OF = {module: group for group, modules in SHARED.items() for module in modules}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def chromium_closed_after_each_module():
+    """The Chromium a module's browser tests share (helpers.chromium_page) is closed after the module: Playwright's
+    sync API runs an event loop in this thread while it is open, and asyncio.run() refuses to run beside one."""
+    yield
+    stop_chromium()
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the marks

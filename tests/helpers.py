@@ -486,18 +486,44 @@ def open_head_tools(page) -> None:
     page.locator("#head-tools").get_by_text("Head tools").first.click()
 
 
+_CHROMIUM = []  # (playwright, browser): one Chromium for a module's browser tests, launched for its first page
+
+
+def shared_chromium():
+    """The Chromium this module's browser tests share (launching one costs ~2 s on a busy 2-core machine; a page in a
+    context of its own is as fresh as a new browser: no cookies, storage or cache carried over)."""
+    from playwright.sync_api import sync_playwright
+
+    if _CHROMIUM and not _CHROMIUM[1].is_connected():  # it crashed: the next page gets a new one
+        stop_chromium()
+    if not _CHROMIUM:
+        playwright = sync_playwright().start()
+        _CHROMIUM.extend([playwright, playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)])
+    return _CHROMIUM[1]
+
+
+def stop_chromium() -> None:
+    """Closes the shared Chromium, if one was launched (conftest.py: after each module)."""
+    if _CHROMIUM:
+        playwright, browser = _CHROMIUM
+        _CHROMIUM.clear()
+        with contextlib.suppress(Exception):  # a crashed browser has nothing left to close
+            browser.close()
+        playwright.stop()
+
+
 @contextlib.contextmanager
 def chromium_page(width: int = 1280, height: int = 1000, **options):
-    """A page of Debian's Chromium driven by Playwright (`options`: new_page's, e.g. is_mobile), with 90 s timeouts
-    for actions and expectations on a busy 2-core machine (they only matter when something is wrong); closed after."""
-    from playwright.sync_api import expect, sync_playwright
+    """A fresh page of Debian's Chromium driven by Playwright (a browser context of its own in this process's
+    Chromium; `options`: new_context's, e.g. is_mobile), with 90 s timeouts for actions and expectations on a busy
+    2-core machine (they only matter when something is wrong); closed after."""
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=90_000)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": width, "height": height}, **options)
-            page.set_default_timeout(90_000)
-            yield page
-        finally:
-            browser.close()
+    context = shared_chromium().new_context(viewport={"width": width, "height": height}, **options)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(90_000)
+        yield page
+    finally:
+        context.close()

@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 
 from helpers import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     app_error,
     assert_drawn_exactly,
     assert_every_number_is_the_models,
     call,
+    chromium_page,
     needs_chromium,
     numbers_drawn,
     server_log,
@@ -78,29 +77,23 @@ def test_bad_input_gets_a_clear_message_and_no_traceback_in_the_log(client, serv
 
 @needs_chromium
 def test_clicking_a_row_of_the_enlarged_head_shows_that_query_with_the_endpoints_numbers(server, client):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=90_000)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(90_000)
-            page.goto(server[0] + "?model=tiny-names&text=emma&step=0")  # every step at once
-            view = page.locator("#step-view .steps > .head")
-            expect(view).to_have_attribute("data-query", "4")  # on load: the maps' text 'emma', its last token
-            page.locator('#attention-grid svg[data-layer="2"][data-head="1"]').click()
-            expect(page.locator("#attention-head figcaption").first).to_have_text("layer 2, head 1")
-            heat = page.locator("#attention-head figure image.heat").first
-            heat.scroll_into_view_if_needed()
-            box = heat.bounding_box()
-            heat.click(position={"x": box["width"] * 0.1, "y": box["height"] * 2.5 / 5})  # row 2 of 5 ('m')
-            expect(view).to_have_attribute("data-query", "2")
-            expect(view).to_have_attribute("data-layer", "2")
-            expect(view).to_have_attribute("data-head", "1")
-            drawn = numbers_drawn(page)
-        finally:
-            browser.close()
+    with chromium_page(1280, 1000) as page:
+        page.goto(server[0] + "?model=tiny-names&text=emma&step=0")  # every step at once
+        view = page.locator("#step-view .steps > .head")
+        expect(view).to_have_attribute("data-query", "4")  # on load: the maps' text 'emma', its last token
+        page.locator('#attention-grid svg[data-layer="2"][data-head="1"]').click()
+        expect(page.locator("#attention-head figcaption").first).to_have_text("layer 2, head 1")
+        heat = page.locator("#attention-head figure image.heat").first
+        heat.scroll_into_view_if_needed()
+        box = heat.bounding_box()
+        heat.click(position={"x": box["width"] * 0.1, "y": box["height"] * 2.5 / 5})  # row 2 of 5 ('m')
+        expect(view).to_have_attribute("data-query", "2")
+        expect(view).to_have_attribute("data-layer", "2")
+        expect(view).to_have_attribute("data-head", "1")
+        drawn = numbers_drawn(page)
     numbers = call(client, "/step", text="emma", model="tiny-names", layer=2, head=1, query=2)
     assert_drawn_exactly(drawn, numbers)
     every = {f"{step}.{key}" for step, keys in NUMBERS.items() for key in keys} - {"dropout.keep"}  # eval: no mask

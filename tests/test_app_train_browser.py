@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, chromium_page, needs_chromium
+from helpers import chromium_page, needs_chromium
 
 pytestmark = needs_chromium
 
@@ -30,70 +30,64 @@ def plot_source(page) -> str | None:
 
 
 def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=180_000)  # a training run on a busy 2-core machine
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(90_000)
-            page.goto(page_url)
-            page.get_by_role("tab", name="Train").click()
-            for label, value in [("Layers", "1"), ("Heads", "2"), ("Width (n_embd)", "16"), ("Steps", str(STEPS))]:
-                page.get_by_label(label, exact=True).fill(value)
-            page.get_by_label("Model name (empty: one is picked)").fill("browser-run")
-            page.get_by_role("button", name="Start training").click()
+    with chromium_page(1280, 1000) as page:
+        page.goto(page_url)
+        page.get_by_role("tab", name="Train").click()
+        for label, value in [("Layers", "1"), ("Heads", "2"), ("Width (n_embd)", "16"), ("Steps", str(STEPS))]:
+            page.get_by_label(label, exact=True).fill(value)
+        page.get_by_label("Model name (empty: one is picked)").fill("browser-run")
+        page.get_by_role("button", name="Start training").click()
 
-            # While it runs (read in one loop, so that a loaded machine's slowness can neither let the run end first
-            # nor let Cancel land before the first evaluation): the plot redrawn (two different images), the bar's
-            # time-left estimate, and the samples of an evaluation.
-            bar = page.locator("#train-progress .train-progress")
-            samples = page.locator("#train-samples textarea")
-            drawn, left, sampled, deadline = set(), False, False, time.monotonic() + 240
-            while len(drawn) < 2 or not left or not sampled:
-                assert time.monotonic() < deadline, f"plot drawn {len(drawn)} time(s), time left: {left}, {sampled=}"
-                assert bar.count() == 0 or bar.get_attribute("data-state") in ("queued", "running")
-                if source := plot_source(page):
-                    drawn.add(source)
-                left = left or (bar.count() == 1 and "left" in bar.inner_text())
-                sampled = sampled or samples.input_value() != ""
-                time.sleep(0.3)
-            notes = page.locator("#train-notes")
-            page.get_by_role("button", name="Cancel").click()
-            shot = tmp_path / "train.png"
-            page.locator("#train-tab").screenshot(path=str(shot))
-            if os.environ.get("MINIGPT_TRAIN_SCREENSHOT"):  # the README's picture of a run
-                shutil.copy(shot, os.environ["MINIGPT_TRAIN_SCREENSHOT"])
-            expect(bar).to_have_attribute("data-state", "stopped")
-            stopped_at = int(bar.get_attribute("data-step"))
-            assert 0 < stopped_at < STEPS
-            expect(bar).to_contain_text("checkpoint is kept")
-            expect(notes).not_to_contain_text("Cancelling")  # the bar says how it ended: Cancel's note has gone
+        # While it runs (read in one loop, so that a loaded machine's slowness can neither let the run end first
+        # nor let Cancel land before the first evaluation): the plot redrawn (two different images), the bar's
+        # time-left estimate, and the samples of an evaluation.
+        bar = page.locator("#train-progress .train-progress")
+        samples = page.locator("#train-samples textarea")
+        drawn, left, sampled, deadline = set(), False, False, time.monotonic() + 240
+        while len(drawn) < 2 or not left or not sampled:
+            assert time.monotonic() < deadline, f"plot drawn {len(drawn)} time(s), time left: {left}, {sampled=}"
+            assert bar.count() == 0 or bar.get_attribute("data-state") in ("queued", "running")
+            if source := plot_source(page):
+                drawn.add(source)
+            left = left or (bar.count() == 1 and "left" in bar.inner_text())
+            sampled = sampled or samples.input_value() != ""
+            time.sleep(0.3)
+        notes = page.locator("#train-notes")
+        page.get_by_role("button", name="Cancel").click()
+        shot = tmp_path / "train.png"
+        page.locator("#train-tab").screenshot(path=str(shot))
+        if os.environ.get("MINIGPT_TRAIN_SCREENSHOT"):  # the README's picture of a run
+            shutil.copy(shot, os.environ["MINIGPT_TRAIN_SCREENSHOT"])
+        expect(bar).to_have_attribute("data-state", "stopped")
+        stopped_at = int(bar.get_attribute("data-step"))
+        assert 0 < stopped_at < STEPS
+        expect(bar).to_contain_text("checkpoint is kept")
+        expect(notes).not_to_contain_text("Cancelling")  # the bar says how it ended: Cancel's note has gone
 
-            # A reloaded page is the same visitor (the token the run is owned by stays in the browser's storage): it
-            # shows the visitor's stopped run again, its name in the field, so that Resume needs nothing typed.
-            page.reload()
-            expect(page.get_by_role("tab", name="Train")).to_have_count(1)
-            page.get_by_role("tab", name="Train").click()
-            expect(page.get_by_label("Model name (empty: one is picked)")).to_have_value("browser-run")
-            expect(bar).to_have_attribute("data-state", "stopped")
-            page.get_by_role("button", name="Resume").click()
-            expect(bar).to_have_attribute("data-state", "running")
-            expect(notes).not_to_contain_text("Cancelling")
-            expect(bar).to_have_attribute("data-state", "finished")
-            expect(bar).to_have_attribute("data-step", str(STEPS))
-            expect(page.locator("#train-roles img")).to_be_visible()  # the heads' roles at each evaluation, drawn
-            expect(notes).not_to_contain_text("Cancelling")
+        # A reloaded page is the same visitor (the token the run is owned by stays in the browser's storage): it
+        # shows the visitor's stopped run again, its name in the field, so that Resume needs nothing typed.
+        page.reload()
+        expect(page.get_by_role("tab", name="Train")).to_have_count(1)
+        page.get_by_role("tab", name="Train").click()
+        expect(page.get_by_label("Model name (empty: one is picked)")).to_have_value("browser-run")
+        expect(bar).to_have_attribute("data-state", "stopped")
+        page.get_by_role("button", name="Resume").click()
+        expect(bar).to_have_attribute("data-state", "running")
+        expect(notes).not_to_contain_text("Cancelling")
+        expect(bar).to_have_attribute("data-state", "finished")
+        expect(bar).to_have_attribute("data-step", str(STEPS))
+        expect(page.locator("#train-roles img")).to_be_visible()  # the heads' roles at each evaluation, drawn
+        expect(notes).not_to_contain_text("Cancelling")
 
-            # The new model is in the maps' picker: its 1 layer x (2 heads + average) maps.
-            picker = page.locator("input[aria-label='Model']:visible")
-            picker.click()
-            page.get_by_role("option", name="browser-run").click()
-            page.get_by_role("button", name="Show attention").click()
-            expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(3)
-        finally:
-            browser.close()
+        # The new model is in the maps' picker: its 1 layer x (2 heads + average) maps.
+        picker = page.locator("input[aria-label='Model']:visible")
+        picker.click()
+        page.get_by_role("option", name="browser-run").click()
+        page.get_by_role("button", name="Show attention").click()
+        expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(3)
 
 
 def test_the_tab_shows_only_the_fields_that_apply_and_the_runs_size_before_start(page_url):

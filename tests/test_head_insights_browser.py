@@ -1,19 +1,16 @@
 """The "What does this head do?" section in a real browser (Debian Chromium driven by Playwright): tick a head, ablate,
 and see the per-token loss strip change; click a token to see its next-token probabilities."""
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, call, chromium_page, needs_chromium, open_head_tools
+from helpers import call, chromium_page, needs_chromium, open_head_tools
 
 pytestmark = needs_chromium  # page_url (the app on the fixture models): conftest.py
 
 
 def test_tick_a_head_ablate_and_see_the_loss_strip_change(page_url):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=90_000)  # a busy 2-core machine: generous, it only matters when something is wrong
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 1000})
-        page.set_default_timeout(90_000)
+    with chromium_page(1280, 1000) as page:
         page.goto(page_url)
         expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(20)  # the example text's maps
         open_head_tools(page)
@@ -56,7 +53,6 @@ def test_tick_a_head_ablate_and_see_the_loss_strip_change(page_url):
         expect(page.locator("#importance")).to_contain_text("Loss increase when each head alone is ablated")
         page.locator('#importance td[data-layer="1"][data-head="0"]').click()
         expect(page.locator("#attention-head figcaption").first).to_have_text("layer 1, head 0")
-        browser.close()
 
 
 def test_compare_two_texts_of_different_lengths_draws_both_maps_and_the_endpoints_difference(page_url):

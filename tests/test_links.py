@@ -2,7 +2,7 @@
 fresh browser shows the head and query it names, and the page's "Copy a link" gives the link that shows the same
 again."""
 
-from helpers import CHROMIUM, CHROMIUM_ARGS, needs_chromium
+from helpers import chromium_page, needs_chromium
 from minigpt.demo.choices import MAX_TEXT_CHARS
 from minigpt.demo.links import read_link
 
@@ -17,7 +17,7 @@ def test_a_link_keeps_the_known_keys_and_a_text_of_a_texts_length():
 
 @needs_chromium
 def test_a_link_opened_in_a_fresh_browser_shows_its_head_and_query(page_url):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=90_000)  # a busy 2-core machine: generous, it only matters when something is wrong
     link = f"{page_url}?model=names&text=emma&layer=2&head=1&query=3"
@@ -25,13 +25,9 @@ def test_a_link_opened_in_a_fresh_browser_shows_its_head_and_query(page_url):
     full = f"{page_url}?tab=names&model=names&text=emma&layer=2&head=1&query=3&step=1&depth=plain"
     # A link to another tab and lesson step, at the other depth.
     other = f"{page_url}?tab=text&model=names&text=emma&layer=1&head=0&query=2&step=7&depth=formulas"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        copied = None
-        for opened, expected in ((link, full), (None, full), (other, other)):  # the link, the page's link of it, ...
-            context = browser.new_context(viewport={"width": 1280, "height": 1000})  # fresh: no state carried
-            page = context.new_page()
-            page.set_default_timeout(90_000)
+    copied = None
+    for opened, expected in ((link, full), (None, full), (other, other)):  # the link, the page's link of it, ...
+        with chromium_page(1280, 1000) as page:  # a context of its own: fresh, no state carried
             page.goto(opened or copied)
             layer, head, query = (1, 0, 2) if opened == other else (2, 1, 3)
             expect(page.locator("#attention-head figcaption").first).to_have_text(f"layer {layer}, head {head}")
@@ -48,5 +44,3 @@ def test_a_link_opened_in_a_fresh_browser_shows_its_head_and_query(page_url):
             expect(box).to_have_value(expected)  # the same keys, in the same order
             copied = box.input_value()
             assert page.url == copied  # in the address bar too
-            context.close()
-        browser.close()
