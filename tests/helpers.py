@@ -206,7 +206,24 @@ def visitor(server):
 
 
 def call(client, endpoint: str, **params):
-    return client.predict(**params, api_name=endpoint)
+    try:
+        return client.predict(**params, api_name=endpoint)
+    finally:
+        stream_closed(client)
+
+
+def stream_closed(client, timeout: float = 10.0) -> None:
+    """Waits, after a call's answer, for the server to close the client's event stream (it does once the session has
+    no event pending), so that the next call opens a stream of its own. gradio_client (2.7) hands a new call to the
+    stream it believes open: when the server's close of that stream is still on its way (a loaded machine), the new
+    call's answer goes to no stream and the call ends in CancelledError. A call made beside others (the stream stays
+    open for them) does not wait."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with client.pending_lock:
+            if not client.stream_open or client.pending_event_ids:
+                return
+        time.sleep(0.01)
 
 
 def stream(client, **params) -> list:
