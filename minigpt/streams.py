@@ -1,5 +1,5 @@
-"""The endless training stream: examples shuffled epoch after epoch by a seed, names packed into rows, served as a
-`datasets.IterableDataset` (minigpt/data.py makes the examples)."""
+"""The endless training stream and its batches: examples shuffled epoch after epoch by a seed, names packed into
+rows, served as a `datasets.IterableDataset` (minigpt/data.py makes the examples), and collated into padded batches."""
 
 import itertools
 import random
@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import datasets
 import numpy as np
+import torch
 
 
 def shuffled(examples: Iterable, buffer_size: int, rng: random.Random) -> Iterator:
@@ -40,23 +41,30 @@ def packed(examples: Iterable[list[int]], block_size: int) -> Iterator[list[int]
         yield row
 
 
-def endless(epoch_examples: Callable[[int, random.Random], Iterable], seed: int, buffer_size: int, pack: int | None):
+def endless(epoch_examples: Callable, seed: int, buffer_size: int, pack: int | None, shards: list[int] | None = None):
     """Shuffled examples, epoch after epoch, as one endless stream whose order depends on the seed only; with `pack`,
-    the shuffled names packed into rows of that many tokens."""
+    the shuffled names packed into rows of that many tokens. With `shards` (a streamed corpus's), `epoch_examples`
+    reads those shards only: `datasets` hands each DataLoader worker and each torchrun process a share of the list,
+    and each shuffles its own with a seed of its own."""
     for epoch in itertools.count():
-        rng = random.Random(seed * 1_000_003 + epoch)
-        examples = shuffled(epoch_examples(epoch, rng), buffer_size, rng)
+        rng = random.Random(seed * 1_000_003 + epoch + (shards[0] * 7_919 if shards else 0))
+        given = epoch_examples(epoch, rng) if shards is None else epoch_examples(epoch, rng, shards)
+        examples = shuffled(given, buffer_size, rng)
         if pack:
             examples = packed(examples, pack)
         for ids in examples:
             yield {"input_ids": ids}
 
 
-def streamed(epoch_examples, seed: int, buffer_size: int, pack: int | None = None) -> datasets.IterableDataset:
-    """The endless stream as a `datasets.IterableDataset`; `pack` packs names into rows (see `packed`). No features
-    are declared: each example's ids go to the collator as they are (numpy arrays or lists), not through Arrow types
-    and back (14 us an example, a millisecond a batch)."""
+def streamed(epoch_examples, seed: int, buffer_size: int, pack: int | None = None, shards: int = 0):
+    """The endless stream as a `datasets.IterableDataset`; `pack` packs names into rows (see `packed`); `shards`
+    (a streamed corpus's count): `epoch_examples(epoch, rng, shards)` reads the shards it is given, and the dataset
+    has that many shards to split between DataLoader workers and processes. No features are declared: each example's
+    ids go to the collator as they are (numpy arrays or lists), not through Arrow types and back (14 us an example, a
+    millisecond a batch)."""
     kwargs = dict(epoch_examples=epoch_examples, seed=seed, buffer_size=buffer_size, pack=pack)
+    if shards:
+        kwargs["shards"] = list(range(shards))  # a list: `datasets` splits it between workers
     return datasets.IterableDataset.from_generator(endless, gen_kwargs=kwargs)
 
 
@@ -73,3 +81,34 @@ class Rows:
     def __iter__(self) -> Iterator[list[int]]:
         starts = itertools.chain([0], self.ends)
         return (self.ids[start:end].tolist() for start, end in zip(starts, self.ends))
+
+
+def collate(examples: list[dict], pad_token_id: int, boundary_id: int | None = None) -> dict[str, torch.Tensor]:
+    """Pads a batch on the right; padded positions get label -100 (no loss). With `boundary_id` (names), rows may hold
+    several packed names: each gets its own positions, counted from 0 (see `packed_positions`).
+
+    No attention_mask is passed: with right padding, causal attention already keeps every real token from seeing the
+    padding after it, and without a mask the model takes sdpa's fast causal path. Packed names are kept apart by the
+    model itself, which finds them where their positions restart at 0 (`transformers`' packed-sequence masks, the
+    format `DataCollatorWithFlattening` makes).
+    """
+    length = max(len(e["input_ids"]) for e in examples)
+    input_ids = torch.full((len(examples), length), pad_token_id, dtype=torch.long)  # (B, T)
+    labels = torch.full((len(examples), length), -100, dtype=torch.long)  # (B, T)
+    for row, example in enumerate(examples):
+        ids = torch.as_tensor(example["input_ids"], dtype=torch.long)
+        input_ids[row, : len(ids)] = ids
+        labels[row, : len(ids)] = ids
+    batch = {"input_ids": input_ids, "labels": labels}
+    if boundary_id is not None:
+        batch["position_ids"] = packed_positions(input_ids, boundary_id)
+    return batch
+
+
+def packed_positions(input_ids: torch.Tensor, boundary_id: int) -> torch.Tensor:
+    """For rows of packed names (B, T): each token's distance to its name's first boundary, (B, T). The model attends
+    within a run of positions counting up from 0 only, so a packed row computes exactly what its names would compute
+    one a row. Padding continues the last run: it sees the row's last boundary, and nothing real sees it."""
+    t = torch.arange(input_ids.shape[1])  # (T,)
+    starts = input_ids == boundary_id  # (B, T): every boundary starts a name (the last one only ends one: harmless)
+    return t - torch.where(starts, t, 0).cummax(dim=1).values  # (B, T)

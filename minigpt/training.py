@@ -40,7 +40,7 @@ from transformers import (
 )
 
 from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
-from minigpt import data, plots, tokenization
+from minigpt import data, plots, streams, tokenization
 from minigpt.heads.role_log import (
     SNAPSHOT_MAX_PARAMETERS,
     keep_until,
@@ -550,7 +550,7 @@ def main(argv: list[str], callbacks: list[TrainerCallback] = ()) -> dict:
         args=training,
         train_dataset=train_dataset,
         eval_dataset=splits.validation,
-        data_collator=lambda batch: data.collate(batch, config.pad_token_id, boundary),
+        data_collator=lambda batch: streams.collate(batch, config.pad_token_id, boundary),
         processing_class=splits.tokenizer,
         callbacks=[PrintValidation(STARTED), role_log, Snapshots(), *callbacks],
     )

@@ -147,8 +147,8 @@ def test_packed_names_compute_what_they_compute_one_a_row():
     model = MiniGPTForCausalLM(config).eval()
     examples = list(data.name_examples(["emma", "ava", "olivia", "x", "bartholomewxyz", "jo", "lu"], tokenizer, 16))
     rows = [{"input_ids": r} for r in streams.packed(examples, 16)]
-    packed = data.collate(rows, tokenizer.pad_token_id, boundary_id=0)
-    alone = data.collate([{"input_ids": e} for e in examples], tokenizer.pad_token_id)
+    packed = streams.collate(rows, tokenizer.pad_token_id, boundary_id=0)
+    alone = streams.collate([{"input_ids": e} for e in examples], tokenizer.pad_token_id)
     assert packed["input_ids"].shape[0] < alone["input_ids"].shape[0]
     assert packed["position_ids"][0].tolist()[:10] == [0, 1, 2, 3, 4, 0, 1, 2, 3, 0]  # .emma.ava.: each from 0
     for implementation in ("eager", "sdpa"):
@@ -162,7 +162,7 @@ def test_packed_names_compute_what_they_compute_one_a_row():
 
 
 def test_collate_pads_on_the_right_without_loss_on_padding():
-    batch = data.collate([{"input_ids": [0, 5, 0]}, {"input_ids": [0, 1, 2, 3, 0]}], pad_token_id=27)
+    batch = streams.collate([{"input_ids": [0, 5, 0]}, {"input_ids": [0, 1, 2, 3, 0]}], pad_token_id=27)
     assert batch["input_ids"].tolist() == [[0, 5, 0, 27, 27], [0, 1, 2, 3, 0]]
     assert batch["labels"].tolist() == [[0, 5, 0, -100, -100], [0, 1, 2, 3, 0]]
 
@@ -351,7 +351,7 @@ def test_a_dataloader_worker_gives_the_batches_the_main_process_gives(tmp_path, 
     """On a GPU train.py makes batches in one DataLoader worker (training.GPU_DEFAULTS): the stream, pinned or not, is
     the one the main process reads, batch for batch."""
     splits = splits_of(write(tmp_path / "play.txt", TEXT))
-    collate = lambda rows: data.collate(rows, pad_token_id=0)  # noqa: E731
+    collate = lambda rows: streams.collate(rows, pad_token_id=0)  # noqa: E731
     batches = []
     for workers in (0, 1):
         loader = torch.utils.data.DataLoader(splits.train, batch_size=8, collate_fn=collate, num_workers=workers)
