@@ -16,6 +16,7 @@
   gets exactly the batches the uninterrupted run would have had.
 """
 
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -47,6 +48,8 @@ SHUFFLE_BUFFER_TOKENS = 2_000_000  # examples held for shuffling: the whole of a
 ENCODE_BATCH = 1024  # rows tokenized per call to the fast tokenizer, at most
 ENCODE_CHARS = 1 << 18  # characters tokenized per call, at most: the encodings of a batch take ~30 MB
 PIECE_CHARS = 1 << 16  # longer lines and documents are read and tokenized in pieces of this many characters
+ROWS_A_READ = 64  # rows read from a corpus at a time
+STREAMED_VALIDATION_CHARS = 1_000_000  # a streamed corpus's validation text: the start of its first shard
 
 
 class DataError(ValueError):
@@ -159,9 +162,11 @@ def open_corpus(dataset: str, text_column: str | None = None) -> Corpus:
 
 
 def texts(corpus: Corpus) -> Iterator[str]:
-    """The text of each row (rows without one are skipped); a column that holds something else is a DataError."""
-    for row in read_rows(corpus.rows, corpus.name):
-        text = row[corpus.column]
+    """The text of each row (rows without one are skipped); a column that holds something else is a DataError. The
+    rows are read in batches (`iter`): iterated row by row in a DataLoader worker, a `datasets.IterableDataset` keeps
+    only that worker's share of its shards, and a worker of the training stream reads a shard of its own already."""
+    batches = read_rows(corpus.rows.iter(batch_size=ROWS_A_READ), corpus.name)
+    for text in (text for batch in batches for text in batch[corpus.column]):
         if text is None:
             continue
         if not isinstance(text, str):
@@ -394,8 +399,9 @@ def names_splits(corpus: Corpus, block_size: int, val_size: int, seed: int) -> S
     return Splits(train, datasets.Dataset.from_dict({"input_ids": validation}), tokenizer, summary)
 
 
-def text_tokenizer(kind: str, corpus: Corpus, n_train_chars: int, vocab_size: int, max_chars: int):
-    """The text tokenizer: char (every character of the corpus), bpe (trained on the training part), or a saved one."""
+def text_tokenizer(kind: str, corpus: Corpus, n_train_chars: int, vocab_size: int, max_chars: int, training=None):
+    """The text tokenizer: char (every character of the corpus), bpe (trained on the start of the training text:
+    `training()`'s pieces, the corpus's own by default), or a saved one."""
     if kind == "char":  # the alphabet of the whole text, as nanoGPT builds it: unseen characters would be unknowable
         return tokenization.char_tokenizer(text for text, _ in pieces(corpus))
     if kind == "bpe":
@@ -406,7 +412,7 @@ def text_tokenizer(kind: str, corpus: Corpus, n_train_chars: int, vocab_size: in
         if saved is not None and saved.exists():
             print(f"Read the BPE tokenizer trained on this text from the cache ({saved}): no training")
             return tokenization.saved_bpe(saved.read_text())
-        training_text = (text for text, _ in head(pieces(corpus), n_chars))
+        training_text = (text for text, _ in head(training() if training else pieces(corpus), n_chars))
         tokenizer = tokenization.bpe_tokenizer(training_text, vocab_size)
         if saved is not None:
             write_atomically(saved, tokenizer.backend_tokenizer.to_str())
@@ -438,6 +444,20 @@ def with_a_repeat(window: np.ndarray, rng: random.Random, shortest: int = 8, voc
     return np.concatenate([window[: k - m], span, span, window[k:]])[:block]
 
 
+def shard_pieces(corpus: Corpus, index: int) -> Iterator[tuple[str, bool]]:
+    """The pieces of one shard of a streamed corpus (of a Hub dataset: one of its files)."""
+    rows = corpus.rows.shard(num_shards=corpus.rows.n_shards, index=index)
+    return pieces(dataclasses.replace(corpus, rows=rows))
+
+
+def streamed_training(corpus: Corpus, shards: Iterable[int], validation_chars: int) -> Iterator[tuple[str, bool]]:
+    """A streamed corpus's training text in `shards`: every shard but the first `validation_chars` characters of
+    shard 0, which are the validation text. No pass over the whole corpus first: it may be bigger than the disk."""
+    for index in shards:
+        part = shard_pieces(corpus, index)
+        yield from tail(part, validation_chars) if index == 0 else part
+
+
 def text_splits(
     corpus: Corpus,
     tokenizer_kind: str,
@@ -452,6 +472,7 @@ def text_splits(
     random_span_fraction: float = 0.0,
     boundary_first: bool = False,
     validation_only: bool = False,
+    streamed_validation_chars: int = STREAMED_VALIDATION_CHARS,
 ) -> Splits:
     """Windows of `block_size` tokens; the last `val_fraction` of the characters is the validation text. With
     `repeat_fraction`, that fraction of the training windows (drawn by the seed) repeats a span of itself (see
@@ -460,17 +481,31 @@ def text_splits(
     then block_size - 1 tokens of text, as the demo shows a text: position 0 is then always the start token, where
     heads can learn to rest (a sink), instead of whatever character a window happens to start with. With
     `validation_only` (the Head Finder rebuilding a run's validation windows), the training text is never tokenized:
-    the splits' train is None."""
+    the splits' train is None.
+
+    A streamed corpus (a Hub dataset: maybe bigger than the disk) is never read whole ahead of training: its validation
+    text is the first `streamed_validation_chars` characters of its first shard, its training text the rest, read and
+    tokenized as training goes, each DataLoader worker and torchrun process reading shards of its own."""
     if tokenizer is None and tokenizer_kind not in ("char", "bpe") and tokenization.missing_local_path(tokenizer_kind):
         raise DataError(
             f"--tokenizer {tokenizer_kind}: the path {tokenizer_kind} does not exist. Give names, char, "
             "bpe, a saved tokenizer's folder or a Hub id."
         )
-    n_chars = sum(len(text) for text, _ in pieces(corpus))  # one pass: where the tail starts
-    n_train = int(n_chars * (1 - val_fraction))
-    if n_chars == 0 or n_train == 0:
-        raise DataError(f"The dataset has no text to train on ({n_chars} characters).")
-    tokenizer = tokenizer or text_tokenizer(tokenizer_kind, corpus, n_train, vocab_size, max_tokenizer_chars)
+    shards = list(range(corpus.rows.n_shards)) if corpus.files is None else None  # None: a local corpus
+    if shards is None:
+        n_chars = sum(len(text) for text, _ in pieces(corpus))  # one pass: where the tail starts
+        n_train = int(n_chars * (1 - val_fraction))
+        if n_chars == 0 or n_train == 0:
+            raise DataError(f"The dataset has no text to train on ({n_chars} characters).")
+        training_text = lambda shards_=None: head(pieces(corpus), n_train)  # noqa: E731
+        validation_text = lambda: tail(pieces(corpus), n_train)  # noqa: E731
+    else:
+        n_train = max_tokenizer_chars  # what a BPE may train on: the training text's start
+        training_text = lambda shards_=shards: streamed_training(corpus, shards_, streamed_validation_chars)  # noqa: E731
+        validation_text = lambda: head(shard_pieces(corpus, 0), streamed_validation_chars)  # noqa: E731
+    tokenizer = tokenizer or text_tokenizer(
+        tokenizer_kind, corpus, n_train, vocab_size, max_tokenizer_chars, training_text if shards else None
+    )
 
     span = block_size - 1 if boundary_first else block_size  # text tokens a window holds
     stride = min(stride, span)
@@ -479,30 +514,32 @@ def text_splits(
         return (np.concatenate([[tokenizer.bos_token_id], w]) for w in plain) if boundary_first else plain
 
     # A local corpus: its two parts' tokens, from the cache or tokenized once now. A streamed one: tokenized as read.
-    train_tokens = (
-        None
-        if validation_only
-        else tokenized(corpus, tokenizer, "train", n_train, lambda: head(pieces(corpus), n_train))
-    )
-    validation_tokens = tokenized(corpus, tokenizer, "validation", n_train, lambda: tail(pieces(corpus), n_train))
+    train_tokens = None if validation_only else tokenized(corpus, tokenizer, "train", n_train, training_text)
+    validation_tokens = tokenized(corpus, tokenizer, "validation", n_train, validation_text)
 
-    def part_windows(tokens: TokenFile | None, part, size: int, step: int, offset: int = 0) -> Iterator[np.ndarray]:
+    def part_windows(tokens: TokenFile | None, text, size: int, step: int, offset: int = 0) -> Iterator[np.ndarray]:
         if tokens is not None:
             return strided(tokens.ids, size, step, offset)
-        return windows(token_chunks(part(pieces(corpus), n_train), tokenizer), size, step, offset)
+        return windows(token_chunks(text(), tokenizer), size, step, offset)
 
-    validation = list(framed(part_windows(validation_tokens, tail, span, span)))
+    validation = list(framed(part_windows(validation_tokens, validation_text, span, span)))
     if validation_only:
         return Splits(None, datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]}), tokenizer, "")
     if not validation:
+        where = (
+            f"the last {val_fraction:.0%} of {n_chars:,} characters"
+            if shards is None
+            else f"the first {streamed_validation_chars:,} characters of the stream's first shard"
+        )
         raise DataError(
-            f"The validation text (the last {val_fraction:.0%} of {n_chars:,} characters) is shorter than one window "
-            f"of {block_size} tokens: lower --block_size, raise --val_fraction or give more text."
+            f"The validation text ({where}) is shorter than one window of {block_size} tokens: lower --block_size, "
+            "raise --val_fraction or give more text."
         )
 
-    def epoch_windows(epoch: int, rng: random.Random) -> Iterator[np.ndarray]:
+    def epoch_windows(epoch: int, rng: random.Random, shards_: list[int] | None = None) -> Iterator[np.ndarray]:
         offset = 0 if epoch == 0 else rng.randrange(stride)  # later epochs cut the text at other places
-        plain = framed(part_windows(train_tokens, head, span, stride, offset))
+        text = training_text if shards_ is None else lambda: training_text(shards_)
+        plain = framed(part_windows(train_tokens, text, span, stride, offset))
         if not repeat_fraction:
             return plain
         return (repeated(w, rng) if rng.random() < repeat_fraction else w for w in plain)
@@ -516,16 +553,24 @@ def text_splits(
         text = with_a_repeat(window[first:], rng, vocabulary=vocabulary if random_span else None)
         return np.concatenate([window[:first], text])
 
-    if next(epoch_windows(0, random.Random(0)), None) is None:
+    if next(epoch_windows(0, random.Random(0), shards), None) is None:
+        size = f"{n_train:,} characters" if shards is None else "after the validation text"
         raise DataError(
-            f"The training text ({n_train:,} characters) is shorter than one window of {block_size} tokens: "
-            "lower --block_size or give more text."
+            f"The training text ({size}) is shorter than one window of {block_size} tokens: lower --block_size or "
+            "give more text."
         )
-    train = streamed(epoch_windows, seed, max(1, SHUFFLE_BUFFER_TOKENS // block_size))
-    summary = (
-        f"{n_train:,} training characters and the last {n_chars - n_train:,} ({val_fraction:.0%}) for validation "
-        f"({len(validation):,} windows of {block_size} tokens); training windows every {stride} tokens"
-    )
+    train = streamed(epoch_windows, seed, max(1, SHUFFLE_BUFFER_TOKENS // block_size), shards=len(shards or ()))
+    if shards is None:
+        summary = (
+            f"{n_train:,} training characters and the last {n_chars - n_train:,} ({val_fraction:.0%}) for validation "
+            f"({len(validation):,} windows of {block_size} tokens); training windows every {stride} tokens"
+        )
+    else:
+        summary = (
+            f"a stream of {len(shards)} shard(s), tokenized as it is read; the first {streamed_validation_chars:,} "
+            f"characters of its first shard for validation ({len(validation):,} windows of {block_size} tokens); "
+            f"training windows every {stride} tokens"
+        )
     if boundary_first:
         summary += ", each after the start token"
     if repeat_fraction:

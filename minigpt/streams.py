@@ -41,30 +41,44 @@ def packed(examples: Iterable[list[int]], block_size: int) -> Iterator[list[int]
         yield row
 
 
-def endless(epoch_examples: Callable, seed: int, buffer_size: int, pack: int | None, shards: list[int] | None = None):
+def endless(epoch_examples: Callable[[int, random.Random], Iterable], seed: int, buffer_size: int, pack: int | None):
     """Shuffled examples, epoch after epoch, as one endless stream whose order depends on the seed only; with `pack`,
-    the shuffled names packed into rows of that many tokens. With `shards` (a streamed corpus's), `epoch_examples`
-    reads those shards only: `datasets` hands each DataLoader worker and each torchrun process a share of the list,
-    and each shuffles its own with a seed of its own."""
+    the shuffled names packed into rows of that many tokens."""
     for epoch in itertools.count():
-        rng = random.Random(seed * 1_000_003 + epoch + (shards[0] * 7_919 if shards else 0))
-        given = epoch_examples(epoch, rng) if shards is None else epoch_examples(epoch, rng, shards)
-        examples = shuffled(given, buffer_size, rng)
+        rng = random.Random(seed * 1_000_003 + epoch)
+        examples = shuffled(epoch_examples(epoch, rng), buffer_size, rng)
         if pack:
             examples = packed(examples, pack)
         for ids in examples:
             yield {"input_ids": ids}
 
 
+STREAM_PASSES = 1 << 17  # passes over a streamed corpus's shards: endless in practice; torchrun's sizes divide it
+
+
+def shard_passes(epoch_examples: Callable, seed: int, buffer_size: int, n_shards: int, passes: list[int]):
+    """One shuffled pass over a shard for each of `passes`: pass p reads shard p % n_shards at epoch p // n_shards.
+    `datasets` calls this with one pass at a time and hands each DataLoader worker and torchrun process every k-th
+    pass (with as many shards as processes, shards of their own). The order depends on the seed only, so that a
+    resumed run that skips the batches already seen gets the uninterrupted run's."""
+    for index in passes:
+        epoch, shard = divmod(index, n_shards)
+        rng = random.Random((seed * 1_000_003 + epoch) * 7_919 + shard)
+        for ids in shuffled(epoch_examples(epoch, rng, [shard]), buffer_size, rng):
+            yield {"input_ids": ids}
+
+
 def streamed(epoch_examples, seed: int, buffer_size: int, pack: int | None = None, shards: int = 0):
-    """The endless stream as a `datasets.IterableDataset`; `pack` packs names into rows (see `packed`); `shards`
-    (a streamed corpus's count): `epoch_examples(epoch, rng, shards)` reads the shards it is given, and the dataset
-    has that many shards to split between DataLoader workers and processes. No features are declared: each example's
-    ids go to the collator as they are (numpy arrays or lists), not through Arrow types and back (14 us an example, a
-    millisecond a batch)."""
-    kwargs = dict(epoch_examples=epoch_examples, seed=seed, buffer_size=buffer_size, pack=pack)
+    """The endless stream as a `datasets.IterableDataset`; `pack` packs names into rows (see `packed`). With `shards`
+    (a streamed corpus's count), `epoch_examples(epoch, rng, [shard])` reads one shard, and the dataset's shards are
+    its passes over them, to split between DataLoader workers and torchrun's processes (see `shard_passes`). No
+    features are declared: each example's ids go to the collator as they are (numpy arrays or lists), not through
+    Arrow types and back (14 us an example, a millisecond a batch)."""
     if shards:
-        kwargs["shards"] = list(range(shards))  # a list: `datasets` splits it between workers
+        passes = list(range(shards * max(1, STREAM_PASSES // shards)))  # a list: `datasets` splits it, a pass a call
+        kwargs = dict(epoch_examples=epoch_examples, seed=seed, buffer_size=buffer_size, n_shards=shards)
+        return datasets.IterableDataset.from_generator(shard_passes, gen_kwargs={**kwargs, "passes": passes})
+    kwargs = dict(epoch_examples=epoch_examples, seed=seed, buffer_size=buffer_size, pack=pack)
     return datasets.IterableDataset.from_generator(endless, gen_kwargs=kwargs)
 
 

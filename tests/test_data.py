@@ -281,10 +281,10 @@ def splits_of(path, **kwargs):
     return data.text_splits(data.open_corpus(path), "char", 16, 8, 0.1, seed=0, **kwargs)
 
 
-def test_a_local_corpus_is_tokenized_once_and_its_windows_are_the_streamed_ones(tmp_path, cache, monkeypatch, capsys):
+def test_a_local_corpus_is_tokenized_once_and_its_windows_are_the_texts(tmp_path, cache, monkeypatch, capsys):
     """The first run writes the two parts' token files and says so; a second run with the same file and tokenizer
-    reads them and tokenizes nothing (token_chunks is never called); the windows, training and validation, are
-    exactly those the streamed pipeline (a corpus with no files: a Hub dataset) cuts from the same text."""
+    reads them and tokenizes nothing (token_chunks is never called); the windows are those cut from the text's
+    tokens."""
     path = write(tmp_path / "play.txt", TEXT)
     first = splits_of(path)
     assert sorted(p.name.split(".")[1] for p in (cache / "tokens").iterdir()) == ["uint16", "uint16"]
@@ -294,14 +294,62 @@ def test_a_local_corpus_is_tokenized_once_and_its_windows_are_the_streamed_ones(
     assert capsys.readouterr().out.count("from the cache") == 2
     assert take(again.train, 300) == take(first.train, 300)
     assert np.array_equal(again.train_ids, first.train_ids)
-    monkeypatch.undo()
-    streamed = data.open_corpus(path)
-    streamed.files = None  # as a Hub dataset is: read and tokenized as it streams, no token file
-    plain = data.text_splits(streamed, "char", 16, 8, 0.1, seed=0)
-    assert plain.train_ids is None and take(plain.train, 300) == take(first.train, 300)
-    assert plain.validation["input_ids"] == first.validation["input_ids"]
     tokenizer = first.tokenizer
     assert tokenizer.decode(first.train_ids.tolist()) == TEXT[: int(len(TEXT) * 0.9)]
+    n_train = len(first.train_ids)
+    assert sorted(take(first.train, (n_train - 16) // 8 + 1)) == sorted(cut(first.train_ids.tolist(), 16, 8))
+
+
+def cut(ids: list[int], size: int, step: int) -> list[list[int]]:
+    """Every window of `size` tokens, one each `step`: the formula, written out."""
+    return [ids[i : i + size] for i in range(0, len(ids) - size + 1, step)]
+
+
+def test_a_streamed_corpus_is_split_by_its_shards_and_never_read_whole_first(tmp_path, monkeypatch):
+    """A streamed corpus (a Hub dataset: it may be bigger than the disk) is not read whole before training: its
+    validation text is the start of its first shard, its training text the rest; the training stream has the
+    corpus's shards, so that DataLoader workers (and torchrun's processes, by split_dataset_by_node) each read and
+    tokenize shards of their own. Four files, each of its own letters, are four shards here."""
+    from datasets.distributed import split_dataset_by_node
+
+    letters = ["abc", "def", "ghi", "jkl"]
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    texts = []
+    for i, group in enumerate(letters):
+        rng = random.Random(i)
+        texts.append("".join("".join(rng.choices(group, k=7)) + "\n" for _ in range(100)))  # 800 characters
+        (folder / f"part-{i}.txt").write_text(texts[-1])
+    read = []
+    real_lines = data.text_file_lines
+    monkeypatch.setattr(data, "text_file_lines", lambda files: (read.append(1) or row for row in real_lines(files)))
+    corpus = data.open_corpus(str(folder))
+    corpus.files = None  # as a Hub dataset is: streamed, tokenized as read, no token file
+    tokenizer = tokenization.char_tokenizer("".join(texts))
+    encode = lambda text: tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids  # noqa: E731
+    read.clear()
+    monkeypatch.setattr(data, "ENCODE_BATCH", 16)  # lines a tokenizer call takes: the read-ahead, small beside 400
+    splits = data.text_splits(corpus, "char", 16, 8, 0.1, seed=0, tokenizer=tokenizer, streamed_validation_chars=160)
+    # Lines read before training: the validation's 20 (twice: as validation, and skipped by the training stream),
+    # then a tokenizer batch's and the rows read with it; not the corpus's 400.
+    assert len(read) <= 2 * 20 + 16 + 2 * data.ROWS_A_READ
+    assert splits.validation["input_ids"] == cut(encode(texts[0][:160]), 16, 16)
+    assert "4 shard(s)" in splits.summary and splits.train.n_shards % 4 == 0  # its passes over the 4 shards
+
+    # One epoch: every window of each shard's training text, once (shard 0's after its validation text).
+    expected = [w for i, text in enumerate(texts) for w in cut(encode(text[160:] if i == 0 else text), 16, 8)]
+    assert sorted(take(splits.train, len(expected))) == sorted(expected)
+
+    def shards_of(examples) -> set[int]:
+        return {i for example in examples for i, group in enumerate(letters) if tokenizer.decode(example)[0] in group}
+
+    # Two DataLoader workers alternate (batch i from worker i mod 2), each reading its own two shards (~100 windows
+    # a shard).
+    loader = torch.utils.data.DataLoader(splits.train, batch_size=None, num_workers=2)
+    batches = [example["input_ids"].tolist() for example in itertools.islice(loader, 480)]
+    assert shards_of(batches[0::2]) == {0, 2} and shards_of(batches[1::2]) == {1, 3}
+    # torchrun's second process of two reads shards 1 and 3 only.
+    assert shards_of(take(split_dataset_by_node(splits.train, rank=1, world_size=2), 240)) == {1, 3}
 
 
 def test_a_streams_start_reads_none_of_its_tokens_and_names_are_kept_as_one_array(tmp_path, cache, monkeypatch):
