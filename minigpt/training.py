@@ -113,7 +113,10 @@ class ScriptArguments:
             "help": "Text: every window starts with the start token, as the demo shows a text (a place to rest)."
         },
     )
-    val_fraction: float = field(default=0.1, metadata={"help": "Tail of a text held out for validation."})
+    val_fraction: float = field(
+        default=0.1,
+        metadata={"help": "Tail of a text held out for validation (a Hub dataset: its first shard's start)."},
+    )
     val_size: int = field(default=1000, metadata={"help": "Names held out for validation (at most a tenth)."})
     max_tokenizer_chars: int = field(default=100_000_000, metadata={"help": "Characters BPE is trained on, at most."})
     samples: int = field(default=10, metadata={"help": "Samples generated for the model card."})
