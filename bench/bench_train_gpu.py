@@ -9,7 +9,9 @@ the built-in Shakespeare), the same tokenizer and the same seed:
   forward, backward, clip, step: what the hardware gives this model;
 - train.py: `minigpt.training.main` with the same flags, timed per step by a callback after a warm-up (the
   Trainer, its data pipeline, its logging);
-- pipeline: train.py's training batches alone (its DataLoader, collated), tokens a second delivered.
+- pipeline: train.py's training batches alone (its DataLoader, collated), tokens a second delivered; and the same
+  text read as a Hub dataset is (streamed and tokenized as it is read, here 4 shards: its quarters), with no DataLoader
+  worker and with 2, each worker tokenizing shards of its own.
 With a GPU, MFU: 6 x parameters x tokens a second (plus attention's 12 x layers x T x width) over the card's bf16
 peak (989 TFLOP/s for an H100/H200 SXM, dense).
 """
@@ -134,6 +136,32 @@ def pipeline_tokens_per_second(argv: list[str], batches: int) -> float:
     return tokens / (time.perf_counter() - started)
 
 
+def streamed_tokens_per_second(argv: list[str], shape: dict, workers: int, batches: int) -> float:
+    """The corpus read as a Hub dataset is, cut into 4 shards (its quarters, by lines): the batches a DataLoader with
+    `workers` workers delivers from the stream, tokens a second."""
+    script, args, splits, config = prepared(argv)
+    lines = Path(script.dataset).read_text().splitlines(keepends=True)
+    with tempfile.TemporaryDirectory() as folder:
+        for i in range(4):
+            Path(folder, f"part-{i}.txt").write_text("".join(lines[i * len(lines) // 4 : (i + 1) * len(lines) // 4]))
+        stream = data.open_corpus(folder)
+        stream.files = None  # as a Hub dataset is: no token file, tokenized as read
+        block = shape["block"]
+        streamed = data.text_splits(stream, "char", block, block, 0.1, seed=0, tokenizer=splits.tokenizer)
+        loader = torch.utils.data.DataLoader(
+            streamed.train,
+            batch_size=shape["rows"],
+            collate_fn=lambda batch: streams.collate(batch, config.pad_token_id),
+            num_workers=workers,
+        )
+        iterator = iter(loader)
+        next(iterator)  # the workers' start: not the steady rate
+        started, tokens = time.perf_counter(), 0
+        for _ in range(batches):
+            tokens += next(iterator)["input_ids"].numel()
+        return tokens / (time.perf_counter() - started)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true", help="the gpt2 preset on a CUDA GPU")
@@ -147,6 +175,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as output:
         argv = flags(shape, corpus, Path(output) / "run")
         pipeline = pipeline_tokens_per_second(argv, batches=200)
+        streamed = {workers: streamed_tokens_per_second(argv, shape, workers, batches=100) for workers in (0, 2)}
         bare, parameters = bare_step(argv, shape, device)
         step = train_py_step(argv, shape["warmup"])
     tokens = shape["rows"] * shape["block"]
@@ -154,13 +183,15 @@ def main() -> None:
         ["bare loop", f"{bare * 1000:.1f}", f"{tokens / bare:,.0f}", "1.00"],
         ["train.py", f"{step * 1000:.1f}", f"{tokens / step:,.0f}", f"{bare / step:.2f}"],
         ["pipeline alone", "", f"{pipeline:,.0f}", ""],
+        *[[f"streamed pipeline, {n} workers", "", f"{rate:,.0f}", ""] for n, rate in streamed.items()],
     ]
     header = ["path", "ms a step", "tokens a second", "speed vs bare"]
     if args.gpu:
         flops_per_token = 6 * parameters + 12 * shape["layers"] * shape["block"] * shape["width"]
         for row, seconds in zip(rows, (bare, step)):
             row.append(f"{flops_per_token * tokens / seconds / PEAK_FLOPS:.1%}")
-        rows[2].append("")
+        for row in rows[2:]:
+            row.append("")
         header.append("MFU")
     print_table(header, rows)
     print(f"train.py's step costs {1000 * (step - bare):+.1f} ms over the bare loop's ({tokens:,} tokens a step).")

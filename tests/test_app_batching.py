@@ -38,8 +38,10 @@ def test_seeded_text_is_the_same_alone_and_while_eight_others_run(server, client
     clients = [Client(server[0], verbose=False) for _ in OTHERS]  # (connecting takes a while: before submitting)
     jobs = [own.submit(**other, api_name="/text") for own, other in zip(clients, OTHERS)]
     deadline = time.monotonic() + 60
-    while not all(len(job.outputs()) > 3 for job in jobs) and time.monotonic() < deadline:
+    while not all(job.outputs() or job.done() for job in jobs) and time.monotonic() < deadline:
         time.sleep(0.02)  # every other client is streaming: mine joins a running batch
+    # (Their first update, not more: on a loaded machine the server paces a stream into fewer, longer updates, and
+    # waiting for a fourth let the first ones end before mine joined.)
     running = sum(not job.done() for job in jobs)
     in_crowd = stream(client, **MINE)[-1][0]
     assert running == len(OTHERS)  # (150 tokens each, 40 for mine: they decode all along)
