@@ -6,21 +6,14 @@ refused with a message (see `modeling_minigpt.flex_cpu_mask`).
 
 The C++ kernel's bug for narrow heads (see `modeling_minigpt.flex_attention_forward`) needs vectors of fewer than 16
 floats: on an AVX-512 CPU such as this project's, inductor's vectors hold 16 and the bug does not show. So the narrow
-heads are checked in a subprocess whose inductor builds for AVX2 (`ATEN_CPU_CAPABILITY=avx2`, what it picks on a CPU
-without AVX-512), where the kernel given 8-dim heads as they are gives NaN logits; GPT-2's 64-dim heads in this
-process, at the CPU's own vectors. That subprocess reads no compiled graph from inductor's caches (the FX graph cache
-and AOTAutograd's do not key on the vector ISA: a graph generated for AVX-512 but built for AVX2 gives wrong numbers at
-any head_dim); it shares the rest of the cache, whose C++ builds key on their compiler flags, the ISA's among them:
-its CPU checks (~7 s to build on a fresh machine) are built once for both processes.
+heads are checked with inductor building for AVX2 (`cpp.simdlen = 256`: 8 floats a vector, what it picks on a CPU
+without AVX-512), where the kernel given 8-dim heads as they are gives NaN logits; GPT-2's 64-dim heads at the CPU's
+own vectors. Inductor's FX graph cache keys on its config, simdlen included, so no graph built for one width is
+reused for the other.
 
 Compiles take 2-20 s each on a CPU, so the cases are few shapes, each batched, and dynamo's state is reset around each
 test: a process may compile `flex_attention` 8 times before dynamo falls back to running it uncompiled, which would
 silently test the wrong path; `fail_on_recompile_limit_hit` makes that an error here instead."""
-
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -87,30 +80,20 @@ def avx2_capable() -> bool:
 def check_narrow_heads():
     """head_dim 8, widened for the kernel, at 8 tokens: the blocks of 8 keys the bug needs. (A widened head at a long
     context is checked above: 64-dim heads, left-padded, are widened to 80 at 128 tokens.)"""
-    torch._dynamo.config.fail_on_recompile_limit_hit = True
     assert 8 < FLEX_CPU_MIN_HEAD_DIM
     assert_equal_to_eager(flex_differences(8, CONTEXTS[8], (SHORT,)))
 
 
 def test_compiled_flex_equals_eager_for_narrow_heads_where_inductor_builds_for_avx2():
-    """head_dim 8 in a process whose inductor builds for AVX2, where the bug would show; on a CPU without AVX2 (an
-    ARM one), in this process, at the CPU's own vectors."""
-    if not avx2_capable():
-        return check_narrow_heads()
-    no_graph_cache = dict(TORCHINDUCTOR_FX_GRAPH_CACHE="0", TORCHINDUCTOR_AUTOGRAD_CACHE="0")  # see above
-    env = dict(os.environ, ATEN_CPU_CAPABILITY="avx2", **no_graph_cache)
-    script = (
-        "from torch._inductor.cpu_vec_isa import pick_vec_isa\n"
-        "assert pick_vec_isa().nelements() == 8, pick_vec_isa()\n"  # 8 floats a vector: the kernel's short-vector path
-        "import test_flex\n"
-        "test_flex.check_narrow_heads()\n"
-    )
-    tests, repo = Path(__file__).parent, Path(__file__).parent.parent
-    env["PYTHONPATH"] = os.pathsep.join([str(tests), str(repo), env.get("PYTHONPATH", "")])
-    result = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True, timeout=540
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    """head_dim 8 with inductor building for AVX2, where the bug would show; on a CPU without AVX2 (an ARM one), at
+    the CPU's own vectors."""
+    from torch._inductor import config
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    simdlen = {"cpp.simdlen": 256} if avx2_capable() else {}
+    with config.patch(simdlen):
+        assert not simdlen or pick_vec_isa().nelements() == 8  # 8 floats a vector: the kernel's short-vector path
+        check_narrow_heads()
 
 
 def test_compiled_flex_generates_as_eager_without_and_with_padding():
