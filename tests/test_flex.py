@@ -1,7 +1,7 @@
 """flex_attention as a user runs it: `model.set_attn_implementation("flex_attention")`, then plain calls and
 generate(), through the library's compiled flex kernel (`compile_friendly_flex_attention`, inductor's C++ template on a
-CPU), nothing replaced. Equal to eager at head_dim 8 and 64, at 8 tokens and at a long context, without and
-with padding, in plain calls and in generation; packed sequences, which torch's kernel may fail to build a mask for,
+CPU), nothing replaced. Equal to eager at head_dim 8 (8 tokens) and 64 (a 128-token context), without and with
+padding, in plain calls and in generation; packed sequences, which torch's kernel may fail to build a mask for,
 refused with a message (see `modeling_minigpt.flex_cpu_mask`).
 
 The C++ kernel's bug for narrow heads (see `modeling_minigpt.flex_attention_forward`) needs vectors of fewer than 16
