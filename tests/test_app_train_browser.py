@@ -1,5 +1,5 @@
 """The Train tab in a real browser (Debian Chromium driven by Playwright): start a tiny run, watch the loss plot
-redraw, cancel, reload the page and resume (the run is the browser's), let it finish, then open the new model's
+redraw, cancel, reload the page and resume (the run is the browser's), then a short run to its end and the new model's
 attention maps."""
 
 import os
@@ -20,8 +20,9 @@ def page_url(training_server):
     return training_server[0]
 
 
-# Long enough that Cancel comes while the run is going on a fast machine too (the plots are redrawn every 3 s at most).
-STEPS = 1500
+# A run that cannot end before Cancel on any machine (the plots are redrawn every 3 s at most, and the test waits for
+# two), and one that ends in seconds (an evaluation every 6 steps).
+LONG, SHORT = 20_000, 60
 
 
 def plot_source(page) -> str | None:
@@ -29,31 +30,36 @@ def plot_source(page) -> str | None:
     return image.first.get_attribute("src") if image.count() else None
 
 
+def start_run(page, steps: int, name: str) -> None:
+    """The Train tab's form for a 1-layer, 2-head, 16-wide names model of `steps` steps, and Start."""
+    for label, value in [("Layers", "1"), ("Heads", "2"), ("Width (n_embd)", "16"), ("Steps", str(steps))]:
+        page.get_by_label(label, exact=True).fill(value)
+    page.get_by_label("Model name (empty: one is picked)").fill(name)
+    page.get_by_role("button", name="Start training").click()
+
+
 def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path):
+    """Start a run, watch its plot redraw, cancel it, reload the page and resume it (the run is the browser's), cancel
+    again; then a short run to its end: its samples, its roles plot, its maps. (Resuming to the end, equal to the
+    uninterrupted run, is test_app_train's.)"""
     from playwright.sync_api import expect
 
     expect.set_options(timeout=180_000)  # a training run on a busy 2-core machine
     with chromium_page(1280, 1000) as page:
         page.goto(page_url)
         page.get_by_role("tab", name="Train").click()
-        for label, value in [("Layers", "1"), ("Heads", "2"), ("Width (n_embd)", "16"), ("Steps", str(STEPS))]:
-            page.get_by_label(label, exact=True).fill(value)
-        page.get_by_label("Model name (empty: one is picked)").fill("browser-run")
-        page.get_by_role("button", name="Start training").click()
+        start_run(page, LONG, "browser-run")
 
-        # While it runs (read in one loop, so that a loaded machine's slowness can neither let the run end first
-        # nor let Cancel land before the first evaluation): the plot redrawn (two different images), the bar's
-        # time-left estimate, and the samples of an evaluation.
+        # While it runs (read in one loop, so that a loaded machine's slowness cannot let Cancel land first): the plot
+        # redrawn (two different images) and the bar's time-left estimate.
         bar = page.locator("#train-progress .train-progress")
-        samples = page.locator("#train-samples textarea")
-        drawn, left, sampled, deadline = set(), False, False, time.monotonic() + 240
-        while len(drawn) < 2 or not left or not sampled:
-            assert time.monotonic() < deadline, f"plot drawn {len(drawn)} time(s), time left: {left}, {sampled=}"
+        drawn, left, deadline = set(), False, time.monotonic() + 240
+        while len(drawn) < 2 or not left:
+            assert time.monotonic() < deadline, f"plot drawn {len(drawn)} time(s), time left: {left}"
             assert bar.count() == 0 or bar.get_attribute("data-state") in ("queued", "running")
             if source := plot_source(page):
                 drawn.add(source)
             left = left or (bar.count() == 1 and "left" in bar.inner_text())
-            sampled = sampled or samples.input_value() != ""
             time.sleep(0.3)
         notes = page.locator("#train-notes")
         page.get_by_role("button", name="Cancel").click()
@@ -63,12 +69,13 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
             shutil.copy(shot, os.environ["MINIGPT_TRAIN_SCREENSHOT"])
         expect(bar).to_have_attribute("data-state", "stopped")
         stopped_at = int(bar.get_attribute("data-step"))
-        assert 0 < stopped_at < STEPS
+        assert 0 < stopped_at < LONG
         expect(bar).to_contain_text("checkpoint is kept")
         expect(notes).not_to_contain_text("Cancelling")  # the bar says how it ended: Cancel's note has gone
 
         # A reloaded page is the same visitor (the token the run is owned by stays in the browser's storage): it
-        # shows the visitor's stopped run again, its name in the field, so that Resume needs nothing typed.
+        # shows the visitor's stopped run again, its name in the field, so that Resume needs nothing typed. Resumed,
+        # it goes on from its checkpoint until cancelled again.
         page.reload()
         expect(page.get_by_role("tab", name="Train")).to_have_count(1)
         page.get_by_role("tab", name="Train").click()
@@ -77,15 +84,22 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
         page.get_by_role("button", name="Resume").click()
         expect(bar).to_have_attribute("data-state", "running")
         expect(notes).not_to_contain_text("Cancelling")
+        page.get_by_role("button", name="Cancel").click()
+        expect(bar).to_have_attribute("data-state", "stopped")
+        assert stopped_at <= int(bar.get_attribute("data-step")) < LONG
+
+        # A short run to its end: the samples of its last evaluation, the heads' roles at each evaluation, drawn.
+        start_run(page, SHORT, "browser-short")
         expect(bar).to_have_attribute("data-state", "finished")
-        expect(bar).to_have_attribute("data-step", str(STEPS))
-        expect(page.locator("#train-roles img")).to_be_visible()  # the heads' roles at each evaluation, drawn
+        expect(bar).to_have_attribute("data-step", str(SHORT))
+        assert page.locator("#train-samples textarea").input_value() != ""
+        expect(page.locator("#train-roles img")).to_be_visible()
         expect(notes).not_to_contain_text("Cancelling")
 
         # The new model is in the maps' picker: its 1 layer x (2 heads + average) maps.
         picker = page.locator("input[aria-label='Model']:visible")
         picker.click()
-        page.get_by_role("option", name="browser-run").click()
+        page.get_by_role("option", name="browser-short").click()
         page.get_by_role("button", name="Show attention").click()
         expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(3)
 
