@@ -190,3 +190,34 @@ def test_several_names_say_which_is_mapped_and_another_is_one_click_away(page_ur
         page.locator("#names-pick label").nth(1).click()
         expect(text).to_have_value(second)
         expect(page.locator("#current-text .current-view")).to_contain_text(f"“{second}”")
+
+
+def test_the_step_picker_shows_a_model_with_snapshots_at_the_step_chosen(page_url, client):
+    """The 'At training step' picker of a model with snapshots (the specimen's, shipped): the maps, the lesson and the
+    current-text line follow the step's model (name@N), and its maps are that snapshot's."""
+    import torch
+    from playwright.sync_api import expect
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from helpers import call
+    from minigpt.heads.role_log import load_snapshot
+
+    with chromium_page() as page:
+        page.goto(f"{page_url}?model=specimen&text=to%20be&layer=1&head=1")
+        picker = page.get_by_label("At training step (the model's snapshots)")
+        expect(picker).to_be_visible()
+        picker.click()
+        page.get_by_role("option", name="step 1600").click()
+        expect(page.locator("#current-text")).to_contain_text("on specimen@1600")
+        expect(page.locator("#step-view .view-of")).to_have_attribute("data-label", "“to be” on specimen@1600")
+    answer = call(client, "/attention_values", text="to be", model="specimen@1600", layer=1, head="1", query=3)
+    folder = REPO / "minigpt" / "models" / "specimen"
+    final = AutoModelForCausalLM.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    ids = torch.tensor([[tokenizer.bos_token_id, *tokenizer.encode("to be", add_special_tokens=False)]])  # as read
+    with torch.no_grad():
+        finals = final(ids, output_attentions=True).attentions[1][0, 1, 3, :4]
+        weights = load_snapshot(final, folder, 1600)(ids, output_attentions=True).attentions[1][0, 1, 3, :4]
+    assert len(answer["tokens"]) == 4  # the query's row: keys 0 to 3
+    assert torch.tensor(answer["weights"]).allclose(weights, atol=1e-6)  # the step's weights,
+    assert not weights.allclose(finals, atol=1e-3)  # not the final model's

@@ -20,9 +20,6 @@ import torch
 from helpers import (
     REPO,
     assert_tokenizer_loads_silently,
-    chromium_page,
-    needs_chromium,
-    running_app,
 )
 from minigpt import data, training
 
@@ -216,35 +213,6 @@ def test_a_small_run_keeps_snapshots_that_the_views_load_at_their_step(names_run
     steps = ", ".join(f"{names_run.name}@{step}" for step in (1, 2, 8, 16, 28, 40, 60))  # as a visitor writes them
     with pytest.raises(VisitorError, match=f"no snapshot at step 41: its snapshots are {steps}"):
         state.picker.get(f"{names_run.name}@41")
-
-
-@needs_chromium
-def test_the_page_shows_a_model_with_snapshots_at_the_step_chosen(names_run):
-    """The 'At training step' picker of a model with snapshots: the maps, the lesson and the current-text line follow
-    the step's model (name@N), and its maps are that snapshot's."""
-    from gradio_client import Client
-    from playwright.sync_api import expect
-
-    name = names_run.name
-    with running_app("--model", str(names_run)) as (url, _), chromium_page() as page:
-        page.goto(f"{url}?model={name}&text=emma&layer=0&head=1")
-        picker = page.get_by_label("At training step (the model's snapshots)")
-        expect(picker).to_be_visible()
-        picker.click()
-        page.get_by_role("option", name="step 16").click()
-        expect(page.locator("#current-text")).to_contain_text(f"on {name}@16")
-        expect(page.locator("#step-view .view-of")).to_have_attribute("data-label", f"“emma” on {name}@16")
-        tip_row = Client(url, verbose=False).predict(
-            text="emma", model=f"{name}@16", layer=0, head="1", query=4, api_name="/attention_values"
-        )["weights"]
-    from transformers import AutoModelForCausalLM
-
-    from minigpt.heads.role_log import load_snapshot
-
-    model = load_snapshot(AutoModelForCausalLM.from_pretrained(names_run).eval(), names_run, 16)
-    with torch.no_grad():
-        weights = model(torch.tensor([[0, 5, 13, 13, 1]]), output_attentions=True).attentions[0][0, 1, 4]  # .emma
-    assert torch.tensor(tip_row).allclose(weights, atol=1e-6)  # the step's weights, not the final model's
 
 
 def test_killed_run_resumes_to_the_same_validation_loss(tmp_path, names_file):
