@@ -10,7 +10,9 @@
   validation text is the tail of the corpus (nanoGPT's last 10%), so it never overlaps training. A local corpus is
   tokenized once, ahead of training, into a flat file of token ids (as nanoGPT's prepare.py makes) in the cache
   folder, which the next run with the same files and tokenizer reads instead of tokenizing again; windows are slices
-  of it. A Hub dataset is streamed and tokenized as it is read (it may be too big for the disk).
+  of it. A Hub dataset is streamed and tokenized as it is read (it may be too big for the disk), never read whole
+  ahead of training: its validation text is the start of its first shard, and DataLoader workers and torchrun's
+  processes each read shards of their own (see `text_splits`).
 - The training set is an endless `datasets.IterableDataset`: epoch after epoch, each shuffled by a seed derived from
   the run's seed and the epoch. Its order depends on nothing else, so a resumed run that skips the batches already seen
   gets exactly the batches the uninterrupted run would have had.
@@ -497,12 +499,21 @@ def text_splits(
         n_train = int(n_chars * (1 - val_fraction))
         if n_chars == 0 or n_train == 0:
             raise DataError(f"The dataset has no text to train on ({n_chars} characters).")
-        training_text = lambda shards_=None: head(pieces(corpus), n_train)  # noqa: E731
-        validation_text = lambda: tail(pieces(corpus), n_train)  # noqa: E731
+
+        def training_text(shards_=None) -> Iterator[tuple[str, bool]]:
+            return head(pieces(corpus), n_train)
+
+        def validation_text() -> Iterator[tuple[str, bool]]:
+            return tail(pieces(corpus), n_train)
     else:
         n_train = max_tokenizer_chars  # what a BPE may train on: the training text's start
-        training_text = lambda shards_=shards: streamed_training(corpus, shards_, streamed_validation_chars)  # noqa: E731
-        validation_text = lambda: head(shard_pieces(corpus, 0), streamed_validation_chars)  # noqa: E731
+
+        def training_text(shards_=shards) -> Iterator[tuple[str, bool]]:
+            return streamed_training(corpus, shards_, streamed_validation_chars)
+
+        def validation_text() -> Iterator[tuple[str, bool]]:
+            return head(shard_pieces(corpus, 0), streamed_validation_chars)
+
     tokenizer = tokenizer or text_tokenizer(
         tokenizer_kind, corpus, n_train, vocab_size, max_tokenizer_chars, training_text if shards else None
     )
@@ -526,14 +537,19 @@ def text_splits(
     if validation_only:
         return Splits(None, datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]}), tokenizer, "")
     if not validation:
-        where = (
-            f"the last {val_fraction:.0%} of {n_chars:,} characters"
-            if shards is None
-            else f"the first {streamed_validation_chars:,} characters of the stream's first shard"
-        )
+        if shards is None:
+            where, change = (
+                f"the last {val_fraction:.0%} of {n_chars:,} characters",
+                "lower --block_size, raise --val_fraction",
+            )
+        else:
+            where, change = (
+                f"the first {streamed_validation_chars:,} characters of its first shard",
+                "lower --block_size",
+            )
         raise DataError(
-            f"The validation text ({where}) is shorter than one window of {block_size} tokens: lower --block_size, "
-            "raise --val_fraction or give more text."
+            f"The validation text ({where}) is shorter than one window of {block_size} tokens: {change} or give more "
+            "text."
         )
 
     def epoch_windows(epoch: int, rng: random.Random, shards_: list[int] | None = None) -> Iterator[np.ndarray]:
