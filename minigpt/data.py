@@ -284,6 +284,10 @@ def token_file(corpus: Corpus, tokenizer, part: str, n_train: int) -> Path | Non
     return CACHE / "tokens" / f"{key}.{dtype}.bin"
 
 
+def token_dtype(path: Path) -> np.dtype:  # the dtype a token file's name says its ids are in ("<key>.uint16.bin")
+    return np.dtype(path.suffixes[-2].lstrip("."))
+
+
 class TokenFile:
     """A part's token ids in their file, memory-mapped when first read. It pickles as its path: `datasets` hashes a
     stream's generator and arguments by pickling them (and a DataLoader started by spawn sends them pickled), and a
@@ -295,7 +299,7 @@ class TokenFile:
 
     @functools.cached_property
     def ids(self) -> np.ndarray:
-        dtype = np.dtype(self.path.suffixes[-2].lstrip("."))
+        dtype = token_dtype(self.path)
         return np.memmap(self.path, dtype=dtype, mode="r") if self.path.stat().st_size else np.zeros(0, dtype=dtype)
 
     def __reduce__(self):
@@ -310,7 +314,7 @@ def tokenized(corpus: Corpus, tokenizer, part: str, n_train: int, texts_: Callab
     if path is None:
         return None
     if not path.exists():
-        started, count, dtype = time.perf_counter(), 0, np.dtype(path.suffixes[-2].lstrip("."))
+        started, count, dtype = time.perf_counter(), 0, token_dtype(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.name}.{os.getpid()}.part")  # torchrun's processes may write it at once
         try:

@@ -101,11 +101,11 @@ def pytest_collection_modifyitems(items):
 
 # ---- the app on the fixture models: one server for the whole run -------------------------------------------------
 # Every module that wants app.py on the fixture models with no other flag and no environment of its own shares
-# `server` (the modules of SHARED["fixture-server"], and any other that asks for it). A module that needs
-# other flags or environment starts its own server in a fixture of its own (test_robustness, test_error_rule,
-# test_app_train, ...): named `server` too where its tests are written against that name, it overrides this one in
-# that module. The shared server's log holds what every module
-# caused: a test reads its own part from a mark taken at its start (helpers.server_log).
+# `server` (the modules of SHARED["fixture-server"], and any other that asks for it). A module that needs other flags
+# or environment starts its own server in a fixture of its own (test_robustness, test_error_rule, test_app_train, ...):
+# named `server` too where its tests are written against that name, it overrides this one in that module. The shared
+# server's log holds what every module caused: a test reads its own part from a mark taken at its start
+# (helpers.server_log).
 
 
 @pytest.fixture(scope="session")
