@@ -44,3 +44,28 @@ def test_a_link_opened_in_a_fresh_browser_shows_its_head_and_query(page_url):
             expect(box).to_have_value(expected)  # the same keys, in the same order
             copied = box.input_value()
             assert page.url == copied  # in the address bar too
+
+
+def test_every_value_of_a_link_is_cut_to_a_length_it_may_have():
+    from minigpt.demo.links import MAX_LINK_VALUE_CHARS
+
+    long = {key: "7" * 50_000 for key in ("tab", "model", "layer", "head", "query", "step", "depth")}
+    assert all(len(value) == MAX_LINK_VALUE_CHARS for value in read_link(long).values())
+
+
+@needs_chromium
+def test_a_link_to_a_model_the_server_lacks_says_so_and_leaves_the_log_alone(server, page_url):
+    """An unknown model of 8,000 characters in a link: the page says so, its picker keeps a model it offers, and the
+    log grows by a line at most (Gradio's warning about a value outside a dropdown's choices quoted it whole, each
+    distinct value again: 8 KB a link)."""
+    from playwright.sync_api import expect
+
+    from helpers import server_log
+
+    mark = len(server_log(server[1]))
+    with chromium_page(1280, 1000) as page:
+        page.goto(f"{page_url}?model={'x' * 8000}&text=emma")
+        expect(page.get_by_text("Unknown model 'xxxxxxxx").first).to_be_visible()
+        expect(page.locator("#current-text")).to_contain_text("emma")
+    logged = server_log(server[1])[mark:]
+    assert "x" * 100 not in logged and len(logged) < 1000, logged[-500:]

@@ -1,7 +1,8 @@
 """Links that reopen a view: the page's state (the top tab, model, text, the enlarged head, the lesson's query, step and
 depth) as a URL query, `?tab=names&model=names&text=emma&layer=2&head=1&query=3&step=5&depth=plain`, read back when a
-page opens. No Gradio here: a dict of the query's
-strings in, the choices out; what does not fit the model is left to the views' own checks, which say what to change."""
+page opens. No Gradio here: a dict of the query's strings in, the choices out, each cut to a length it may have; what
+does not fit the model is left to the views' own checks, which say what to change (a model the picker does not offer
+never reaches its component: ui/attention.py)."""
 
 from minigpt.demo.choices import MAX_TEXT_CHARS
 
@@ -9,11 +10,14 @@ LINK_KEYS = ("tab", "model", "text", "layer", "head", "query", "step", "depth")
 
 TABS = ("names", "text", "train")  # the top tabs, by id
 
+MAX_LINK_VALUE_CHARS = 200  # a link's other values: a model's name (a Hub id at most 96), numbers, words
+
 
 def read_link(params) -> dict:
     """The link's choices from the page's query parameters (a mapping of strings): only the known keys, a text cut to
     the length a text may have, and None for a key left out or empty. An empty dict: no link, the page's defaults."""
     link = {key: str(params.get(key) or "") or None for key in LINK_KEYS}
-    if link["text"] is not None:
-        link["text"] = link["text"][:MAX_TEXT_CHARS]
+    for key, value in link.items():  # cut before anything reads them: a link may hold megabytes
+        if value is not None:
+            link[key] = value[: MAX_TEXT_CHARS if key == "text" else MAX_LINK_VALUE_CHARS]
     return {key: value for key, value in link.items() if value is not None}

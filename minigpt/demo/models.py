@@ -118,8 +118,9 @@ class ModelPicker:
     def names(self) -> list[str]:
         return list(self.sources)
 
-    def get(self, name: str | None) -> LanguageModel:
-        """The model named `name`; "name@N": that model's weights at training step N (one of its snapshots)."""
+    def checked_name(self, name) -> tuple[str, int | None]:
+        """(model, snapshot step or None) of a name this picker offers, read without loading anything; else a
+        message naming what it offers."""
         if not isinstance(name, str):  # a script's list or number: the same message as an unknown name
             raise VisitorError(f"Unknown model {shortened(name)}: choose one of {', '.join(self.sources)}.")
         base, step = (name, None) if name in self.sources else split_snapshot_name(name)
@@ -130,6 +131,19 @@ class ModelPicker:
             raise VisitorError(f"Unknown model {shortened(name)}: choose one of {', '.join(self.sources)}.")
         if step is not None and step not in snapshots_of(Path(self.sources[base])):
             raise VisitorError(f"The model {base!r} has no snapshot at step {step}: {self.snapshots_said(base)}.")
+        return base, step
+
+    def offers(self, name) -> bool:
+        """Whether `name` is a model (or a model's snapshot) of this picker, without loading it."""
+        try:
+            self.checked_name(name)
+        except VisitorError:
+            return False
+        return True
+
+    def get(self, name: str | None) -> LanguageModel:
+        """The model named `name`; "name@N": that model's weights at training step N (one of its snapshots)."""
+        base, step = self.checked_name(name)
         if (lm := self.loaded.get(name)) is not None:  # loaded: served without waiting for any other model's load
             return lm
         with self.lock:

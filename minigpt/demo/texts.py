@@ -100,8 +100,10 @@ class TextView:
 
 
 def text_label(text: str, model: str) -> str:
-    """A text and model in words, for a learner: '"emma" on names' (a long text cut to 40 characters)."""
+    """A text and model in words, for a learner: '"emma" on names' (a long text cut to 40 characters, a model's name
+    to 80: a link may name anything)."""
     text = text if len(text) <= 40 else text[:39] + "…"
+    model = model if len(model) <= 80 else model[:79] + "…"
     return f"“{text}” on {model}" if text else f"the empty text on {model}"
 
 
