@@ -22,7 +22,7 @@ def events(folder) -> list[dict]:
 
 def test_a_names_run_streams_progress_and_its_model_generates_downloads_and_outlives_a_restart(training_server):
     client = visitor(training_server)
-    job = client.submit(**TINY_RUN, max_steps=80, name="tiny-run", api_name="/train")
+    job = client.submit(**TINY_RUN, max_steps=80, name="tiny-run", owner="token-a", api_name="/train")
     updates = [numbers(out) for out in job] + [numbers(job.result())]
     steps = [u["step"] for u in updates]
     assert steps == sorted(steps) and len(set(steps)) >= 3  # streamed as it went, not only at the end
@@ -76,9 +76,9 @@ def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterru
     cancelled part way and resumed. B ends at A's validation loss (same seed: same batches, same dropout). While A
     trains, a third visitor generates names and looks at the maps."""
     a, b, c = visitor(training_server), visitor(training_server), visitor(training_server)
-    job_a = a.submit(**TINY_RUN, max_steps=RACED_STEPS, name="whole", api_name="/train")
+    job_a = a.submit(**TINY_RUN, max_steps=RACED_STEPS, name="whole", owner="token-a", api_name="/train")
     assert numbers(next(job_a))["name"] == "whole"  # A's run is in the queue before B asks
-    job_b = b.submit(**TINY_RUN, max_steps=RACED_STEPS, name="cut", api_name="/train")
+    job_b = b.submit(**TINY_RUN, max_steps=RACED_STEPS, name="cut", owner="token-b", api_name="/train")
 
     answered_during_training = False
     for out in job_a:
@@ -100,7 +100,7 @@ def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterru
             assert progress["position"] == 1 and progress["step"] == 0
         if progress["step"] >= 20 and cancelled_at is None:
             assert "another visitor" in app_error(c, "/cancel", name="cut")  # only its owner may cancel it
-            assert "keeps a checkpoint" in call(b, "/cancel", name="cut")
+            assert "keeps a checkpoint" in call(b, "/cancel", name="cut", owner="token-b")
             cancelled_at = progress["step"]
     stopped = numbers(job_b.result())
     assert stopped["state"] == "stopped" and cancelled_at <= stopped["step"] < RACED_STEPS
@@ -112,7 +112,7 @@ def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterru
     b_started = next(e["time"] for e in events(runs / "cut") if e["event"] == "start")
     assert b_started > a_finished  # one run at a time: B's training began after A's ended
 
-    job = b.submit(name="cut", api_name="/resume")
+    job = b.submit(name="cut", owner="token-b", api_name="/resume")
     resumed = [numbers(out) for out in job] + [numbers(job.result())]
     assert resumed[-1]["state"] == "finished" and resumed[-1]["step"] == RACED_STEPS
     assert all(u["step"] >= stopped["step"] for u in resumed)  # it went on from the checkpoint
@@ -135,15 +135,19 @@ def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterru
         ("/train", dict(data="shakespeare", tokenizer="names"), "not a list of a-z names"),
         ("/train", dict(name="../../etc"), "is not allowed"),
         ("/train", dict(name="tiny-names"), "is taken"),
-        ("/resume", dict(name="no-such-run"), "no run named 'no-such-run'"),
+        ("/train", dict(), "A run needs an owner: send owner"),  # a run nobody could cancel (issue 48)
+        ("/resume", dict(name="whole"), "A run needs an owner: send owner"),
+        ("/resume", dict(name="no-such-run", owner="token-a"), "no run named 'no-such-run'"),
         ("/cancel", dict(name="no-such-run"), "No run named 'no-such-run'"),
         ("/download", dict(name="no-such-run"), "No finished model named 'no-such-run'"),
     ],
 )
 def test_bad_input_gets_its_message_and_no_traceback(training_server, endpoint, params, message):
+    runs = set(training_server[2].iterdir())
     error = app_error(visitor(training_server), endpoint, **params)
     assert message in error and "Traceback" not in error
     assert "Traceback" not in server_log(training_server[1])
+    assert set(training_server[2].iterdir()) == runs  # no run started
 
 
 def test_an_oversized_upload_is_refused_by_its_size(training_server, tmp_path):
@@ -174,6 +178,7 @@ def test_a_check_that_only_training_can_make_comes_back_as_a_message(training_se
     """160 characters pass the check made before the run (one 16-character window in the last tenth), but byte-level
     BPE turns the repeated letter into a few tokens: train.py's own message comes back, the traceback stays out."""
     params = dict(data="text", tokenizer="bpe", vocab_size=300, text="a" * 160, max_steps=5, name="too-short")
+    params["owner"] = "token-a"
     error = app_error(visitor(training_server), "/train", **params)
     assert "shorter than one window of 16 tokens" in error and "Traceback" not in error
     assert "Traceback" not in server_log(training_server[1])

@@ -241,7 +241,7 @@ MISTAKES = {
         (dict(name="tiny-names"), "is taken"),
         (dict(data="text", text=""), "The text is empty"),
     ],
-    "/resume": [(dict(name="no-such-run"), "There is no run named 'no-such-run' to resume")],
+    "/resume": [(dict(name="no-such-run", owner="token"), "There is no run named 'no-such-run' to resume")],
     "/cancel": [(dict(name="no-such-run"), "No run named 'no-such-run' is queued or running")],
     "/download": [(dict(name="no-such-run"), "No finished model named 'no-such-run'")],
 }

@@ -21,7 +21,7 @@ from minigpt.demo.ui.components import session, unchecked
 from minigpt.demo.ui.errors import refusals_logged
 from minigpt.demo.views.assets import asset
 from minigpt.demo.views.training import duration, progress_html
-from minigpt.errors import VisitorError, shortened
+from minigpt.errors import VISITORS_MISTAKES, VisitorError, shortened
 from minigpt.heads.role_log import read_roles
 
 POLL_SECONDS = 1.0  # a watcher reads its run's progress this often
@@ -138,6 +138,18 @@ def visitor(token, request: gr.Request | None) -> str | None:
     return training_runs.owner_key(token or session(request))
 
 
+def starter(token, request: gr.Request | None) -> str:
+    """Who starts (or resumes) a run: a token is needed. A REST call's Gradio session ends with the call, so a run
+    owned by it could be neither watched nor cancelled by anyone, and would train to its end."""
+    who = visitor(token, request)
+    if not token:
+        raise VisitorError(
+            "A run needs an owner: send owner, a token of your own that you keep secret (the page sends the one it "
+            "keeps in your browser). Only who sends it can watch, cancel and resume the run."
+        )
+    return who
+
+
 OWNER_JS = asset("owner.js")  # the token the page keeps in the browser's storage
 
 
@@ -249,8 +261,8 @@ class Training:
         Shakespeare, char for a text) and the sizes are the tab's first ones (the names preset). `owner`: a token you
         keep (the page keeps its own in the browser): only who sends it watches, cancels and resumes the run."""
         form = RunForm.of(locals())  # the parameters above are the form's fields
-        who = visitor(owner, request)
         spec, text = await asyncio.to_thread(self.requested, form, taken=self.state.picker.names)
+        who = starter(owner, request)
         run = await asyncio.to_thread(self.state.runs.submit, spec, text, owner=who)
         async for update in self.watch(run):
             yield update
@@ -272,7 +284,7 @@ class Training:
         RunForm's order (the page's inputs)."""
         try:
             spec, _ = self.requested(RunForm(*values), taken=())
-        except VisitorError as error:
+        except VISITORS_MISTAKES as error:
             return f"Before Start: {error}"
         pace = self.state.runs.pace() if self.state.runs else None
         source = "this server's latest run" if pace else "a typical 2-core CPU (no run timed on this server yet)"
@@ -285,7 +297,7 @@ class Training:
     async def resume(self, name: str = "", owner: str | None = None, request: gr.Request = None):
         """Continues your stopped run from its last checkpoint (or shows your queued or running one), streaming as
         `train`; `owner`: the token the run was started with."""
-        who = visitor(owner, request)
+        who = starter(owner, request)
         run = await asyncio.to_thread(self.state.runs.resume, (name or "").strip(), owner=who)
         async for update in self.watch(run):
             yield update
