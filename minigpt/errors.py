@@ -3,8 +3,12 @@
 A `VisitorError` is the visitor's mistake (a bad value, a text the model cannot read, a name that is taken) or an
 answer they act on (the server is busy): its message is shown to them and nothing reaches the server's log. Every
 other exception (a bug, a host's broken model folder) is the host's: its message is shown too, and its traceback
-goes to the log. Nothing here knows Gradio: the UI turns a VisitorError into a message without a traceback.
+goes to the log. Nothing here knows Gradio: the UI turns a VisitorError into a message without a traceback. The
+library's `InstrumentError` (a layer, head, position or token an instrument cannot take) counts as one: the demo hands
+the instruments what the visitor sent.
 """
+
+from minigpt.heads.errors import InstrumentError, shortened  # noqa: F401 (the demo's, too)
 
 
 class VisitorError(ValueError):
@@ -12,7 +16,4 @@ class VisitorError(ValueError):
     keeps doing so.)"""
 
 
-def shortened(value, limit: int = 60) -> str:
-    """`value` as a message may echo it: its repr, cut to `limit` characters."""
-    shown = repr(value)
-    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+VISITORS_MISTAKES = (VisitorError, InstrumentError)  # what the error rule shows without a traceback

@@ -245,6 +245,32 @@ def app_error(client, endpoint: str, **params) -> str:
     return str(error.value)
 
 
+RAW_DEFAULTS = {
+    "/names": ["", 10, 1.0, 0, 1.0, -1, None],
+    "/text": ["", 5, 1.0, 0, 1.0, -1, None],
+    "/attention": ["emma", None],
+    "/logit_attribution": ["emma", None, -1, "", ""],
+}
+
+
+def raw_error(url: str, endpoint: str, *data) -> str:
+    """The error message of a call made through Gradio's HTTP API with JSON that gradio_client refuses to send (a
+    lone surrogate, written as the escape \\ud800; Infinity), as a visitor's own script may send it. `data`: the
+    first parameters, the others left at their defaults."""
+    import json
+
+    import httpx
+
+    # ensure_ascii (the default): a lone surrogate becomes the escape \ud800, valid JSON
+    body = json.dumps({"data": [*data, *RAW_DEFAULTS[endpoint][len(data) :]]})
+    posted = httpx.post(
+        f"{url}gradio_api/call{endpoint}", content=body, timeout=60, headers={"Content-Type": "application/json"}
+    )
+    result = httpx.get(f"{url}gradio_api/call{endpoint}/{posted.json()['event_id']}", timeout=120).text
+    assert "event: error" in result, result
+    return result
+
+
 @functools.cache
 def component_id(url: str, elem_id: str) -> int:
     """The id of the component with `elem_id` on the page served at `url` (the page knows it from /config)."""

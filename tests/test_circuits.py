@@ -5,6 +5,8 @@ test's own computation of that attention says; composition scores match an einsu
 bridge and a hand-built circuit; the OV and positional QK circuits match their formulas and show a copying head and
 the specimen's previous-token head."""
 
+import re
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -181,6 +183,57 @@ def test_path_patching_refuses_senders_that_cannot_reach_the_receiver(specimen):
             circuits.patch_path(model, clean, corrupted, sender, (1, 1), "k")
     with pytest.raises(ValueError, match="'q', 'k' or 'v'"):
         circuits.patch_path(model, clean, corrupted, ("embed",), (1, 1), "o")
+
+
+def refusals(model, ids):
+    """Calls of the library with a layer, head, position or token the model or the text does not have, and the
+    message each must give (issue 48: Python's -1 read as the last head, bare IndexErrors)."""
+    from minigpt.heads import insights
+    from minigpt.heads.steps import attention_steps
+
+    recorded = run_forward_pass(model, ids)
+    T = len(ids)
+    return [
+        (lambda: circuits.ov_circuit(model, 1, -1), "head must be 0 to 3 (each layer has 4 heads), got -1"),
+        (lambda: circuits.ov_circuit(model, 5, 0), "layer must be 0 to 1 (the model has 2 layers), got 5"),
+        (lambda: circuits.ov_circuit(model, 0, 1.0), "head must be a whole number, got float 1.0"),
+        (lambda: circuits.positional_qk_circuit(model, 0, 4), "head must be 0 to 3"),
+        (lambda: circuits.head_weights(model, -1), "layer must be 0 to 1"),
+        (lambda: circuits.logit_attribution(model, ids, token=10**6), "token must be a token id 0 to 78, got 1000000"),
+        (lambda: circuits.logit_attribution(model, ids, other_token=-1), "other_token must be a token id 0 to 78"),
+        (lambda: circuits.logit_attribution(model, ids, position=T), f"position {T} is outside the text's {T} tokens"),
+        (lambda: circuits.patch_path(model, ids, ids, ("embed",), (1, 4), "k"), "head must be 0 to 3"),
+        (lambda: circuits.patch_path(model, ids, ids, ("embed",), (1, 1), "k", T), f"key_position {T} is outside"),
+        (lambda: insights.head_mask([(0, 9)], 2, 4), "head must be 0 to 3"),
+        (lambda: insights.logit_lens(model, recorded, -T - 1), f"position {-T - 1} is outside"),
+        (lambda: insights.next_token_probabilities(model, recorded, T), f"position {T} is outside"),
+        (lambda: insights.likely_replacements(model, recorded, 0, set()), "position 0 is the start token"),
+        (lambda: attention_steps(model, recorded, 0, 7), "head must be 0 to 3"),
+    ]
+
+
+def test_the_library_refuses_a_layer_head_position_or_token_the_model_or_text_lacks_by_its_own_error(specimen):
+    from minigpt.heads.errors import InstrumentError
+
+    model, encode = specimen
+    for call, message in refusals(model, encode(ZORBAK)):
+        with pytest.raises(InstrumentError, match=re.escape(message)):
+            call()
+    assert issubclass(InstrumentError, ValueError)  # code that catches bad values keeps doing so
+
+
+def test_likely_replacements_take_the_whole_vocabulary_when_asked_for_more(specimen):
+    """A 79-token vocabulary asked for 1,000 replacements (the "change one token" helper asks 64 of a 28-token one):
+    every token but the one there and those left out, most likely first, as the model's logits order them."""
+    from minigpt.heads.insights import likely_replacements
+
+    model, encode = specimen
+    ids = encode(ZORBAK)
+    found = likely_replacements(model, run_forward_pass(model, ids), 5, {0, 1}, k=1000)
+    logits = logits_of(model, ids)[4]  # position 5 is predicted from position 4
+    left_out = {ids[5], 0, 1}
+    expected = [int(i) for i in logits.argsort(descending=True) if int(i) not in left_out]
+    assert found == expected and len(found) == 79 - len(left_out)
 
 
 # ---- composition scores ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from helpers import REPO, app_error, call, chromium_page, needs_chromium, server_log
+from helpers import REPO, app_error, call, chromium_page, needs_chromium, raw_error, server_log
 
 # server (the app on the fixture models; the shipped ones, the specimen among them, are offered too), client:
 # conftest.py
@@ -129,6 +129,52 @@ def test_patching_mistakes_say_what_to_change_and_leave_the_log_alone(server, cl
     mark = len(server_log(server[1]))
     error = app_error(client, "/patching", text=ROMEO, model="specimen", **params)
     assert message in error, error
+    assert "Traceback" not in server_log(server[1])[mark:]
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(token="é"), "The specimen model does not know these characters of the token: 'é'"),
+        (dict(other_token="🙂"), "does not know these characters of the other_token: '🙂'"),
+        (dict(token="\x00"), "does not know these characters of the token: '\\x00' (U+0000)"),
+        (dict(token="a" * 1_000_000), "token is 1,000,000 characters long: a single token is at most 256"),
+        (dict(position="1_0"), "position must be a number written with the digits 0-9 alone, got '1_0'"),
+    ],
+)
+def test_attribution_mistakes_say_what_to_change_and_leave_the_log_alone(server, client, params, message):
+    """A token the tokenizer cannot read is refused as the text field refuses it, a huge one before it is tokenized
+    (issue 48: the tokenizer's own message and a traceback; 2 s for a million characters)."""
+    mark = len(server_log(server[1]))
+    error = app_error(client, "/logit_attribution", text=ROMEO, model="specimen", **params)
+    assert message in error, error
+    half = raw_error(server[0], "/logit_attribution", ROMEO, "specimen", -1, "", "\ud800")  # gradio_client can't
+    assert "The other_token holds" in half and "(U+D800): half of a character" in half
+    assert "Traceback" not in server_log(server[1])[mark:]
+
+
+def test_patching_takes_the_documented_default_key_position_however_it_is_written(client):
+    """-1, "-1", -1.0 and "-1.0" are the default key (after the repeat's first copy); a later sender is refused in
+    the words a visitor types."""
+    common = dict(text=ZORBAK, corrupted_text=ZORBAK_CORRUPTED, model="specimen", receiver="1.1", sender="mlp 0")
+    for written in (-1, "-1", -1.0, "-1.0"):
+        answer = call(client, "/patching", **common, key_position=written)
+        assert answer["path"]["key_position"] == 9 and answer["path"]["key_token"] == "b", written
+    error = app_error(client, "/patching", **{**common, "sender": "mlp 1"})
+    assert (
+        "The sender 'mlp 1' comes after what the receiver (layer 1) reads: give a head or 'mlp L' of layer 0" in error
+    )
+
+
+def test_the_change_one_token_helper_works_for_a_vocabulary_smaller_than_its_search(server, client):
+    """The names and induction models have 28 tokens, fewer than the 64 candidates the helper weighs: /patching with
+    its defaults answers with one token changed, or says that no change of one token alters the answer."""
+    mark = len(server_log(server[1]))
+    answer = call(client, "/patching", model="names")  # "emma"
+    changed = [(a, b) for a, b in zip(answer["ids"], answer["corrupted_ids"]) if a != b]
+    assert len(changed) == 1 and answer["clean_answer"] != answer["corrupted_answer"]
+    error = app_error(client, "/patching", text="abcabc", model="induction")
+    assert "No single token change found that keeps the length and changes the model's next token" in error
     assert "Traceback" not in server_log(server[1])[mark:]
 
 

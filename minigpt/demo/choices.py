@@ -10,7 +10,11 @@ import re
 import unicodedata
 
 from minigpt.demo.serving import Sampling
-from minigpt.errors import VisitorError, shortened
+from minigpt.errors import VISITORS_MISTAKES, VisitorError, shortened
+
+# A number as text: digits, one point, an exponent (and the words float() reads for the infinities and NaN, which the
+# finiteness check below refuses by name)
+WRITTEN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE)
 
 MEAN = "mean"  # the head that stands for the average of a layer's heads
 
@@ -28,6 +32,9 @@ def number(name: str, value, default, kind=float):
         return default
     if isinstance(value, str) and not value.isascii():  # int() and float() read "٣" and "０" as 3 and 0
         raise VisitorError(f"{name} must be written with the digits 0-9, got {shortened(value)}.")
+    if isinstance(value, str) and not WRITTEN_NUMBER.fullmatch(value.strip()):  # int("1_0") is 10
+        how = " written with the digits 0-9 alone" if "_" in value else ""
+        raise VisitorError(f"{name} must be a number{how}, got {shortened(value)}.")
     if isinstance(value, bool):  # JSON's true and false are not numbers here
         raise VisitorError(f"{name} must be a number, got {shortened(value)}.")
     if kind is int and isinstance(value, int | str):
@@ -143,7 +150,7 @@ def head_index(value, n_head: int, name: str = "head", average: bool = True) -> 
     also = " or 'mean' (their average)" if average else ""
     try:
         head = number(name, value, 0, int)
-    except VisitorError:
+    except VISITORS_MISTAKES:
         head = None
     if head is None or not 0 <= head < n_head:
         raise VisitorError(f"{name} must be 0 to {n_head - 1}{also}, got {shortened(value)}.") from None

@@ -10,9 +10,9 @@ from collections.abc import Callable
 import torch
 
 from minigpt.demo.attention_maps import heatmap_png, token_labels
-from minigpt.demo.choices import head_index, layer_index, parse_heads, token_position
+from minigpt.demo.choices import head_index, layer_index, number, parse_heads, token_position
 from minigpt.demo.cores import pass_work
-from minigpt.demo.texts import TextView
+from minigpt.demo.texts import TextView, encode
 from minigpt.errors import VisitorError, shortened
 from minigpt.heads import circuits
 from minigpt.heads import insights as head_insights
@@ -24,6 +24,7 @@ MAX_OV_VOCABULARY = 128  # a vocabulary up to this size: the whole token x token
 OV_TOP = 8  # above it, each source token's top targets
 MAX_QK_POSITIONS = 64  # the positional QK circuit drawn over the first positions
 MAX_ABLATED_MAP = 64  # tokens of the text for the ablated head's map (the maps drawn as cells)
+MAX_TOKEN_CHARS = 256  # a token's text, checked before tokenizing: longer than any vocabulary's tokens
 TOP_NAMED = 5  # the largest contributions named in words, and the strongest composition edges
 
 Progress = Callable[[float, str], None] | None
@@ -34,10 +35,17 @@ def labels_of(view: TextView, ids: list[int]) -> list[str]:
 
 
 def token_id(view: TextView, value, name: str) -> int | None:
-    """A token to attribute to, as its text (a single token of the model: 'i', ' Juliet'); left out: None."""
+    """A token to attribute to, as its text (a single token of the model: 'i', ' Juliet'); left out: None. Checked
+    as the text field is (characters the model does not know, half characters), and cut before it is tokenized."""
     if value is None or value == "":
         return None
-    ids = view.lm.tokenizer.encode(str(value), add_special_tokens=False, verbose=False)
+    value = str(value)
+    if len(value) > MAX_TOKEN_CHARS:
+        raise VisitorError(
+            f"{name} is {len(value):,} characters long: a single token is at most {MAX_TOKEN_CHARS}. Give one token, "
+            "such as the next letter."
+        )
+    ids = encode(view.lm, value, name)
     if len(ids) != 1:
         raise VisitorError(
             f"{name} must be one token of the {view.lm.name} model, but {shortened(value)} is {len(ids)} tokens. "
@@ -88,20 +96,30 @@ def check_patch_length(view: TextView) -> None:
         )
 
 
-def sender_of(spec: str, n_layer: int, n_head: int) -> tuple:
-    """'0.2' -> ('head', 0, 2); 'mlp 0', 'resid 1', 'embed' -> the library's senders."""
+def sender_of(spec: str, n_layer: int, n_head: int, receiver_layer: int) -> tuple:
+    """'0.2' -> ('head', 0, 2); 'mlp 0', 'resid 1', 'embed' -> the library's senders; one that comes after the
+    receiver's layer reads nothing the receiver reads, and is refused in the words a visitor types."""
     words = str(spec or "").strip().lower().split()
     if len(words) == 1 and words[0] == "embed":
         return ("embed",)
     if len(words) == 2 and words[0] in ("mlp", "resid"):
-        return (words[0], layer_index(words[1], n_layer, f"sender's layer ({words[0]} L)"))
-    if len(words) == 1 and "." in words[0]:
+        sender = (words[0], layer_index(words[1], n_layer, f"sender's layer ({words[0]} L)"))
+    elif len(words) == 1 and "." in words[0]:
         (layer, head), *_ = parse_heads(words[0], n_layer, n_head)
-        return ("head", layer, head)
-    raise VisitorError(
-        f"Cannot read the sender {shortened(spec)}: write a head as layer.head ('0.2'), 'mlp L', 'resid L' (the whole "
-        "residual stream entering layer L) or 'embed'."
-    )
+        sender = ("head", layer, head)
+    else:
+        raise VisitorError(
+            f"Cannot read the sender {shortened(spec)}: write a head as layer.head ('0.2'), 'mlp L', 'resid L' (the "
+            "whole residual stream entering layer L) or 'embed'."
+        )
+    latest = receiver_layer if sender[0] == "resid" else receiver_layer - 1
+    if sender[1] > latest:
+        earlier = "layer 0" if receiver_layer == 1 else f"layers 0 to {receiver_layer - 1}"
+        raise VisitorError(
+            f"The sender {shortened(spec)} comes after what the receiver (layer {receiver_layer}) reads: give a head "
+            f"or 'mlp L' of {earlier}, 'resid L' with L at most {receiver_layer}, or 'embed'."
+        )
+    return sender
 
 
 def path_patching(clean: TextView, corrupted: TextView, sender, receiver, receiver_input, key_position) -> dict | None:
@@ -117,13 +135,15 @@ def path_patching(clean: TextView, corrupted: TextView, sender, receiver, receiv
             f"receiver must be one head of a later layer than 0 (layer.head, e.g. '1.1'), got {shortened(receiver)}."
         )
     (layer, head), kind = heads[0], str(receiver_input or "k").strip().lower()
-    key = repeated_source(list(clean.ids))  # default: the token after the repeat's first copy, an induction target
-    if key_position not in (None, "", -1, "-1"):
-        key = token_position(key_position, len(clean.ids), "key_position", last=False)
+    key = number("key_position", key_position, -1, int)
+    if key == -1:  # the default: the token after the repeat's first copy, an induction target
+        key = repeated_source(list(clean.ids))
+    else:
+        key = token_position(key, len(clean.ids), "key_position", last=False)
     rows = []
     senders = [("resid", layer, kind_) for kind_ in "qkv"]
     if (sender or "").strip():
-        senders.append((*sender_of(sender, config.n_layer, config.n_head), kind))
+        senders.append((*sender_of(sender, config.n_layer, config.n_head, layer), kind))
     for *source, into in senders:
         found = circuits.patch_path(clean.lm.model, clean.ids, corrupted.ids, tuple(source), (layer, head), into, key)
         rows.append({"sender": " ".join(map(str, source)), "input": into, **vars(found)})

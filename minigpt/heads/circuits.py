@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from minigpt.errors import VisitorError
+from minigpt.heads.errors import InstrumentError, checked_head, checked_layer, checked_position, checked_token
 
 # ---- plumbing: ids, hooks on the calling thread, per-head weights ---------------------------------------------------
 
@@ -27,7 +27,9 @@ def as_batch(ids) -> torch.Tensor:
     ids = torch.as_tensor(ids, dtype=torch.long)
     ids = ids if ids.dim() == 2 else ids[None]
     if ids.shape[0] != 1 or ids.shape[1] == 0:
-        raise VisitorError(f"Give one non-empty text (a list of token ids), not a batch of shape {tuple(ids.shape)}.")
+        raise InstrumentError(
+            f"Give one non-empty text (a list of token ids), not a batch of shape {tuple(ids.shape)}."
+        )
     return ids
 
 
@@ -61,7 +63,7 @@ def head_weights(model, layer: int, fold_ln: bool = True) -> dict[str, torch.Ten
     (bias aside). `qkv_proj` is an nn.Linear C -> 3C whose output rows h*D..(h+1)*D of each third are head h's;
     `out_proj`'s input columns h*D.. read head h. fold_ln: the layer norm's weight multiplies the rows of W_Q, W_K,
     W_V (what its elementwise scale does to the input they read)."""
-    block = model.model.layers[layer]
+    block = model.model.layers[checked_layer(model.config, layer)]
     C, H = model.config.n_embd, model.config.n_head
     weights = block.attn.qkv_proj.weight.detach().float().cpu()  # (3C, C): (out, in)
     per_head = [w.T.unflatten(1, (H, C // H)).permute(1, 0, 2) for w in weights.split(C)]  # 3 x (H, C, D)
@@ -106,10 +108,10 @@ def logit_attribution(model, input_ids, position: int = -1, token=None, other_to
     real input) and multiplied by its weight; then dotted with the unembedding direction. The final norm's bias is
     the one term left over."""
     ids = as_batch(input_ids)
-    T = ids.shape[1]
-    if not -T <= position < T:
-        raise VisitorError(f"Position {position} is outside the text's {T} tokens (0..{T - 1}, or -1 for the last).")
-    position %= T
+    position = checked_position(position, ids.shape[1])
+    vocab_size = model.lm_head.weight.shape[0]
+    token = None if token is None else checked_token(vocab_size, token)
+    other_token = None if other_token is None else checked_token(vocab_size, other_token, "other_token")
     layers, core = model.model.layers, model.model
     seen = {}
 
@@ -177,7 +179,7 @@ def texts_pair(clean_ids, corrupted_ids) -> torch.Tensor:
     """(2, T): the clean and corrupted ids, which patching needs of the same length."""
     clean, corrupted = as_batch(clean_ids), as_batch(corrupted_ids)
     if clean.shape[1] != corrupted.shape[1]:
-        raise VisitorError(
+        raise InstrumentError(
             f"The clean text is {clean.shape[1]} tokens long and the corrupted text {corrupted.shape[1]}: patching "
             f"swaps activations position by position, so both need the same number of tokens. Change the corrupted "
             f"text to {clean.shape[1]} tokens (replace a word by one of the same length)."
@@ -194,7 +196,7 @@ def answers_of(logits: torch.Tensor) -> tuple[int, int]:
     """The clean and corrupted top-1 tokens of (2, V) logits; the same one leaves nothing to restore."""
     clean, corrupted = (int(i) for i in logits.argmax(-1))
     if clean == corrupted:
-        raise VisitorError(
+        raise InstrumentError(
             f"The model's top next token is the same after both texts (id {clean}): there is no difference for "
             f"patching to restore. Change the corrupted text so that the model predicts another next token (change "
             f"what the answer depends on, such as the earlier word it copies)."
@@ -270,7 +272,7 @@ def patch_heads(
     model, clean_ids, corrupted_ids, progress: Callable[[float], None] | None = None, batch_size: int = 32
 ) -> Patching:
     """(L, H) effect of patching each head's output (at every position) from the clean run into the corrupted run:
-    out_proj's input slice of that head replaced, as `heads_ablated` replaces it with zeros. Raises VisitorError (a
+    out_proj's input slice of that head replaced, as `heads_ablated` replaces it with zeros. Raises InstrumentError (a
     ValueError) for texts of different token counts or with the same top-1 answer."""
     return patching(model, clean_ids, corrupted_ids, "heads", progress, batch_size)
 
@@ -301,11 +303,9 @@ class PathPatching:
 
 
 def check_path(config, sender: tuple, receiver: tuple, receiver_input: str) -> None:
-    layer, head = receiver
-    if not (0 <= layer < config.n_layer and 0 <= head < config.n_head):
-        raise VisitorError(f"The receiver must be a head (layer, head) of this model, not {receiver}.")
+    layer, head = checked_head(config, *receiver)
     if receiver_input not in ("q", "k", "v"):
-        raise VisitorError(f"The receiver's input must be 'q', 'k' or 'v', not {receiver_input!r}.")
+        raise InstrumentError(f"The receiver's input must be 'q', 'k' or 'v', not {receiver_input!r}.")
     kind, *where = sender
     valid = {
         "head": len(where) == 2 and 0 <= where[0] < layer and 0 <= where[1] < config.n_head,
@@ -314,7 +314,7 @@ def check_path(config, sender: tuple, receiver: tuple, receiver_input: str) -> N
         "resid": len(where) == 1 and 0 <= where[0] <= layer,
     }
     if not valid.get(kind, False):
-        raise VisitorError(
+        raise InstrumentError(
             f"The sender {sender} cannot reach head {layer}.{head}: give ('head', L, H) or ('mlp', L) of an earlier "
             f"layer, ('embed',), or ('resid', L) with L <= {layer} (the residual stream entering layer L)."
         )
@@ -335,6 +335,8 @@ def patch_path(
     output_attentions; key_position defaults to the key the clean run's receiver weighs most from the last query."""
     check_path(model.config, sender, receiver, receiver_input)
     pair = texts_pair(clean_ids, corrupted_ids)
+    if key_position is not None:
+        key_position = checked_position(key_position, pair.shape[1], "key_position")
     rows = torch.cat([pair, pair[1:]])  # clean, corrupted, corrupted with the patched path
     layers, (L2, H2) = model.model.layers, receiver
     C, H = model.config.n_embd, model.config.n_head
@@ -379,7 +381,7 @@ def patch_path(
     answers = answers_of(logits[:2])
     lds = difference(logits, answers)  # (3,)
     weights = out.attentions[L2][:, H2, -1].float().cpu()  # (3, T): from the last query
-    key = int(weights[0].argmax()) if key_position is None else int(key_position) % pair.shape[1]
+    key = int(weights[0].argmax()) if key_position is None else key_position
     return PathPatching(
         effect=float((lds[2] - lds[1]) / (lds[0] - lds[1])),
         attention_clean=float(weights[0, key]),
@@ -397,7 +399,7 @@ def patch_path(
 
 def check_kind(kind: str) -> str:
     if str(kind).lower() not in ("q", "k", "v"):
-        raise VisitorError(f"The composition kind must be 'q', 'k' or 'v', not {kind!r}.")
+        raise InstrumentError(f"The composition kind must be 'q', 'k' or 'v', not {kind!r}.")
     return str(kind).lower()
 
 
@@ -466,6 +468,7 @@ def ov_circuit(model, layer: int, head: int, top: int | None = None, rows_per_bl
 
     top None: the (V, V) matrix (refused above MAX_ENTRIES). top k: (values, indices), (V, k) each: every row's k
     largest entries, computed in blocks of rows so that no V x V matrix is built (GPT-2: 50,257 x 50,257)."""
+    layer, head = checked_head(model.config, layer, head)
     W = head_weights(model, layer)
     embedding = centred(model.model.token_embedding.weight.detach().float().cpu())  # (V, C)
     final = model.model.final_norm.weight.detach().float().cpu()
@@ -475,7 +478,7 @@ def ov_circuit(model, layer: int, head: int, top: int | None = None, rows_per_bl
     V = left.shape[0]
     if top is None:
         if V * V > MAX_ENTRIES:
-            raise VisitorError(
+            raise InstrumentError(
                 f"The OV circuit of a {V:,}-token vocabulary is {V:,} x {V:,} numbers: pass top=k for each row's k "
                 f"largest entries instead."
             )
@@ -499,6 +502,7 @@ def positional_qk_circuit(model, layer: int, head: int) -> torch.Tensor:
     (W_pos[i] W_Q[h]) · (W_pos[j] W_K[h]) times the head's scaling, with the norm's centring and weight applied (as in
     ov_circuit: divisor, biases and token embeddings left out) and -inf above the diagonal (keys after the query,
     which the causal mask hides). A previous-token head shows its maximum of each row just below the diagonal."""
+    layer, head = checked_head(model.config, layer, head)
     W = head_weights(model, layer)
     positions = centred(model.model.position_embedding.weight.detach().float().cpu())  # (P, C)
     scores = (positions @ W["W_Q"][head]) @ (positions @ W["W_K"][head]).T * model.model.layers[layer].attn.scaling

@@ -21,11 +21,12 @@ D = C // H, V vocabulary, P probes.
 
 import contextlib
 import threading
+from types import SimpleNamespace
 
 import torch
 from torch.nn import functional as F
 
-from minigpt.errors import VisitorError, shortened
+from minigpt.heads.errors import InstrumentError, checked_head, checked_position, shortened
 from minigpt.heads.recorded_pass import ForwardPass, run_forward_pass, unembed
 
 ABLATION_MODES = ("zero", "mean")
@@ -37,14 +38,15 @@ ABLATION_MODES = ("zero", "mean")
 def head_mask(heads: list[tuple[int, int]], n_layer: int, n_head: int) -> torch.Tensor:
     """(L, H) bool, True for the heads to ablate."""
     mask = torch.zeros(n_layer, n_head, dtype=torch.bool)
+    shape = SimpleNamespace(n_layer=n_layer, n_head=n_head)
     for layer, head in heads:
-        mask[layer, head] = True
+        mask[checked_head(shape, layer, head)] = True
     return mask
 
 
 def check_mode(mode: str) -> str:
     if mode not in ABLATION_MODES:
-        raise VisitorError(f"The ablation mode must be 'zero' or 'mean', got {shortened(mode)}.")
+        raise InstrumentError(f"The ablation mode must be 'zero' or 'mean', got {shortened(mode)}.")
     return mode
 
 
@@ -107,6 +109,7 @@ def top_tokens(logits: torch.Tensor, k: int) -> tuple[list[int], list[float]]:
 def next_token_probabilities(model, recorded: ForwardPass, position: int, k: int = 10) -> dict:
     """The top-k next tokens at `position`, the probability the model gave the token that actually follows, and the
     (V,) logits they come from."""
+    position = checked_position(position, len(recorded.input_ids))
     logits = recorded.logits(model, position)  # (V,)
     ids, probabilities = top_tokens(logits, k)
     answer = {"position": position, "top_ids": ids, "top_probabilities": probabilities, "logits": logits}
@@ -198,7 +201,7 @@ def head_importance(model, recorded: ForwardPass, mode: str = "zero") -> tuple[t
     the same batch so that both sides are computed alike), row 1 + l * H + h ablates head h of layer l."""
     L, H = model.config.n_layer, model.config.n_head
     if len(recorded.input_ids) < 2:
-        raise VisitorError("The text is empty: head importance needs at least one token after the start token.")
+        raise InstrumentError("The text is empty: head importance needs at least one token after the start token.")
     ablate = torch.cat([torch.zeros(1, L, H, dtype=torch.bool), torch.eye(L * H, dtype=torch.bool).view(-1, L, H)])
     means = head_means(recorded) if check_mode(mode) == "mean" else None
     ids = list(recorded.input_ids)[: importance_tokens(model.config, len(recorded.input_ids))]  # bounded work
@@ -315,7 +318,7 @@ def head_roles(model, recorded: ForwardPass, probes: torch.Tensor) -> dict:
     """(L, H) scores of each role: previous token, first token and self on the text; induction on the probes."""
     length = len(recorded.input_ids)
     if length < 2:
-        raise VisitorError("The text is empty: the head roles need at least one token after the start token.")
+        raise InstrumentError("The text is empty: the head roles need at least one token after the start token.")
     attentions = recorded.attentions  # (L, H, T, T)
     patterns = {
         "previous_token": previous_token_pattern(length),
@@ -348,6 +351,7 @@ def top_heads(scores: torch.Tensor, k: int = 3) -> list[tuple[int, int, float]]:
 def logit_lens(model, recorded: ForwardPass, position: int, k: int = 3) -> list[tuple[list[int], list[float]]]:
     """Per point of the residual stream (after the embeddings, then after each block), the top-k tokens that the
     final layer norm and LM head would predict from it at `position`. The last entry is the model's prediction."""
+    position = checked_position(position, len(recorded.input_ids))
     logits = unembed(model, recorded.residual[:, position])  # (L + 1, C) -> (L + 1, V)
     return [top_tokens(row, k) for row in logits]
 
@@ -367,9 +371,13 @@ def likely_replacements(model, recorded: ForwardPass, position: int, never_ids: 
     """The k tokens the model finds most likely at `position` (what it predicts from position - 1) other than the one
     there and `never_ids`, most likely first."""
     ids = list(recorded.input_ids)
+    position = checked_position(position, len(ids))
+    if position == 0:
+        raise InstrumentError("position 0 is the start token, which nothing predicts: give a later position.")
     logits = recorded.logits(model)[position - 1].float().clone()
     logits[[ids[position], *never_ids]] = float("-inf")
-    return [int(i) for i in logits.topk(k).indices if logits[i] > float("-inf")]
+    # At most the vocabulary: a 28-token model has fewer than the k a caller may ask for
+    return [int(i) for i in logits.topk(min(k, logits.numel())).indices if logits[i] > float("-inf")]
 
 
 def one_token_changed(model, recorded: ForwardPass, never_ids: set[int]) -> list[int]:
@@ -377,7 +385,7 @@ def one_token_changed(model, recorded: ForwardPass, never_ids: set[int]) -> list
     `never_ids`): a second text of the same length that differs in one place, for comparing two texts' maps."""
     ids = list(recorded.input_ids)
     if len(ids) < 2:
-        raise VisitorError("The text is empty: type at least one character to compare.")
+        raise InstrumentError("The text is empty: type at least one character to compare.")
     return ids[:-1] + likely_replacements(model, recorded, len(ids) - 1, never_ids)
 
 

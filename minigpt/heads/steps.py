@@ -32,12 +32,12 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 from torch import nn
 
-from minigpt.errors import VisitorError
 from minigpt.heads.block_steps import block_parts, embedding_parts, probability_parts
+from minigpt.heads.errors import InstrumentError
 from minigpt.heads.shapes import trace_steps
 
 
-class StepChoiceError(VisitorError):
+class StepChoiceError(InstrumentError):
     """A layer, head or query position the model or the text does not have; the message says what to choose."""
 
 

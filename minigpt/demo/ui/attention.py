@@ -35,7 +35,7 @@ from minigpt.demo.views.maps import (
     head_html,
     over_training_html,
 )
-from minigpt.errors import VisitorError, shortened
+from minigpt.errors import VISITORS_MISTAKES, VisitorError, shortened
 from minigpt.heads.shapes import trace_steps, trace_table
 
 LINES_OF = [("this head", "head"), ("every head of the layer, in colours", "layer")]  # the line view's choice
@@ -124,7 +124,7 @@ class AttentionMaps:
             layer, head = layer_and_head_choices(view.lm.model.config.n_layer, view.lm.model.config.n_head, *chosen)
             try:  # the link's query outlined; one the text does not have is the lesson's to explain
                 query = token_position(link.get("query"), len(view.ids), "query", default=len(view.ids) - 1, last=False)
-            except VisitorError:
+            except VISITORS_MISTAKES:
                 query = None
             large = self.show_head(shown, *chosen, query)
         return text, model, notes, grid, large, trace, layer, head, shown, link or None
@@ -160,7 +160,7 @@ class AttentionMaps:
         try:
             answer = self.head_over_training(shown["text"], shown["model"], layer, head)
             drawn = over_training_html(answer, shown["model"], self.roles_curve(answer["model"]))
-        except VisitorError as error:
+        except VISITORS_MISTAKES as error:
             drawn = error_html(str(error))
         return gr.HTML(belongs_to(shown["key"], shown["label"], drawn), visible=True)
 
@@ -305,10 +305,13 @@ class AttentionMaps:
         return sample, model, *self.attention(sample, model, selected)
 
     def link_not_shown(self, text: str, model: str, request: gr.Request):
-        """A link whose text or model could not be shown: the boxes and the line name what the link asked for."""
+        """A link whose text or model could not be shown: the text box and the line name what the link asked for; the
+        model picker, only a model it offers (any other value would be quoted whole in the log by Gradio's warning,
+        each distinct one again: a visitor could grow the log without bound)."""
         link = read_link(request.query_params if request is not None else {})
         text, model = link.get("text", text), link.get("model", model)
-        return text, model, *self.not_shown(text, model)
+        picked = model if self.state.picker.offers(model) else gr.skip()
+        return text, picked, *self.not_shown(text, model)
 
     @staticmethod
     def selection_of(layer, head) -> dict:

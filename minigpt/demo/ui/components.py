@@ -3,7 +3,7 @@
 import gradio as gr
 
 from minigpt.demo.views.insights import belongs_to, belongs_to_model, error_html
-from minigpt.errors import VisitorError
+from minigpt.errors import VISITORS_MISTAKES
 
 
 def unchecked(component):
@@ -32,6 +32,6 @@ def drawn(shown: dict | None, draw, of_model: bool = False) -> str:
         return error_html("No text is shown: show the attention of a text first (the button above).")
     try:
         body = draw(shown["text"], shown["model"])
-    except VisitorError as error:
+    except VISITORS_MISTAKES as error:
         body = error_html(str(error))
     return belongs_to_model(shown["model"], body) if of_model else belongs_to(shown["key"], shown["label"], body)

@@ -12,7 +12,7 @@ from pathlib import Path
 import gradio as gr
 from gradio.utils import abspath, get_upload_folder, is_in_or_equal
 
-from minigpt.errors import VisitorError, shortened
+from minigpt.errors import VISITORS_MISTAKES, VisitorError, shortened
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def as_message():
     in the log; any other exception goes on to Gradio, which shows its message and logs its traceback."""
     try:
         yield
-    except VisitorError as error:
+    except VISITORS_MISTAKES as error:
         message = str(error)  # every value in it is cut where it is written; a list of them (characters) here
         if len(message) > MAX_MESSAGE_CHARS:
             message = message[: MAX_MESSAGE_CHARS - 3] + "..."
@@ -179,7 +179,7 @@ class RawCalls:
             if call and f"/{call[1]}" in self.parameters:
                 body = self.completed(f"/{call[1]}", body)
             check_uploaded(body)
-        except VisitorError as error:
+        except VISITORS_MISTAKES as error:
             logger.warning("Call refused: %s", shortened(str(error), 200))
             return await answer(send, 422, str(error))
         sent = False
