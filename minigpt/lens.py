@@ -4,7 +4,7 @@
     from minigpt import lens
     from transformer_lens.model_bridge import TransformerBridge
 
-    lens.register()  # or: install this project (pip install -e .), whose entry point registers it
+    lens.register()  # TransformerLens 4.3's boot_transformers needs it, installed project or not (register's note)
     bridge = TransformerBridge.boot_transformers("minigpt/models/specimen", trust_remote_code=True, device="cpu")
     logits, cache = bridge.run_with_cache(tokens)
     cache["blocks.1.attn.hook_pattern"]  # (batch, heads, query, key): the demo's maps
@@ -119,6 +119,14 @@ class MiniGPTArchitectureAdapter(ArchitectureAdapter):
 def register() -> None:
     """Makes `TransformerBridge.boot_transformers` take MiniGPT folders. TransformerLens 4.3's
     `register_adapter` fills the factory's table, but `boot_transformers` first looks the architecture up in the
-    module's SUPPORTED_ARCHITECTURES (and refuses one missing there), so the adapter goes into both."""
-    architecture_adapter_factory.ArchitectureAdapterFactory.register_adapter(ARCHITECTURE, MiniGPTArchitectureAdapter)
+    module's SUPPORTED_ARCHITECTURES (and refuses one missing there), so the adapter goes into both.
+
+    An installed copy also declares the adapter as a `transformer_lens.architectures` entry point (pyproject.toml),
+    which TransformerLens reads into the same table once, at its first boot, warning of a name already there that the
+    entry point "attempted to override a native adapter": with the table filled here first, every boot of an
+    installed copy warned so of this very adapter. So the entry points are read first: the installed one fills the
+    name quietly, and the line after sets it again, as it does where no entry point names it (a clone)."""
+    factory = architecture_adapter_factory.ArchitectureAdapterFactory
+    factory.discover_entry_points()  # once per process: a later call returns at once
+    factory.register_adapter(ARCHITECTURE, MiniGPTArchitectureAdapter)
     architecture_adapter_factory.SUPPORTED_ARCHITECTURES[ARCHITECTURE] = MiniGPTArchitectureAdapter

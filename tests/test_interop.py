@@ -89,12 +89,14 @@ def installed(tmp_path_factory):
 
 def run_installed(site: Path, where: Path, script: str, *arguments: str) -> str:
     """A docs/ script, copied into `where` as a learner saves it, run in `where` (a working folder outside the clone)
-    with the installed copy as its only minigpt: what it printed."""
+    with the installed copy as its only minigpt: what it printed. No boot of the installed copy says that the
+    adapter "attempted to override a native adapter" (register's note)."""
     shutil.copy(REPO / "docs" / script, where / script)
     env = {**os.environ, "PYTHONPATH": str(site)}
-    command = [sys.executable, str(where / script), *arguments]
+    command = [sys.executable, "-W", "always", str(where / script), *arguments]  # every warning, each time
     done = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "override a native adapter" not in done.stderr
     return done.stdout
 
 
@@ -159,6 +161,45 @@ def test_the_scripts_model_is_a_folder_or_a_shipped_models_name(insights, instal
     assert by_name.startswith(f"{installed / 'minigpt' / 'models' / 'names'}, 5 tokens")
     assert by_path.splitlines()[1:] == by_name.splitlines()[1:]
     check_nnsight_output(by_name, insights, "names", "emma", "1.2")
+
+
+def test_after_register_an_installed_copy_boots_without_the_override_warning(installed, monkeypatch):
+    """TransformerLens reads the `transformer_lens.architectures` entry points once, at its first boot, and warns of
+    one whose name its table already holds: with register() filling the table first, every boot of an installed copy
+    warned that MiniGPT's adapter "attempted to override a native adapter". Here the installed copy's dist-info
+    declares the entry point to this process, and TransformerLens's table is as a fresh process has it."""
+    import warnings
+    from importlib.metadata import entry_points
+
+    from transformer_lens.factories import architecture_adapter_factory as tl
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from minigpt import lens
+
+    monkeypatch.syspath_prepend(str(installed))
+    assert [point.value for point in entry_points(group="transformer_lens.architectures")] == [
+        "minigpt.lens:MiniGPTArchitectureAdapter"
+    ]
+    fresh = {name: adapter for name, adapter in tl.SUPPORTED_ARCHITECTURES.items() if name != lens.ARCHITECTURE}
+    monkeypatch.setattr(tl, "SUPPORTED_ARCHITECTURES", fresh)
+    monkeypatch.setattr(tl.ArchitectureAdapterFactory, "_adapters", dict(fresh))
+    monkeypatch.setattr(tl.ArchitectureAdapterFactory, "_entry_points_discovered", False)
+
+    def override_warnings(action) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            action()
+        return [str(warning.message) for warning in caught if "override a native adapter" in str(warning.message)]
+
+    def boot():
+        specimen = REPO / "minigpt" / "models" / "specimen"
+        TransformerBridge.boot_transformers(str(specimen), trust_remote_code=True, device="cpu")
+
+    assert override_warnings(lambda: (lens.register(), boot())) == []
+    assert tl.ArchitectureAdapterFactory._adapters[lens.ARCHITECTURE] is lens.MiniGPTArchitectureAdapter
+    # The order before: the name in the table (register's) when TransformerLens reads the entry points warns.
+    monkeypatch.setattr(tl.ArchitectureAdapterFactory, "_entry_points_discovered", False)
+    assert len(override_warnings(tl.ArchitectureAdapterFactory.discover_entry_points)) == 1
 
 
 # ---- TransformerLens's weight processing (enable_compatibility_mode) ------------------------------------------------
