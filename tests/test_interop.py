@@ -382,3 +382,44 @@ def test_compatibility_mode_on_a_bias_free_model(tmp_path):
         torch.testing.assert_close(
             cache[f"blocks.{layer}.attn.hook_pattern"][0], own.attentions[layer][0], rtol=0, atol=1e-5
         )
+
+
+# ---- a folder without a tokenizer ----------------------------------------------------------------------------------
+
+
+def test_a_folder_without_a_tokenizer_boots_as_a_bridge_on_token_ids(tmp_path):
+    """lens.boot takes it (boot_transformers alone fails): a bridge without a tokenizer, whose every hook's value is
+    the tokenizer-booted bridge's of the same weights; and with a saved tokenizer passed, one with it."""
+    from transformer_lens.model_bridge import TransformerBridge
+    from transformers import AutoTokenizer
+
+    from helpers import LOWERCASE, char_tokenizer, save_fixture_model
+    from minigpt import lens
+
+    shape = dict(name="names", n_layer=2, n_embd=16, n_head=2, block_size=16)
+    folder = save_fixture_model(tmp_path / "with-tokenizer", char_tokenizer(LOWERCASE, "."), 3, **shape)
+    bare = shutil.copytree(folder, tmp_path / "bare", ignore=shutil.ignore_patterns("tokenizer*", "special_tokens*"))
+    lens.register()
+    with pytest.raises(ValueError, match="Couldn't instantiate the backend tokenizer"):
+        TransformerBridge.boot_transformers(str(bare), trust_remote_code=True, device="cpu")
+
+    bridge = lens.boot(bare, device="cpu")
+    assert bridge.tokenizer is None
+    ids = torch.tensor([[0, 3, 4, 5, 3, 4, 5, 9, 3]])
+    logits, cache = bridge.run_with_cache(ids)
+    reference = TransformerBridge.boot_transformers(str(folder), trust_remote_code=True, device="cpu")
+    expected_logits, expected = reference.run_with_cache(ids)
+    assert sorted(cache.keys()) == sorted(expected.keys())
+    # The same weights through the same bridge code, in one process: bit for bit (0 seen over all 173 hooks).
+    for name in expected.keys():
+        torch.testing.assert_close(cache[name], expected[name], rtol=0, atol=0, msg=name)
+    torch.testing.assert_close(logits, expected_logits, rtol=0, atol=0)
+    with pytest.raises(AssertionError, match="without a tokenizer"):
+        bridge.to_tokens("emma")
+    with pytest.raises(TypeError, match="has no tokenizer"):
+        lens.boot(bare, device="cpu", n_ctx=8)
+
+    # TransformerLens 4.3 reloads a passed tokenizer from where it was loaded (name_or_path): a saved one.
+    told = lens.boot(bare, device="cpu", tokenizer=AutoTokenizer.from_pretrained(folder))
+    assert told.to_str_tokens("emma")[-4:] == list("emma")
+    torch.testing.assert_close(told(ids), expected_logits, rtol=0, atol=0)
