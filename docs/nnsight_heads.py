@@ -4,6 +4,10 @@ paste cell by cell into a notebook). It prints the same numbers as the demo's `/
     pip install -r requirements-interp.txt
     python docs/nnsight_heads.py                                     # the specimen's previous-token head, 0.2
     python docs/nnsight_heads.py minigpt/models/names "emma" 1.2
+    python nnsight_heads.py names "emma" 1.2                         # anywhere, with minigpt installed
+
+The model: a MiniGPT folder (or Hub id), or the name of a shipped model (names, shakespeare, induction, specimen),
+read from the minigpt package wherever it is: this clone's, or the one `pip install .` installed.
 """
 
 import sys
@@ -13,9 +17,13 @@ import torch
 from nnsight import NNsight
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # so that a folder's remote code finds its config
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the minigpt package, beside the model's code
 
-folder = sys.argv[1] if len(sys.argv) > 1 else "minigpt/models/specimen"
+import minigpt  # noqa: E402
+
+SHIPPED = Path(minigpt.__file__).resolve().parent / "models"  # package data: found from any working folder
+model = sys.argv[1] if len(sys.argv) > 1 else "specimen"
+folder = str(SHIPPED / model) if not Path(model).is_dir() and (SHIPPED / model).is_dir() else model
 text = sys.argv[2] if len(sys.argv) > 2 else "To be, or not to be, that is the question."
 layer, head = map(int, (sys.argv[3] if len(sys.argv) > 3 else "0.2").split("."))
 

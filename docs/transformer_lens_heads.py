@@ -4,6 +4,10 @@ or to paste cell by cell into a notebook). It prints the same numbers as the dem
     pip install -r requirements-interp.txt
     python docs/transformer_lens_heads.py                                  # the specimen, its previous-token head
     python docs/transformer_lens_heads.py minigpt/models/names "emma" 0.0,1.2
+    python transformer_lens_heads.py names "emma" 0.0,1.2                  # anywhere, with minigpt installed
+
+The model: a MiniGPT folder (or Hub id), or the name of a shipped model (names, shakespeare, induction, specimen),
+read from the minigpt package wherever it is: this clone's, or the one `pip install .` installed.
 """
 
 import sys
@@ -16,9 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the minigpt p
 
 from transformer_lens.model_bridge import TransformerBridge  # noqa: E402
 
+import minigpt  # noqa: E402
 from minigpt import lens  # noqa: E402
 
-folder = sys.argv[1] if len(sys.argv) > 1 else "minigpt/models/specimen"
+SHIPPED = Path(minigpt.__file__).resolve().parent / "models"  # package data: found from any working folder
+model = sys.argv[1] if len(sys.argv) > 1 else "specimen"
+folder = str(SHIPPED / model) if not Path(model).is_dir() and (SHIPPED / model).is_dir() else model
 text = sys.argv[2] if len(sys.argv) > 2 else "To be, or not to be, that is the question."
 heads = [tuple(map(int, h.split("."))) for h in (sys.argv[3] if len(sys.argv) > 3 else "0.2,1.1").split(",")]
 

@@ -4,10 +4,12 @@
     from minigpt import lens
     from transformer_lens.model_bridge import TransformerBridge
 
-    lens.register()  # or: install this project (pip install -e .), whose entry point registers it
+    lens.register()  # TransformerLens 4.3's boot_transformers needs it, installed project or not (register's note)
     bridge = TransformerBridge.boot_transformers("minigpt/models/specimen", trust_remote_code=True, device="cpu")
     logits, cache = bridge.run_with_cache(tokens)
     cache["blocks.1.attn.hook_pattern"]  # (batch, heads, query, key): the demo's maps
+
+    bridge = lens.boot(folder, device="cpu")  # the same in one call, also for a folder without a tokenizer
 
 The adapter maps MiniGPT's modules (modeling_minigpt.py) onto TransformerLens's component names: token and position
 embeddings, each block's two layer norms, its attention (one fused q/k/v projection, split here into three) and its
@@ -17,10 +19,13 @@ unembedding centred, value biases folded) needs to compute the same function. Tr
 optional (requirements-interp.txt): nothing else in the project imports this module.
 """
 
+from pathlib import Path
+
 import torch
 from transformer_lens.conversion_utils.conversion_steps import RearrangeTensorConversion
 from transformer_lens.conversion_utils.param_processing_conversion import ParamProcessingConversion
 from transformer_lens.factories import architecture_adapter_factory
+from transformer_lens.model_bridge import TransformerBridge
 from transformer_lens.model_bridge.architecture_adapter import ArchitectureAdapter
 from transformer_lens.model_bridge.generalized_components import (
     BlockBridge,
@@ -32,6 +37,9 @@ from transformer_lens.model_bridge.generalized_components import (
     PosEmbedBridge,
     UnembeddingBridge,
 )
+from transformer_lens.model_bridge.sources import build_bridge_from_module
+from transformer_lens.utilities.devices import get_device
+from transformers import AutoModelForCausalLM
 
 ARCHITECTURE = "MiniGPTForCausalLM"  # config.json's `architectures`, which TransformerLens selects adapters by
 
@@ -119,6 +127,40 @@ class MiniGPTArchitectureAdapter(ArchitectureAdapter):
 def register() -> None:
     """Makes `TransformerBridge.boot_transformers` take MiniGPT folders. TransformerLens 4.3's
     `register_adapter` fills the factory's table, but `boot_transformers` first looks the architecture up in the
-    module's SUPPORTED_ARCHITECTURES (and refuses one missing there), so the adapter goes into both."""
-    architecture_adapter_factory.ArchitectureAdapterFactory.register_adapter(ARCHITECTURE, MiniGPTArchitectureAdapter)
+    module's SUPPORTED_ARCHITECTURES (and refuses one missing there), so the adapter goes into both.
+
+    An installed copy also declares the adapter as a `transformer_lens.architectures` entry point (pyproject.toml),
+    which TransformerLens reads into the same table once, at its first boot, warning of a name already there that the
+    entry point "attempted to override a native adapter": with the table filled here first, every boot of an
+    installed copy warned so of this very adapter. So the entry points are read first: the installed one fills the
+    name quietly, and the line after sets it again, as it does where no entry point names it (a clone)."""
+    factory = architecture_adapter_factory.ArchitectureAdapterFactory
+    factory.discover_entry_points()  # once per process: a later call returns at once
+    factory.register_adapter(ARCHITECTURE, MiniGPTArchitectureAdapter)
     architecture_adapter_factory.SUPPORTED_ARCHITECTURES[ARCHITECTURE] = MiniGPTArchitectureAdapter
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # either: the folder has a tokenizer of its own
+
+
+def boot(folder: str | Path, device: str | None = None, **options) -> TransformerBridge:
+    """A bridge of any MiniGPT folder: `TransformerBridge.boot_transformers(folder, trust_remote_code=True, ...)`,
+    with the adapter registered. A folder without a tokenizer (a model saved without one) boots too, as a bridge
+    without a tokenizer: it takes token ids (`run_with_cache(ids)`, `run_with_hooks`, `generate(ids)`), and its text
+    methods say "Cannot use to_tokens without a tokenizer". `boot_transformers` cannot give one: unless passed
+    `tokenizer=`, it loads the folder's and fails ("Couldn't instantiate the backend tokenizer"). So such a folder's
+    model is loaded as `boot_transformers` loads it (eager attention, float32 unless `dtype=`, on `device`) and
+    bridged by TransformerLens's `build_bridge_from_module`, whose tokenizer is optional. `options`: any of
+    boot_transformers's (with a tokenizer); `dtype` only (without)."""
+    register()
+    path = Path(folder)
+    own = not path.is_dir() or any((path / name).exists() for name in TOKENIZER_FILES)  # a Hub id: as it is
+    if own or options.get("tokenizer") is not None:
+        return TransformerBridge.boot_transformers(str(folder), trust_remote_code=True, device=device, **options)
+    options.pop("tokenizer", None)
+    dtype = options.pop("dtype", torch.float32)
+    if options:
+        raise TypeError(f"{folder} has no tokenizer: boot takes device and dtype for it, not {sorted(options)}")
+    model = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True, dtype=dtype, attn_implementation="eager")
+    model = model.to(device or get_device()).eval()
+    return build_bridge_from_module(model, ARCHITECTURE, hf_config=model.config, model_name=str(folder))

@@ -3,10 +3,13 @@ recorded pass's patterns, residual stream and logits on a shipped model, and the
 numbers the demo's API gives for the same text."""
 
 import importlib
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 import torch
@@ -68,10 +71,32 @@ def test_the_adapter_is_registered_by_one_call_and_declared_as_an_entry_point():
     assert getattr(importlib.import_module(module), name) is lens.MiniGPTArchitectureAdapter
 
 
-def run_script(name: str) -> str:
-    done = subprocess.run(
-        [sys.executable, f"docs/{name}"], cwd=REPO, capture_output=True, text=True, timeout=600, check=True
-    )
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """This tree as `pip install .` installs it, into a folder of its own (PYTHONPATH), with its dist-info and so the
+    `transformer_lens.architectures` entry point. Built from a copy: a build in the clone would leave a
+    minigpt.egg-info there, which declares the entry point to every later test run from the clone. (~4 s)"""
+    root = tmp_path_factory.mktemp("installed")
+    source = root / "source"
+    shutil.copytree(REPO / "minigpt", source / "minigpt", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "modeling_minigpt.py", "configuration_minigpt.py"):
+        shutil.copy(REPO / name, source / name)
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--target"]
+    done = subprocess.run([*pip, str(root / "site"), str(source)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return root / "site"
+
+
+def run_installed(site: Path, where: Path, script: str, *arguments: str) -> str:
+    """A docs/ script, copied into `where` as a learner saves it, run in `where` (a working folder outside the clone)
+    with the installed copy as its only minigpt: what it printed. No boot of the installed copy says that the
+    adapter "attempted to override a native adapter" (register's note)."""
+    shutil.copy(REPO / "docs" / script, where / script)
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    command = [sys.executable, "-W", "always", str(where / script), *arguments]  # every warning, each time
+    done = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "override a native adapter" not in done.stderr
     return done.stdout
 
 
@@ -83,8 +108,11 @@ def insights():
     return Insights(DemoState.configure(training=False))
 
 
-def test_the_transformer_lens_script_prints_the_apis_roles_and_ablation(insights):
-    printed = run_script("transformer_lens_heads.py")
+def test_the_transformer_lens_script_prints_the_apis_roles_and_ablation(insights, installed, tmp_path):
+    """Run outside the clone with minigpt installed, it finds the installed specimen (it looked for
+    minigpt/models/specimen in the working folder: "OSError: Repo id must be in the form ...")."""
+    printed = run_installed(installed, tmp_path, "transformer_lens_heads.py")
+    assert printed.startswith(f"{installed / 'minigpt' / 'models' / 'specimen'}, ")
     roles = insights.head_roles(TEXT, "specimen")
     for layer, head, previous, first, itself in re.findall(
         r"^(\d)\.(\d) +([\d.]+) +([\d.]+) +([\d.]+)$", printed, re.M
@@ -102,19 +130,76 @@ def test_the_transformer_lens_script_prints_the_apis_roles_and_ablation(insights
         assert zeroed == pytest.approx(answer["total_after"], abs=1e-4)
 
 
-def test_the_nnsight_script_prints_the_apis_weights_and_ablation(insights):
-    printed = run_script("nnsight_heads.py")
-    view = insights.state.text_view("specimen", TEXT)
+def check_nnsight_output(printed: str, insights, model: str, text: str, head: str) -> None:
+    """The script's weights row (the last query's) and its losses are the API's: printed to 4 decimals, within 1e-4."""
+    view = insights.state.text_view(model, text)
     last = len(view.ids) - 1
     weights = [float(w) for w in printed.splitlines()[2].split()]
-    expected = view.recorded.attentions[0, 2, last].tolist()
-    assert weights == pytest.approx(expected, abs=1e-4) and len(weights) == len(view.ids)
-    answer = insights.ablate(TEXT, "specimen", "0.2", "zero")
-    plain, zeroed = map(float, re.search(r"mean loss ([\d.]+); head 0.2 zeroed: ([\d.]+)", printed).groups())
+    layer, index = map(int, head.split("."))
+    assert weights == pytest.approx(view.recorded.attentions[layer, index, last].tolist(), abs=1e-4)
+    assert len(weights) == len(view.ids)
+    answer = insights.ablate(text, model, head, "zero")
+    plain, zeroed = map(float, re.search(rf"mean loss ([\d.]+); head {head} zeroed: ([\d.]+)", printed).groups())
     assert (plain, zeroed) == (
         pytest.approx(answer["total_before"], abs=1e-4),
         pytest.approx(answer["total_after"], abs=1e-4),
     )
+
+
+def test_the_nnsight_script_prints_the_apis_weights_and_ablation(insights, installed, tmp_path):
+    printed = run_installed(installed, tmp_path, "nnsight_heads.py")
+    assert printed.startswith(f"{installed / 'minigpt' / 'models' / 'specimen'}, ")
+    check_nnsight_output(printed, insights, "specimen", TEXT, "0.2")
+
+
+def test_the_scripts_model_is_a_folder_or_a_shipped_models_name(insights, installed, tmp_path):
+    """The docstring's relative folder (run where it is relative to: the installed package's parent) and the shipped
+    model's name (run anywhere) are the same model."""
+    by_path = run_installed(installed, installed, "nnsight_heads.py", "minigpt/models/names", "emma", "1.2")
+    by_name = run_installed(installed, tmp_path, "nnsight_heads.py", "names", "emma", "1.2")
+    assert by_path.startswith("minigpt/models/names, 5 tokens")
+    assert by_name.startswith(f"{installed / 'minigpt' / 'models' / 'names'}, 5 tokens")
+    assert by_path.splitlines()[1:] == by_name.splitlines()[1:]
+    check_nnsight_output(by_name, insights, "names", "emma", "1.2")
+
+
+def test_after_register_an_installed_copy_boots_without_the_override_warning(installed, monkeypatch):
+    """TransformerLens reads the `transformer_lens.architectures` entry points once, at its first boot, and warns of
+    one whose name its table already holds: with register() filling the table first, every boot of an installed copy
+    warned that MiniGPT's adapter "attempted to override a native adapter". Here the installed copy's dist-info
+    declares the entry point to this process, and TransformerLens's table is as a fresh process has it."""
+    import warnings
+    from importlib.metadata import entry_points
+
+    from transformer_lens.factories import architecture_adapter_factory as tl
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from minigpt import lens
+
+    monkeypatch.syspath_prepend(str(installed))
+    assert [point.value for point in entry_points(group="transformer_lens.architectures")] == [
+        "minigpt.lens:MiniGPTArchitectureAdapter"
+    ]
+    fresh = {name: adapter for name, adapter in tl.SUPPORTED_ARCHITECTURES.items() if name != lens.ARCHITECTURE}
+    monkeypatch.setattr(tl, "SUPPORTED_ARCHITECTURES", fresh)
+    monkeypatch.setattr(tl.ArchitectureAdapterFactory, "_adapters", dict(fresh))
+    monkeypatch.setattr(tl.ArchitectureAdapterFactory, "_entry_points_discovered", False)
+
+    def override_warnings(action) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            action()
+        return [str(warning.message) for warning in caught if "override a native adapter" in str(warning.message)]
+
+    def boot():
+        specimen = REPO / "minigpt" / "models" / "specimen"
+        TransformerBridge.boot_transformers(str(specimen), trust_remote_code=True, device="cpu")
+
+    assert override_warnings(lambda: (lens.register(), boot())) == []
+    assert tl.ArchitectureAdapterFactory._adapters[lens.ARCHITECTURE] is lens.MiniGPTArchitectureAdapter
+    # The order before: the name in the table (register's) when TransformerLens reads the entry points warns.
+    monkeypatch.setattr(tl.ArchitectureAdapterFactory, "_entry_points_discovered", False)
+    assert len(override_warnings(tl.ArchitectureAdapterFactory.discover_entry_points)) == 1
 
 
 # ---- TransformerLens's weight processing (enable_compatibility_mode) ------------------------------------------------
@@ -297,3 +382,44 @@ def test_compatibility_mode_on_a_bias_free_model(tmp_path):
         torch.testing.assert_close(
             cache[f"blocks.{layer}.attn.hook_pattern"][0], own.attentions[layer][0], rtol=0, atol=1e-5
         )
+
+
+# ---- a folder without a tokenizer ----------------------------------------------------------------------------------
+
+
+def test_a_folder_without_a_tokenizer_boots_as_a_bridge_on_token_ids(tmp_path):
+    """lens.boot takes it (boot_transformers alone fails): a bridge without a tokenizer, whose every hook's value is
+    the tokenizer-booted bridge's of the same weights; and with a saved tokenizer passed, one with it."""
+    from transformer_lens.model_bridge import TransformerBridge
+    from transformers import AutoTokenizer
+
+    from helpers import LOWERCASE, char_tokenizer, save_fixture_model
+    from minigpt import lens
+
+    shape = dict(name="names", n_layer=2, n_embd=16, n_head=2, block_size=16)
+    folder = save_fixture_model(tmp_path / "with-tokenizer", char_tokenizer(LOWERCASE, "."), 3, **shape)
+    bare = shutil.copytree(folder, tmp_path / "bare", ignore=shutil.ignore_patterns("tokenizer*", "special_tokens*"))
+    lens.register()
+    with pytest.raises(ValueError, match="Couldn't instantiate the backend tokenizer"):
+        TransformerBridge.boot_transformers(str(bare), trust_remote_code=True, device="cpu")
+
+    bridge = lens.boot(bare, device="cpu")
+    assert bridge.tokenizer is None
+    ids = torch.tensor([[0, 3, 4, 5, 3, 4, 5, 9, 3]])
+    logits, cache = bridge.run_with_cache(ids)
+    reference = TransformerBridge.boot_transformers(str(folder), trust_remote_code=True, device="cpu")
+    expected_logits, expected = reference.run_with_cache(ids)
+    assert sorted(cache.keys()) == sorted(expected.keys())
+    # The same weights through the same bridge code, in one process: bit for bit (0 seen over all 173 hooks).
+    for name in expected.keys():
+        torch.testing.assert_close(cache[name], expected[name], rtol=0, atol=0, msg=name)
+    torch.testing.assert_close(logits, expected_logits, rtol=0, atol=0)
+    with pytest.raises(AssertionError, match="without a tokenizer"):
+        bridge.to_tokens("emma")
+    with pytest.raises(TypeError, match="has no tokenizer"):
+        lens.boot(bare, device="cpu", n_ctx=8)
+
+    # TransformerLens 4.3 reloads a passed tokenizer from where it was loaded (name_or_path): a saved one.
+    told = lens.boot(bare, device="cpu", tokenizer=AutoTokenizer.from_pretrained(folder))
+    assert told.to_str_tokens("emma")[-4:] == list("emma")
+    torch.testing.assert_close(told(ids), expected_logits, rtol=0, atol=0)
