@@ -10,7 +10,6 @@ Shapes: B batch, T new positions, S attended positions (cache + new), C width (n
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -18,7 +17,7 @@ from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
-from transformers.masking_utils import create_causal_mask, find_packed_sequence_indices
+from transformers.masking_utils import create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
@@ -79,8 +78,8 @@ def sdpa_attention_forward(module, query, key, value, attention_mask, scaling, d
     return output.transpose(1, 2), None
 
 
-# Our two paths; any other `attn_implementation` (flash_attention_2, ...) comes from the library, with its mask made
-# by the library for it (`create_causal_mask`); flex too, through a wrapper for CPUs (LIBRARY_WRAPPERS, at the end).
+# Our two paths; any other `attn_implementation` (flex_attention, flash_attention_2, one registered by name, ...) comes
+# from the library's attention interface, with its mask made by the library for it (`create_causal_mask`).
 ATTENTION_FUNCTIONS = {"eager": eager_attention_forward, "sdpa": sdpa_attention_forward}
 
 
@@ -117,11 +116,10 @@ class MiniGPTAttention(nn.Module):
 
         # Attention weights are only ever materialised by the eager path, so a request for them takes it.
         implementation = "eager" if kwargs.get("output_attentions") else self.config._attn_implementation
-        attention: Callable = (
-            ATTENTION_FUNCTIONS.get(implementation)
-            or LIBRARY_WRAPPERS.get(implementation)
-            or ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
-        )
+        if implementation in ATTENTION_FUNCTIONS:
+            attention: Callable = ATTENTION_FUNCTIONS[implementation]
+        else:  # flex, flash, a backend registered by name: the library's attention interface
+            attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         output, weights = attention(
             self,
             query,
@@ -176,7 +174,7 @@ class MiniGPTPreTrainedModel(PreTrainedModel):
     _skip_keys_device_placement = ["past_key_values"]
     _supports_sdpa = True
     _supports_flash_attn = True
-    _supports_flex_attn = True
+    _supports_flex_attn = True  # on GPUs; on a CPU refused, see check_implementation_can_serve
     _supports_attention_backend = True
     _can_compile_fullgraph = True
     # What `output_hidden_states` / `output_attentions` collect, through the library's output capturing hooks.
@@ -232,22 +230,18 @@ class MiniGPTModel(MiniGPTPreTrainedModel):
             if attention_mask is None and isinstance(past_len, int):  # known without reading the tensor
                 last_position = past_len + q_len - 1
         check_positions(position_ids, self.config.block_size, last_position)
+        implementation = self.config._attn_implementation
+        check_implementation_can_serve(implementation, inputs_embeds.device, kwargs.get("output_attentions"))
 
         # The mask in the format the attention implementation takes: None for a plain causal mask (sdpa's is_causal,
         # no tensor made), a (B, 1, T, S) bool mask for sdpa and additive float for eager, a BlockMask for flex, the 2D
         # padding mask for flash. Sequences packed into one row (position_ids restarting at 0) are kept apart. It is
         # made before a fresh cache is: a call that starts without a cache may hold packed sequences, and the library
         # only looks for them when there is no cache.
-        implementation = self.config._attn_implementation
         if is_plain_causal(implementation, attention_mask, given_positions, past_key_values, past_len, q_len):
             mask = None
-        elif implementation == "flex_attention" and inputs_embeds.device.type == "cpu":
-            mask = flex_cpu_mask(
-                self.config, inputs_embeds, attention_mask, past_key_values, position_ids, given_positions, past_len
-            )
         else:
             mask = create_causal_mask(self.config, inputs_embeds, attention_mask, past_key_values, position_ids)
-        check_implementation_can_serve(implementation, mask, kwargs.get("output_attentions"))
         if use_cache is None:  # a training step never reuses its keys and values: don't copy them into a cache
             use_cache = self.config.use_cache and not self.training
         if use_cache and past_key_values is None and not (self.gradient_checkpointing and self.training):
@@ -469,122 +463,22 @@ def is_plain_causal(implementation: str, attention_mask, position_ids, past_key_
     return attention_mask is None or (attention_mask.dim() == 2 and bool(attention_mask.all()))
 
 
-def check_implementation_can_serve(implementation: str, mask, output_attentions: bool | None) -> None:
+def check_implementation_can_serve(implementation: str, device: torch.device, output_attentions: bool | None) -> None:
     """Clear errors for what an attention implementation cannot do, instead of wrong numbers or a crashed process."""
     if output_attentions and implementation not in ATTENTION_FUNCTIONS:
         raise ValueError(
             f"output_attentions=True needs the eager or sdpa attention (the weights come from the eager path), not "
             f"{implementation}: call model.set_attn_implementation('sdpa') first."
         )
-    if implementation == "flex_attention" and isinstance(mask, torch.Tensor) and mask.device.type == "cpu":
-        # The library's flex path reads a tensor mask by chained indexing in a score_mod, which torch 2.13's compiled
-        # CPU kernel crashes on (double free). A 2D mask becomes a BlockMask, which it runs well.
+    if implementation == "flex_attention" and device.type == "cpu":
+        # torch 2.13's compiled CPU flex kernel (inductor's C++ template) gives NaN for heads under 24 dims on AVX2,
+        # aborts the process on a tensor mask, and may fail to build a mask that reads a tensor. The minigpt package
+        # has a path around all three, opt-in, which a saved model folder cannot import by itself.
         raise ValueError(
-            "flex_attention on a CPU takes a 2D attention_mask (1 token, 0 padding), not a 4D tensor: torch's "
-            "compiled CPU flex kernel crashes on one. Pass the 2D padding mask, or use sdpa for a custom 4D mask."
+            "flex_attention does not run right on a CPU (torch's compiled CPU flex kernel: NaN for narrow heads, a "
+            "crash on a tensor mask): use sdpa or eager, or, with the minigpt package installed, `import "
+            "minigpt.flex_cpu` and call model.set_attn_implementation('flex_attention_cpu')."
         )
-
-
-# ---- flex_attention on a CPU: a wrapper and a mask around torch 2.13's compiled CPU kernel ---------------------------
-
-
-# The narrowest head torch's compiled CPU flex kernel computes right (see flex_attention_forward).
-FLEX_CPU_MIN_HEAD_DIM = 32
-
-
-@dataclass(frozen=True)
-class FlexKeyPadding:
-    """What MiniGPT hands flex on a CPU for a padded batch (see flex_cpu_mask): the causal BlockMask, or None, and which
-    keys are padding. The padding reaches the scores through one more head dimension (flex_attention_forward), not
-    through the BlockMask."""
-
-    block_mask: object  # torch.nn.attention.flex_attention.BlockMask | None
-    padding: torch.Tensor  # (B, S) bool, True: a padding key
-
-
-def flex_cpu_head_width(head_dim: int, padding_column: bool) -> int:
-    """The head width the CPU flex kernel gets: 32 or more, room for the padding column, a multiple of 16 if widened."""
-    needed = head_dim + padding_column
-    if needed >= FLEX_CPU_MIN_HEAD_DIM and needed == head_dim:
-        return head_dim
-    return max(FLEX_CPU_MIN_HEAD_DIM, -(-needed // 16) * 16)
-
-
-def flex_attention_forward(module, query, key, value, attention_mask, scaling, **kwargs):
-    """The library's flex path (compiled `flex_attention`); on a CPU, heads widened with zeros to 32 dims or more.
-
-    Inductor's C++ flex kernel (torch 2.13) computes q @ kᵀ with a micro-kernel (`CppMicroGemmFP32Vec`, transposed B)
-    whose path for heads under 24 dims, a whole number of vectors, always computes 16 keys at a time. On a CPU whose
-    vectors hold fewer than 16 floats (AVX2: 8, NEON: 4), a block of keys whose length mod 16 is a whole number of
-    vectors (8 keys, 24, 40, ...) ends in such a 16-wide step: keys past the block are read, and the last query's extra
-    scores land on the running row maxima stored after the score buffer. The logits then drift (0.01 to 0.1) or turn
-    NaN, as the memory past the keys decides (head_dim 8 and 16, on AVX2; AVX-512's 16-float vectors never take that
-    step). Zeros appended to q, k and v change no score (the scale is passed as it is) and add output columns of
-    zeros, cut off here; 32 dims take the kernel's general path.
-
-    A padded batch (FlexKeyPadding) uses one appended dimension as a bias: 1 in every query, 0 in a real key and the
-    dtype's minimum in a padding key (the value eager masks with), so a padding key's score is that minimum times the
-    scale and its weight 0, and no mask has to read the padding (see flex_cpu_mask).
-    """
-    library_flex = ALL_ATTENTION_FUNCTIONS["flex_attention"]
-    padding = None
-    if isinstance(attention_mask, FlexKeyPadding):
-        attention_mask, padding = attention_mask.block_mask, attention_mask.padding
-    head_dim = query.shape[-1]
-    width = head_dim if query.device.type != "cpu" else flex_cpu_head_width(head_dim, padding is not None)
-    if width == head_dim:
-        return library_flex(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
-    pad = (0, width - head_dim)
-    query, key, value = F.pad(query, pad), F.pad(key, pad), F.pad(value, pad)  # (B, H, T or S, width)
-    if padding is not None:
-        query[..., head_dim] = 1
-        key[..., head_dim] = padding[:, None, :].to(key.dtype) * torch.finfo(key.dtype).min
-    output, lse = library_flex(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
-    return output[..., :head_dim], lse  # (B, T, H, D)
-
-
-LIBRARY_WRAPPERS = {"flex_attention": flex_attention_forward}  # the library's function, wrapped (see above)
-
-
-def flex_cpu_mask(config, inputs_embeds, attention_mask, past_key_values, position_ids, given_positions, past_len):
-    """The mask MiniGPT hands flex on a CPU: one torch's compiled kernel builds whatever ran before in the process.
-
-    Inductor's C++ flex template (torch 2.13) writes the code of the mask with its own two block-size symbols, then
-    renames them by plain text replacement ("ks3" -> "cur_kvSplitSize"). A mask that reads a tensor (the padding
-    mask, the ids of packed sequences) or an offset that changes between calls (the position of a decoding step)
-    puts size symbols of its own into that code once dynamo compiles for dynamic shapes (from the second shape on);
-    when one of them is named like the kernel's with more digits ("ks30"), it is rewritten too and the kernel fails
-    to build ('cur_kvSplitSize0' was not declared), or not, as the number of symbols in the process decides. So here
-    no mask reads anything: a prompt gets the causal BlockMask (offsets 0), a one-token step none (it may see every
-    cached key), and padding goes into the scores (FlexKeyPadding). Packed sequences need their ids: refused. A step
-    of several tokens on a cache (chunked prefill) keeps the causal mask's offset, the one risk left. Anything else
-    (tracing, a static cache, a 4D or odd-length mask) gets the library's mask, as on other devices."""
-    q_len = inputs_embeds.shape[1]
-    kv_len = past_len + q_len if isinstance(past_len, int) else None
-    usual = (
-        not is_tracing(inputs_embeds)
-        and type(past_key_values) in (type(None), MiniGPTCache, DynamicCache)
-        and kv_len is not None
-        and (
-            attention_mask is None
-            or (torch.is_tensor(attention_mask) and attention_mask.shape == (len(inputs_embeds), kv_len))
-        )
-    )
-    if not usual:
-        return create_causal_mask(config, inputs_embeds, attention_mask, past_key_values, position_ids)
-    # Where the library looks for packed sequences: given positions, no 2D mask, no cache.
-    if given_positions is not None and attention_mask is None and past_key_values is None and q_len > 1:
-        if find_packed_sequence_indices(given_positions) is not None:
-            raise ValueError(
-                "flex_attention on a CPU does not take packed sequences (position_ids restarting inside a row): the "
-                "mask would read their ids, and torch 2.13's compiled CPU flex kernel then may fail to build "
-                "('cur_kvSplitSize0' was not declared). Pad the sequences into rows instead, or use sdpa or eager."
-            )
-    # No positions given to the library: left padding's (0, 0, 0, 1, 2, ...) would look packed to it without the mask.
-    block_mask = None if q_len == 1 else create_causal_mask(config, inputs_embeds, None, past_key_values, None)
-    if attention_mask is None or bool(attention_mask.all()):
-        return block_mask
-    return FlexKeyPadding(block_mask, padding=~attention_mask.bool())  # (B, S)
 
 
 # ---- GPT-2's weights, and registration with the Auto classes ---------------------------------------------------------

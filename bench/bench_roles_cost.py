@@ -16,9 +16,10 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
-from configuration_minigpt import TRAINING_PRESETS, MiniGPTConfig  # noqa: E402
+from configuration_minigpt import MiniGPTConfig  # noqa: E402
 from minigpt.heads.insights import measured_roles  # noqa: E402
 from minigpt.heads.recorded_pass import run_forward_pass  # noqa: E402
+from minigpt.presets import TRAINING_PRESETS  # noqa: E402
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402
 from timing import alternate, machine_summary, print_table, summarise  # noqa: E402
 

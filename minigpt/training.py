@@ -39,7 +39,7 @@ from transformers import (
     set_seed,
 )
 
-from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
+from configuration_minigpt import PRESETS, MiniGPTConfig
 from minigpt import data, plots, streams, tokenization
 from minigpt.heads.role_log import (
     SNAPSHOT_MAX_PARAMETERS,
@@ -50,6 +50,7 @@ from minigpt.heads.role_log import (
     save_snapshot,
     snapshot_steps,
 )
+from minigpt.presets import TRAINING_PRESETS
 from modeling_minigpt import MiniGPTForCausalLM
 
 COMMON_DEFAULTS = dict(

@@ -1,10 +1,11 @@
-"""flex_attention as a user runs it: `model.set_attn_implementation("flex_attention")`, then plain calls and
-generate(), through the library's compiled flex kernel (`compile_friendly_flex_attention`, inductor's C++ template on a
-CPU), nothing replaced. Equal to eager at head_dim 8 (8 tokens) and 64 (a 128-token context), without and with
-padding, in plain calls and in generation; packed sequences, which torch's kernel may fail to build a mask for,
-refused with a message (see `modeling_minigpt.flex_cpu_mask`).
+"""flex_attention on a CPU as a user runs it: `import minigpt.flex_cpu`, `model.set_attn_implementation(
+"flex_attention_cpu")`, then plain calls and generate(), through the library's compiled flex kernel
+(`compile_friendly_flex_attention`, inductor's C++ template on a CPU), nothing replaced. Equal to eager at head_dim 8
+(8 tokens) and 64 (a 128-token context), without and with padding, in plain calls and in generation; packed sequences,
+which torch's kernel may fail to build a mask for, and 4D tensor masks, on which it crashes, refused with a message
+(see `minigpt.flex_cpu`). On a GPU, the library's own flex (`"flex_attention"`) against eager, where there is one.
 
-The C++ kernel's bug for narrow heads (see `modeling_minigpt.flex_attention_forward`) needs vectors of fewer than 16
+The C++ kernel's bug for narrow heads (see `minigpt.flex_cpu.flex_attention_forward`) needs vectors of fewer than 16
 floats: on an AVX-512 CPU such as this project's, inductor's vectors hold 16 and the bug does not show. So the narrow
 heads are checked with inductor building for AVX2 (`cpp.simdlen = 256`: 8 floats a vector, what it picks on a CPU
 without AVX-512), where the kernel given 8-dim heads as they are gives NaN logits; GPT-2's 64-dim heads at the CPU's
@@ -17,9 +18,10 @@ silently test the wrong path; `fail_on_recompile_limit_hit` makes that an error 
 
 import pytest
 import torch
+from transformers.masking_utils import create_causal_mask
 
 from helpers import tiny_model
-from modeling_minigpt import FLEX_CPU_MIN_HEAD_DIM, flex_cpu_mask
+from minigpt.flex_cpu import FLEX_CPU_MIN_HEAD_DIM, NAME
 
 # head_dim -> context: the tests' tiny heads (8) in the issue's 64-token context, and GPT-2's heads (64) at 128 tokens.
 # 8 is widened for the CPU kernel, 64 only when padded (the padding column). The names preset's 16 takes the same path
@@ -38,10 +40,10 @@ def compiled_flex_only(monkeypatch):
     torch._dynamo.reset()
 
 
-def models(head_dim: int, context: int, seed: int = 0):
-    """flex and eager MiniGPTs with the same weights: 2 layers, 2 heads of head_dim."""
+def models(head_dim: int, context: int, seed: int = 0, flex: str = NAME):
+    """flex (the CPU opt-in, or `flex`) and eager MiniGPTs with the same weights: 2 layers, 2 heads of head_dim."""
     sizes = dict(n_layer=2, n_head=2, n_embd=2 * head_dim, block_size=context)
-    return tiny_model("flex_attention", seed, **sizes), tiny_model("eager", seed, **sizes)
+    return tiny_model(flex, seed, **sizes), tiny_model("eager", seed, **sizes)
 
 
 def flex_differences(head_dim: int, context: int, lengths: tuple[int, ...] | None = None) -> dict[str, float]:
@@ -123,7 +125,34 @@ def test_compiled_flex_refuses_packed_sequences_on_a_cpu_and_says_what_to_use():
     with torch.no_grad(), pytest.raises(ValueError, match="does not take packed sequences.*use sdpa or eager"):
         flex(ids, position_ids=positions)
     # Given positions of one sequence are not packed: the causal BlockMask, nothing refused (checked without running
-    # the compiled kernel, which the tests above run).
+    # the compiled kernel, which the tests above run), the mask made as the model makes it.
     embeds = flex.model.token_embedding(ids[:, :9])
-    mask = flex_cpu_mask(flex.config, embeds, None, None, positions[:, :9], positions[:, :9], 0)
+    mask = create_causal_mask(flex.config, embeds, None, None, positions[:, :9])
     assert type(mask).__name__ == "BlockMask" and mask.shape[-2:] == (9, 9)
+
+
+def test_compiled_flex_refuses_a_tensor_mask_on_cpu_instead_of_crashing():
+    """The library's flex path reads a tensor mask in a score_mod by chained indexing (mask[b][0][q][kv]), and torch
+    2.13's compiled CPU flex kernel aborts the process on that (double free): this used to happen with left padding.
+    The opt-in hands flex a BlockMask for every 2D mask (above); a 4D tensor given by the caller is refused."""
+    model = tiny_model(NAME)
+    ids = torch.randint(0, 50, (1, 6))
+    with pytest.raises(ValueError, match="flex_attention on a CPU takes a 2D attention_mask"):
+        model(ids, attention_mask=torch.ones(1, 1, 6, 6, dtype=torch.bool).tril())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the library's own flex runs on GPUs; a CPU refuses it")
+def test_the_librarys_flex_equals_eager_on_a_gpu_without_and_with_padding():
+    """What `_supports_flex_attn` promises where a CPU refuses flex: `"flex_attention"` as it is, on a GPU, = eager in
+    plain calls (no mask, the all-ones mask, left-padded) and in greedy generation of a left-padded batch of two."""
+    flex, eager = (model.cuda() for model in models(64, context=128, flex="flex_attention"))
+    ids = torch.randint(1, 50, (2, 40), generator=torch.Generator().manual_seed(0)).cuda()
+    padded = torch.ones_like(ids)
+    padded[0, :5] = 0
+    with torch.no_grad():
+        for mask in (None, torch.ones_like(ids), padded):
+            real = (padded if mask is padded else torch.ones_like(ids)).bool()
+            difference = flex(ids, attention_mask=mask).logits - eager(ids, attention_mask=mask).logits
+            assert difference[real].abs().max().item() <= 1e-4
+        kwargs = dict(max_new_tokens=6, do_sample=False, pad_token_id=0, attention_mask=padded)
+        assert torch.equal(flex.generate(ids, **kwargs), eager.generate(ids, **kwargs))

@@ -110,7 +110,7 @@ def room(module: str) -> str:
     """The part of the house a module belongs to (docs/architecture.md)."""
     if module.startswith(("minigpt.heads", "minigpt.demo")):
         return module.split(".")[1]
-    if module in ("minigpt.training", "minigpt.data", "minigpt.tokenization", "minigpt.plots"):
+    if module in ("minigpt.training", "minigpt.data", "minigpt.tokenization", "minigpt.plots", "minigpt.presets"):
         return "training"
     if module in ("modeling_minigpt", "configuration_minigpt"):
         return "model"

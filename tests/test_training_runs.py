@@ -1,14 +1,18 @@
 """training_runs.py in process, without training: the limits, the progress read back from the events, the zip."""
 
 import json
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
+from configuration_minigpt import PRESETS, MiniGPTConfig
+from helpers import REPO
 from minigpt import data
 from minigpt.demo import run_folder, training_runs
+from minigpt.presets import TRAINING_PRESETS
 from modeling_minigpt import MiniGPTForCausalLM
 
 SIZES = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, max_steps=100, learning_rate=1e-3, seed=0, vocab_size=512)
@@ -18,6 +22,15 @@ def request(**changes):
     return training_runs.check_request(
         **{"data": "names", "text": "", "tokenizer": None, "name": "", **SIZES, "taken": set(), **changes}
     )
+
+
+def test_every_size_preset_has_a_training_schedule_that_loads_without_torch_or_the_trainer():
+    """The schedules live on the training side (minigpt.presets), not in the config a model folder ships: one per size
+    preset, in a module of plain dicts that the demo's Train tab reads without importing the Trainer."""
+    assert set(TRAINING_PRESETS) == set(PRESETS)
+    check = "import sys, minigpt.presets; print(sorted(m for m in sys.modules if m.startswith(('torch', 'transf'))))"
+    result = subprocess.run([sys.executable, "-c", check], cwd=REPO, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
 
 
 def test_parameters_are_those_of_the_model_that_will_train():

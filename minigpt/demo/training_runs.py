@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
+from configuration_minigpt import PRESETS, MiniGPTConfig
 from minigpt import tokenization
 from minigpt.demo.run_folder import (
     Progress,
@@ -50,6 +50,7 @@ from minigpt.demo.run_folder import (
 )
 from minigpt.demo.run_process import RUN_PROCESSES, train_in_child
 from minigpt.errors import VisitorError, shortened
+from minigpt.presets import TRAINING_PRESETS
 from modeling_minigpt import MiniGPTForCausalLM
 
 # Limits, checked before anything runs (and stated on the page).

@@ -7,6 +7,7 @@ Shipped next to `modeling_minigpt.py` in every saved model folder, so that
 from transformers import PretrainedConfig
 
 # Named sizes used by the product. Each is a dict of config fields; `MiniGPTConfig.from_preset` applies overrides.
+# What each trains with is the training side's (minigpt/presets.py): a saved model folder does not need it.
 PRESETS = {
     # About makemore's transformer: characters a-z, a boundary token and a pad token.
     "names": dict(vocab_size=28, block_size=16, n_layer=4, n_head=4, n_embd=64),
@@ -21,82 +22,6 @@ PRESETS = {
     "shakespeare": dict(vocab_size=4096, block_size=128, n_layer=6, n_head=6, n_embd=192),
     # GPT-2 small (124M), for GPUs and for loading OpenAI's weights with `from_gpt2`.
     "gpt2": dict(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768),
-}
-
-# What each preset trains with: train.py's defaults for the Trainer's flags (and dropout); a flag given on its command
-# line wins. Kept here beside the sizes, so that the demo reads them without importing the Trainer.
-TRAINING_PRESETS = {
-    "names": dict(  # tuned with bench/bench_quality.py: big steps at a high rate; a batch is 80 rows of packed names
-        output_dir="runs/names",
-        max_steps=6000,
-        per_device_train_batch_size=80,
-        learning_rate=6e-3,
-        dropout=0.1,
-        warmup_steps=100,
-        weight_decay=0.1,
-        adam_beta2=0.99,
-        eval_steps=500,
-        save_steps=500,
-        logging_steps=100,
-        per_device_eval_batch_size=500,
-    ),
-    "induction": dict(  # tuned with bench/bench_specimens.py: an induction head in a few minutes on 2 CPU cores
-        output_dir="runs/induction",
-        max_steps=8000,
-        per_device_train_batch_size=32,
-        learning_rate=3e-3,
-        warmup_steps=100,
-        weight_decay=0.0,
-        adam_beta2=0.98,
-        eval_steps=1000,
-        save_steps=1000,
-        logging_steps=100,
-        per_device_eval_batch_size=500,
-    ),
-    "specimen": dict(  # chosen by the sweep in the README (bench/bench_specimens.py measures the roles)
-        output_dir="runs/specimen",
-        tokenizer="char",
-        repeat_fraction=1.0,
-        random_span_fraction=0.25,
-        boundary_first=True,
-        max_steps=8000,
-        per_device_train_batch_size=16,
-        learning_rate=3e-3,
-        warmup_steps=100,
-        weight_decay=0.1,
-        adam_beta2=0.99,
-        eval_steps=1000,
-        save_steps=1000,
-        logging_steps=100,
-        per_device_eval_batch_size=64,
-    ),
-    "shakespeare": dict(
-        output_dir="runs/shakespeare",
-        max_steps=3000,
-        per_device_train_batch_size=16,
-        learning_rate=1e-3,
-        warmup_steps=100,
-        weight_decay=0.1,
-        adam_beta2=0.99,
-        eval_steps=250,
-        save_steps=500,
-        logging_steps=50,
-        per_device_eval_batch_size=64,
-    ),
-    "gpt2": dict(  # nanoGPT's GPT-2 recipe: about 0.5M tokens a step with 8 GPUs (12 x 1024 x 5 x 8)
-        output_dir="runs/gpt2",
-        max_steps=600_000,
-        per_device_train_batch_size=12,
-        gradient_accumulation_steps=5,
-        learning_rate=6e-4,
-        warmup_steps=2000,
-        weight_decay=0.1,
-        adam_beta2=0.95,
-        eval_steps=1000,
-        save_steps=1000,
-        logging_steps=10,
-        per_device_eval_batch_size=16,
-    ),
 }
 
 
