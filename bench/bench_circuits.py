@@ -1,4 +1,4 @@
-"""What the circuits cost on GPT-2's shape (minigpt/heads/circuits.py), against one plain forward pass in the same run.
+"""What the circuits cost on GPT-2's shape (minigpt.heads.circuits), against one plain forward pass in the same run.
 
     python bench/bench_circuits.py                 # 1,024 tokens for the one-pass instruments, 38 for patching
     python bench/bench_circuits.py --patch-tokens 1024      # patching at 1,024 tokens too (about half an hour)

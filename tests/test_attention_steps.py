@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from helpers import REPO, assert_every_number_is_the_models, tiny_model
+from minigpt.demo.step_words import NUMBERS, STEPS, worded
 from minigpt.demo.views.steps import steps_html
 from minigpt.heads.recorded_pass import run_forward_pass
-from minigpt.heads.steps import NEG_INF, StepChoiceError, attention_steps, steps_json
+from minigpt.heads.steps import NEG_INF, TRACE_ROWS, StepChoiceError, attention_steps, steps_json
 
 SHIPPED = {name: REPO / "minigpt" / "models" / name for name in ("names", "shakespeare")}
 SHAPE = dict(vocab_size=40, block_size=32, n_layer=3, n_head=4, n_embd=32)  # the random models: tiny_model(shape=SHAPE)
@@ -108,7 +109,7 @@ def titles(page: str, key: str) -> list[str]:
 def test_the_page_draws_the_json_numbers_exactly_and_summarises_long_texts():
     model = tiny_model(seed=3, shape=SHAPE, block_size=128, n_embd=128)
     ids = [t % 40 for t in range(128)]
-    numbers = steps_json(attention_steps(model, run_forward_pass(model, ids), 1, 1, 100), [str(t) for t in ids])
+    numbers = worded(steps_json(attention_steps(model, run_forward_pass(model, ids), 1, 1, 100), [str(t) for t in ids]))
     page = steps_html(numbers)
     for step, key in [("inputs", "x_i"), ("qkv", "q_i"), ("output", "z_i"), ("output", "next_i")]:
         assert [float(t) for t in titles(page, f"{step}.{key}")] == numbers["steps"][step][key]  # exact, all of it
@@ -122,3 +123,25 @@ def test_the_page_draws_the_json_numbers_exactly_and_summarises_long_texts():
     rows = [int(j) for j in re.findall(r'data-j="(\d+)"', drawn)]
     assert len(rows) == 32 and 100 in rows  # 32 of the 101 rows, the query's among them
     assert drawn.count("<td>…</td>") == 32  # 128 numbers a row: the first 48 and the last 16 drawn
+
+
+def test_the_library_returns_numbers_and_the_demo_names_each_of_them():
+    """The library's JSON holds numbers and keys, no words; the demo's words name every step and every number it
+    returns, and the endpoint's JSON is the library's with those words put in."""
+    model = tiny_model(shape=SHAPE)
+    ids = [0, 5, 9, 3, 3, 7]
+    steps = attention_steps(model, run_forward_pass(model, ids), 1, 2, 4, training=True, seed=3)
+    assert list(STEPS) == list(TRACE_ROWS)
+    assert {name: list(steps[name]) for name in TRACE_ROWS} == {name: list(NUMBERS[name]) for name in STEPS}
+    numbers = steps_json(steps, [str(t) for t in ids])
+    assert not any({"title", "explanation"} & set(step) for step in numbers["steps"].values())
+    shown = worded(numbers)
+    for name, step in shown["steps"].items():
+        assert list(step)[:3] == ["title", "explanation", "shapes"]
+        assert (step["title"], step["explanation"]) == STEPS[name]
+        named = [shape["what"] for shape in step["shapes"][len(TRACE_ROWS[name]) :]]
+        assert named == [NUMBERS[name][key][1] for key in numbers["steps"][name]["number_shapes"]]
+        words = ("title", "explanation", "shapes", "number_shapes")
+        assert {k: v for k, v in step.items() if k not in words} == {
+            k: v for k, v in numbers["steps"][name].items() if k not in words
+        }

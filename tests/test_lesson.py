@@ -23,9 +23,9 @@ from helpers import (
     tiny_model,
 )
 from minigpt.demo.lesson import ALL_STEPS, DEPTHS, LESSON, lesson_number, next_step
+from minigpt.demo.step_words import STEPS
 from minigpt.demo.views.lesson import ATTENTION, BLOCK_AFTER, BLOCK_BEFORE, OUTSIDE_AFTER, OUTSIDE_BEFORE
 from minigpt.heads.block_steps import parameter_counts
-from minigpt.heads.steps import STEPS
 
 NAMES = REPO / "minigpt" / "models" / "names"
 
@@ -195,13 +195,15 @@ def test_depths_are_plain_words_and_formulas():
 
 
 def test_a_lesson_step_draws_the_same_numbers_as_the_step_view_for_that_step():
+    from minigpt.demo.step_words import worded
     from minigpt.demo.views.lesson import lesson_html
     from minigpt.demo.views.steps import section_html
     from minigpt.heads.recorded_pass import run_forward_pass
     from minigpt.heads.steps import attention_steps, steps_json
 
     model = tiny_model(seed=1)
-    numbers = steps_json(attention_steps(model, run_forward_pass(model, [0, 3, 4, 3, 2]), 1, 0, 3), list("abcde"))
+    steps = attention_steps(model, run_forward_pass(model, [0, 3, 4, 3, 2]), 1, 0, 3)
+    numbers = worded(steps_json(steps, list("abcde")))
     numbers["model"] = "tiny"
     page = lesson_html(5, "formulas", numbers)
     # Step 6 on a model trained without attention dropout says that training mode would change nothing.

@@ -1,8 +1,8 @@
 """The circuits section's numbers, as plain JSON: direct logit attribution, activation patching (heads and the
 residual stream) and path patching into one head's q, k or v, composition scores against their random baseline, one
 head's OV and positional QK circuits, and one head's map with another head ablated. Each answer carries the model and
-the token ids it was computed for. Every number comes from `minigpt.heads` (circuits, insights); nothing here knows of
-Gradio. The "change one token" helper proposes a corrupted text for patching."""
+the token ids it was computed for. Every number comes from `minigpt.heads` (attribution, patching, weights,
+insights); nothing here knows of Gradio. The "change one token" helper proposes a corrupted text for patching."""
 
 import threading
 from collections.abc import Callable
@@ -14,7 +14,17 @@ from minigpt.demo.choices import head_index, layer_index, number, parse_heads, t
 from minigpt.demo.cores import pass_work
 from minigpt.demo.texts import TextView, encode
 from minigpt.errors import VisitorError, shortened
-from minigpt.heads import circuits
+from minigpt.heads import (
+    composition_baseline,
+    composition_scores,
+    copying_score,
+    logit_attribution,
+    ov_circuit,
+    patch_heads,
+    patch_path,
+    patch_residual,
+    positional_qk_circuit,
+)
 from minigpt.heads import insights as head_insights
 
 MAX_PATCH_TOKENS = 64  # patching runs the model once per head and once per (layer, position), batched
@@ -61,7 +71,7 @@ def attribution(view: TextView, position, token, other_token) -> dict:
     token, other = token_id(view, token, "token"), token_id(view, other_token, "other_token")
     if other is not None and token is not None and other == token:
         raise VisitorError("token and other_token are the same token: give two different tokens (or leave other out).")
-    found = circuits.logit_attribution(view.lm.model, view.ids, position, token, other)
+    found = logit_attribution(view.lm.model, view.ids, position, token, other)
     values = found.values.tolist()
     order = sorted(range(len(values)), key=lambda i: -abs(values[i]))
     named = [{"component": found.labels[i], "value": values[i]} for i in order[:TOP_NAMED]]
@@ -145,7 +155,7 @@ def path_patching(clean: TextView, corrupted: TextView, sender, receiver, receiv
     if (sender or "").strip():
         senders.append((*sender_of(sender, config.n_layer, config.n_head, layer), kind))
     for *source, into in senders:
-        found = circuits.patch_path(clean.lm.model, clean.ids, corrupted.ids, tuple(source), (layer, head), into, key)
+        found = patch_path(clean.lm.model, clean.ids, corrupted.ids, tuple(source), (layer, head), into, key)
         rows.append({"sender": " ".join(map(str, source)), "input": into, **vars(found)})
         key = found.key_position
     return {"receiver": [layer, head], "key_position": key, "key_token": clean.tokens[key], "paths": rows}
@@ -160,10 +170,8 @@ def patching(clean: TextView, corrupted: TextView, path: dict, cores, progress: 
     work = pass_work(model.config, len(clean.ids)) * PATCH_BATCH
     tell = progress or (lambda fraction, what: None)
     with cores.threads_for(work):
-        heads = circuits.patch_heads(
-            model, clean.ids, corrupted.ids, lambda f: tell(f / 2, "patching heads"), PATCH_BATCH
-        )
-        residual = circuits.patch_residual(
+        heads = patch_heads(model, clean.ids, corrupted.ids, lambda f: tell(f / 2, "patching heads"), PATCH_BATCH)
+        residual = patch_residual(
             model, clean.ids, corrupted.ids, lambda f: tell(0.5 + f / 2, "patching the residual stream"), PATCH_BATCH
         )
         paths = path_patching(clean, corrupted, **path)
@@ -253,8 +261,8 @@ class CompositionCache:
         with self.lock:
             if key not in self.found:
                 model = lm.model
-                scores = {kind: circuits.composition_scores(model, kind) for kind in "qkv"}
-                self.found = {key: {"scores": scores, "baseline": circuits.composition_baseline(model, "q")}}
+                scores = {kind: composition_scores(model, kind) for kind in "qkv"}
+                self.found = {key: {"scores": scores, "baseline": composition_baseline(model, "q")}}
             return self.found[key]
 
 
@@ -297,19 +305,19 @@ def head_circuit(view: TextView, layer, head, ablate) -> dict:
     model, vocab = view.lm.model, view.lm.vocab_size
     answer = {**view.about, "layer": layer, "head": head, "notes": view.notes}
     if vocab <= MAX_OV_VOCABULARY:
-        ov = circuits.ov_circuit(model, layer, head)
+        ov = ov_circuit(model, layer, head)
         labels = labels_of(view, list(range(vocab)))
         scale = float(ov.abs().max()) or 1.0
         answer["ov"] = {
             "tokens": labels,
             "image": heatmap_png(((ov / scale + 1) / 2).square().numpy(), masked=ov.abs() < -1),
             "scale": scale,
-            "copying_score": circuits.copying_score(ov),
+            "copying_score": copying_score(ov),
             "whole": True,
             "rows": [{"source": labels[s], "top": top_of(ov[s], labels)} for s in sorted(set(view.ids))],
         }
     else:
-        values, indices = circuits.ov_circuit(model, layer, head, top=OV_TOP)
+        values, indices = ov_circuit(model, layer, head, top=OV_TOP)
         rows = sorted(set(view.ids))
         answer["ov"] = {
             "whole": False,
@@ -325,7 +333,7 @@ def head_circuit(view: TextView, layer, head, ablate) -> dict:
                 for s in rows
             ],
         }
-    qk = circuits.positional_qk_circuit(model, layer, head)[:MAX_QK_POSITIONS, :MAX_QK_POSITIONS]
+    qk = positional_qk_circuit(model, layer, head)[:MAX_QK_POSITIONS, :MAX_QK_POSITIONS]
     weights = qk.softmax(-1)  # each query position's attention from positions alone
     answer["positional_qk"] = {
         "positions": qk.shape[0],

@@ -14,27 +14,16 @@ transformers only: no Gradio, nothing of the demo (which is built on this, as tr
     heads.patch_heads(model, clean_ids, corrupted_ids)  # activation patching; patch_residual, patch_path too
     heads.composition_scores(model, "k")                # (L, H, L, H) Q/K/V composition between heads
 
-Modules: `recorded_pass` (the pass), `insights` (probabilities, ablation, importance, roles, logit lens, comparison),
-`circuits` (logit attribution, patching, composition, QK and OV circuits), `steps` and `block_steps` (the block step by
+Modules: `recorded_pass` (the pass), `hooks` (hooks on the model's modules for the calling thread alone), `insights`
+(probabilities, ablation, importance, roles, logit lens, comparison), `attribution` (direct logit attribution),
+`patching` (activation and path patching), `weights` (per-head weights, composition, QK and OV circuits; `circuits`
+names these three modules' instruments in one place, as it always did), `steps` and `block_steps` (the block step by
 step), `shapes` (the shape trace), `metrics` (head metrics over a corpus), `role_log` (roles at each evaluation and
 weight snapshots, for training runs).
 """
 
+from minigpt.heads.attribution import Attribution, logit_attribution
 from minigpt.heads.block_steps import block_parts, embedding_parts, parameter_counts, probability_parts
-from minigpt.heads.circuits import (
-    Attribution,
-    Patching,
-    PathPatching,
-    composition_baseline,
-    composition_scores,
-    copying_score,
-    logit_attribution,
-    ov_circuit,
-    patch_heads,
-    patch_path,
-    patch_residual,
-    positional_qk_circuit,
-)
 from minigpt.heads.insights import (
     ablated_pass,
     compare_attention,
@@ -51,10 +40,18 @@ from minigpt.heads.insights import (
     top_heads,
 )
 from minigpt.heads.metrics import METRICS, ROLES, measure
+from minigpt.heads.patching import Patching, PathPatching, patch_heads, patch_path, patch_residual
 from minigpt.heads.recorded_pass import ForwardPass, run_forward_pass, unembed
 from minigpt.heads.role_log import load_snapshot, log_roles, read_roles, snapshots_of
 from minigpt.heads.shapes import TraceStep, trace_steps
 from minigpt.heads.steps import attention_steps, steps_json
+from minigpt.heads.weights import (
+    composition_baseline,
+    composition_scores,
+    copying_score,
+    ov_circuit,
+    positional_qk_circuit,
+)
 
 __all__ = [
     "METRICS",

@@ -6,7 +6,7 @@ Ablation is a switch on the model, `heads_ablated(model, ablate, means)`: a forw
 zeros or with their mean over the text's positions. The hook sits after the attention function, so it acts the same
 whichever attention implementation runs (eager, sdpa, flash), with the KV cache too; it needs no change to the model's
 forward and no kwarg threaded through `generate()`. The server shares one model object between request threads, so the
-hook acts on the forward pass of the thread that switched it on only.
+hook acts on the forward pass of the thread that switched it on only (`hooks`).
 
 Head roles are scored as TransformerLens's head detectors score them (`transformer_lens.head_detector`): a 0/1
 detection pattern over (query, key) pairs, and the attention weight the head puts on it, its "mul" measure
@@ -20,13 +20,13 @@ D = C // H, V vocabulary, P probes.
 """
 
 import contextlib
-import threading
 from types import SimpleNamespace
 
 import torch
 from torch.nn import functional as F
 
 from minigpt.heads.errors import InstrumentError, checked_head, checked_position, shortened
+from minigpt.heads.hooks import hooks
 from minigpt.heads.recorded_pass import ForwardPass, run_forward_pass, unembed
 
 ABLATION_MODES = ("zero", "mean")
@@ -66,7 +66,6 @@ def heads_ablated(model, ablate: torch.Tensor, means: torch.Tensor | None = None
     zeros (`means` None) or `means[layer]`'s slice for it ((L, C), e.g. `head_means`): its D numbers of out_proj's
     input are replaced, so the block's output and everything after it see the head gone. Nothing to ablate, no hook:
     the model runs exactly as it does without this."""
-    caller = threading.get_ident()
     config = model.config
     n_head, head_dim = config.n_head, config.head_dim
     per_row = ablate if ablate.dim() == 3 else ablate[None]  # (B or 1, L, H)
@@ -76,24 +75,18 @@ def heads_ablated(model, ablate: torch.Tensor, means: torch.Tensor | None = None
         replacement = 0.0 if means is None else means[layer].view(n_head, head_dim)  # scalar or (H, D)
 
         def hook(module, args):
-            if threading.get_ident() != caller:
-                return None  # another request's pass: untouched
             merged = args[0].unflatten(-1, (n_head, head_dim))  # (B, T, C) -> (B, T, H, D)
             kept = torch.where(off.to(merged.device), torch.as_tensor(replacement, dtype=merged.dtype), merged)
             return (kept.flatten(-2), *args[1:])  # (B, T, C)
 
         return hook
 
-    handles = [
-        model.model.layers[layer].attn.out_proj.register_forward_pre_hook(switch_off(layer))
-        for layer in range(config.n_layer)
-        if per_row[:, layer].any()
+    layers = model.model.layers
+    registrations = [
+        (layers[i].attn.out_proj, "pre", switch_off(i)) for i in range(config.n_layer) if per_row[:, i].any()
     ]
-    try:
+    with hooks(*registrations):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 # ---- next-token probabilities --------------------------------------------------------------------------------------

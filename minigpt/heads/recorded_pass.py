@@ -7,10 +7,11 @@ Numbers in, tensors out, usable from a notebook: `run_forward_pass(model, ids)`.
 Shapes: L layers, H heads, T tokens, C width, V vocabulary.
 """
 
-import threading
 from dataclasses import dataclass, field
 
 import torch
+
+from minigpt.heads.hooks import Hook, hooks
 
 
 @dataclass
@@ -55,16 +56,13 @@ def run_forward_pass(model, input_ids: list[int]) -> ForwardPass:
 
     Hooks on the real modules record each block's input and output, each attention sublayer's input (after the
     norm), its merged heads and its output projection; the attention weights come from `output_attentions=True`.
-    The server runs requests in threads that share the model: the hooks record the calling thread's pass only.
+    The hooks act on the calling thread's pass only (`hooks`): the server's request threads share the model.
     """
-    blocks = model.model.layers
-    caller = threading.get_ident()
     seen: dict[str, list[torch.Tensor]] = {"block_in": [], "block_out": [], "x": [], "merged": [], "out": []}
 
     def record(name: str, from_output: bool):
         def hook(module, args, output=None):
-            if threading.get_ident() == caller:
-                seen[name].append((output if from_output else args[0])[0].detach())  # batch row 0: (T, C)
+            seen[name].append((output if from_output else args[0])[0].detach())  # batch row 0: (T, C)
 
         return hook
 
@@ -75,35 +73,29 @@ def run_forward_pass(model, input_ids: list[int]) -> ForwardPass:
         """Each layer's weights go into their place in `weights` as the layer returns them, and the layer's own copy
         is let go: the pass holds one copy of every layer's weights, plus one layer's at a time (GPT-2 at 1,024 tokens:
         604 MB, not twice that). Prepended, so the library's `output_attentions` recorder sees the kept copy."""
-        if threading.get_ident() != caller:
-            return None
         output_, layer_weights = output
         weights[attn.layer_idx].copy_(layer_weights)
         return output_, weights[attn.layer_idx]
 
-    handles = []
-    for block in blocks:
-        handles += [
-            block.attn.register_forward_hook(keep_weights, prepend=True),
-            block.register_forward_pre_hook(record("block_in", from_output=False)),
-            block.register_forward_hook(record("block_out", from_output=True)),
-            block.attn.register_forward_pre_hook(record("x", from_output=False)),
-            block.attn.out_proj.register_forward_pre_hook(record("merged", from_output=False)),
-            block.attn.out_proj.register_forward_hook(record("out", from_output=True)),
+    registrations = []
+    for block in model.model.layers:
+        registrations += [
+            Hook(block.attn, "post", keep_weights, prepend=True),
+            (block, "pre", record("block_in", from_output=False)),
+            (block, "post", record("block_out", from_output=True)),
+            (block.attn, "pre", record("x", from_output=False)),
+            (block.attn.out_proj, "pre", record("merged", from_output=False)),
+            (block.attn.out_proj, "post", record("out", from_output=True)),
         ]
-    try:
-        with torch.no_grad():
-            # logits_to_keep=1: the (T, V) logits are not kept (GPT-2 at 1,024 tokens: 200 MB); `logits` makes them
-            # from the recorded residual stream when a view asks.
-            model(
-                input_ids=torch.tensor([list(input_ids)], device=model.device),
-                output_attentions=True,
-                use_cache=False,
-                logits_to_keep=1,
-            )
-    finally:
-        for handle in handles:
-            handle.remove()
+    with hooks(*registrations), torch.no_grad():
+        # logits_to_keep=1: the (T, V) logits are not kept (GPT-2 at 1,024 tokens: 200 MB); `logits` makes them
+        # from the recorded residual stream when a view asks.
+        model(
+            input_ids=torch.tensor([list(input_ids)], device=model.device),
+            output_attentions=True,
+            use_cache=False,
+            logits_to_keep=1,
+        )
     return ForwardPass(
         input_ids=tuple(input_ids),
         attentions=weights[:, 0],  # (L, H, T, T)

@@ -19,8 +19,9 @@ q, k and v (which the pass does not keep), and the model's own `eager_attention_
 mode. The only arithmetic written here is the textbook's: step 2 (no trainable weights, by definition) and the scores of
 step 4, which the eager function computes inside and does not return.
 
-Nothing here knows of Gradio: `attention_steps` returns tensors and `steps_json` the same as JSON lists (what the
-demo's `step` endpoint returns); views/steps.py draws that JSON.
+Nothing here knows of Gradio, nor says anything in words: `attention_steps` returns tensors and `steps_json` the same
+as JSON lists, keyed by step and number; the demo puts each step's title and explanation and each number's name into
+that JSON (its `step` endpoint's answer), and its views draw it.
 
 Shapes: L layers, T tokens, C width, H heads, D = C // H; i the query position, j a key position.
 """
@@ -41,150 +42,26 @@ class StepChoiceError(InstrumentError):
     """A layer, head or query position the model or the text does not have; the message says what to choose."""
 
 
-# Each step: its title, one sentence of explanation, and the shape-trace rows (attention_maps.trace_steps, by name)
-# of the tensors it works on inside the model.
-STEPS = {
-    "embeddings": (
-        "Tokens and embeddings",
-        "Each token id picks a row of the token embedding table, its position a row of the position "
-        "embedding table; their sum is the residual stream entering block 0.",
-        [],
-    ),
-    "inputs": (
-        "The inputs",
-        "The attention sublayer reads the residual stream after its layer norm (attn_norm): one "
-        "C-wide vector per token. Token i may look at itself and at every token before it.",
-        ["input x (after attn_norm)"],
-    ),
-    "no_weights": (
-        "Attention without trainable weights",
-        "For contrast, the simplest attention: score each x_j by its "
-        "dot product with x_i, softmax the scores, and mix the x_j with those weights. Nothing here can "
-        "learn, and a token mostly matches itself.",
-        [],
-    ),
-    "qkv": (
-        "Queries, keys and values",
-        "Learned projections turn each x into a query (what token i looks for), a key "
-        "(what token j offers) and a value (what token j passes on). One fused qkv_proj makes them for every "
-        "head; this head's q, k and v are D-wide slices of it, made by the rows of its weight named here.",
-        ["fused Q/K/V projection", "Q, K, V before the split", "after the split into heads"],
-    ),
-    "scores": (
-        "Scores",
-        "q_i . k_j says how well key j matches query i. The scores are multiplied by 1/sqrt(D): "
-        "the dot product of two D-wide vectors grows like sqrt(D), and unscaled scores would make the softmax "
-        "nearly one-hot.",
-        ["scores"],
-    ),
-    "softmax": (
-        "Causal mask and softmax",
-        "Keys after i are future tokens: their scores are set to -inf, so that "
-        "their weight is exactly 0. The softmax turns the row into weights that are positive and sum to 1: "
-        "exp(s_j - max s) for each key, divided by their sum. The row of the heatmap.",
-        ["weights"],
-    ),
-    "dropout": (
-        "Dropout",
-        "In training, dropout zeroes each weight with probability p and multiplies the others by "
-        "1/(1-p), so that the expected sum stays 1. In evaluation (how the demo runs the model) it does "
-        "nothing.",
-        ["weights"],
-    ),
-    "output": (
-        "Weighted sum, heads, output projection, residual",
-        "z_i = sum_j w_ij v_j mixes the values with the "
-        "weights. The H heads' z_i side by side make C numbers again; the output projection mixes them across "
-        "heads, and the residual add puts the result onto the stream: what the MLP sublayer receives (after "
-        "its own layer norm).",
-        [
-            "weighted sum of values",
-            "heads side by side again",
-            "after merging the heads",
-            "after the output projection",
-        ],
-    ),
-    "multi_head": (
-        "Multi-head two ways",
-        "The same layer computed as H separate single-head modules, each with its "
-        "own W_q, W_k, W_v of width D cut from the fused weight, their outputs stacked; against the fused "
-        "projection split into heads (what the model does, one matrix product instead of 3H). The same "
-        "numbers, up to float rounding. Both without dropout.",
-        [],
-    ),
-    "block": (
-        "The block around attention",
-        "Pre-LayerNorm: the stream is normalised (mean 0, variance 1, then the "
-        "norm's scale and shift) before each sublayer, and each sublayer's output is added back onto it. The MLP "
-        "works on each token alone: C numbers to 4C neurons, GELU, back to C.",
-        [],
-    ),
-    "probabilities": (
-        "Next-token probabilities",
-        "After the last block: the final layer norm, the LM head (one logit per "
-        "vocabulary token) and a softmax over the whole vocabulary.",
-        [],
-    ),
+# The steps, in the order of the textbook derivation, each with the rows of the shape trace (shapes.trace_steps, by
+# name) of the tensors it works on inside the model. Numbers and keys only: the words that explain them are the page's.
+TRACE_ROWS = {
+    "embeddings": [],
+    "inputs": ["input x (after attn_norm)"],
+    "no_weights": [],
+    "qkv": ["fused Q/K/V projection", "Q, K, V before the split", "after the split into heads"],
+    "scores": ["scores"],
+    "softmax": ["weights"],
+    "dropout": ["weights"],
+    "output": [
+        "weighted sum of values",
+        "heads side by side again",
+        "after merging the heads",
+        "after the output projection",
+    ],
+    "multi_head": [],
+    "block": [],
+    "probabilities": [],
 }
-
-# The numbers of each step: name -> (shape in letters, what it is). Their order is the order they are drawn in.
-NUMBERS = {
-    "embeddings": {
-        "token_i": ("(C,)", "token embedding: row id_i of token_embedding.weight"),
-        "position_i": ("(C,)", "position embedding: row i of position_embedding.weight"),
-        "sum_i": ("(C,)", "their sum: the stream entering block 0"),
-    },
-    "inputs": {
-        "x_i": ("(C,)", "x_i, the query token's input"),
-        "x_j": ("(i+1, C)", "x_j, the inputs it may look at (j <= i)"),
-        "residual_i": ("(C,)", "the residual stream at i, before attn_norm"),
-    },
-    "no_weights": {
-        "scores": ("(i+1,)", "x_i . x_j"),
-        "weights": ("(i+1,)", "softmax"),
-        "output": ("(C,)", "sum_j softmax_j x_j"),
-    },
-    "qkv": {"q_i": ("(D,)", "q_i"), "k_j": ("(i+1, D)", "k_j"), "v_j": ("(i+1, D)", "v_j")},
-    "scores": {"scores": ("(i+1,)", "q_i . k_j"), "scaled": ("(i+1,)", "q_i . k_j / sqrt(D)")},
-    "softmax": {
-        "masked": ("(T,)", "masked scores"),
-        "exps": ("(i+1,)", "exp(s_j - max s)"),
-        "weights": ("(T,)", "w_ij = softmax"),
-    },
-    "dropout": {"keep": ("(i+1,)", "kept (1) or dropped (0)"), "weights": ("(T,)", "weights after dropout")},
-    "output": {
-        "z_i": ("(D,)", "z_i = sum_j w_ij v_j"),
-        "shares": ("(i+1,)", "each key's share of z_i: w_ij (v_j . z_i) / |z_i|^2, summing to 1"),
-        "heads_z_i": ("(C,)", "all heads' z_i side by side"),
-        "out_i": ("(C,)", "out_proj(heads' z_i): the sublayer's output"),
-        "next_i": ("(C,)", "residual + output: the stream the MLP sublayer reads"),
-    },
-    "multi_head": {
-        "separate_i": ("(C,)", "H single-head modules, stacked"),
-        "fused_i": ("(C,)", "fused projection split into heads"),
-    },
-    "block": {
-        "attn_norm_hat": ("(C,)", "x̂ = (x - mean) / sqrt(variance + eps): the stream entering the block, normalised"),
-        "attn_norm_scale": ("(C,)", "γ: attn_norm's scale"),
-        "attn_norm_shift": ("(C,)", "β: attn_norm's shift"),
-        "attn_norm_out": ("(C,)", "γ x̂ + β: attn_norm's output, the attention's input x_i"),
-        "middle_i": ("(C,)", "stream + attention output"),
-        "mlp_norm_hat": ("(C,)", "x̂: that stream, normalised"),
-        "mlp_norm_scale": ("(C,)", "γ: mlp_norm's scale"),
-        "mlp_norm_shift": ("(C,)", "β: mlp_norm's shift"),
-        "mlp_norm_out": ("(C,)", "γ x̂ + β: mlp_norm's output, the MLP's input"),
-        "pre_activation_i": ("(4C,)", "fc_in: each neuron's input"),
-        "activation_i": ("(4C,)", "GELU: the neurons' activations"),
-        "mlp_out_i": ("(C,)", "out_proj: the MLP's output"),
-        "after_i": ("(C,)", "stream + MLP output: the next block's input"),
-    },
-    "probabilities": {
-        "final_i": ("(C,)", "final_norm of the stream leaving the last block"),
-        "top_logits": ("(k,)", "logits of the most likely next tokens"),
-        "top_probabilities": ("(k,)", "their probabilities: softmax over all V logits"),
-    },
-}
-
 
 NORMS = ("attn_norm", "mlp_norm")  # the block's two layer norms, by their module names
 
@@ -281,6 +158,14 @@ def check_choice(what: str, value: int, count: int, context: str) -> None:
         raise StepChoiceError(f"{what} must be 0 to {count - 1} ({context}), got {value}.")
 
 
+def check_choices(config, layer: int, head: int, query: int, length: int, seed: int) -> None:
+    check_choice("layer", layer, config.n_layer, f"the model has {config.n_layer} layers")
+    check_choice("head", head, config.n_head, f"each layer has {config.n_head} heads")
+    check_choice("query position", query, length, f"the text is {length} tokens, position 0 being the start token")
+    if not 0 <= seed < 2**63:
+        raise StepChoiceError(f"seed must be 0 or more and below 2**63, got {seed}.")
+
+
 def attention_steps(
     model,
     recorded,
@@ -292,67 +177,55 @@ def attention_steps(
     rng_lock: AbstractContextManager | None = None,
 ) -> dict:
     """Every step of head `head` of layer `layer` for the token at position `query` (default: the last), as tensors
-    keyed like NUMBERS, with `meta` (sizes, the qkv_proj rows, the scale, dropout) and `trace` (shapes in the model).
+    keyed by step (TRACE_ROWS' keys) and number, with `meta` (sizes, the qkv_proj rows, the scale, dropout), `trace`
+    (shapes in the model) and `extras` (what steps say besides their vectors: plain numbers).
 
     `model` is a MiniGPTForCausalLM, `recorded` its forward_pass.ForwardPass of the text. `training` applies the
     model's attention dropout seeded by `seed` (see `attention_in_training`); the weights before dropout, and
     everything in evaluation mode, are those of the recorded pass.
     """
-    config, T = model.config, len(recorded.input_ids)
+    T = len(recorded.input_ids)
     i = T - 1 if query is None else query
-    check_choice("layer", layer, config.n_layer, f"the model has {config.n_layer} layers")
-    check_choice("head", head, config.n_head, f"each layer has {config.n_head} heads")
-    check_choice("query position", i, T, f"the text is {T} tokens, position 0 being the start token")
-    if not 0 <= seed < 2**63:
-        raise StepChoiceError(f"seed must be 0 or more and below 2**63, got {seed}.")
+    check_choices(model.config, layer, head, i, T, seed)
     attn = model.model.layers[layer].attn
-    C, D, h, seen = config.n_embd, attn.head_dim, head, slice(0, i + 1)
+    with torch.no_grad():
+        steps = head_steps(attn, recorded, layer, head, i, training, seed, rng_lock or nullcontext())
+        separate = heads_separately(attn, recorded.attn_inputs[layer])  # (T, C)
+    fused = recorded.merged_heads[layer]  # (T, C)
+    difference = float((separate - fused).abs().max())
+    trace = {s.step: s for s in trace_steps(attn, recorded, layer)}
+    return {
+        "meta": step_meta(model.config, attn, layer, head, i, T, training, seed, difference),
+        "trace": {name: [trace[row] for row in rows] for name, rows in TRACE_ROWS.items()},
+        "embeddings": embedding_parts(model, recorded, i),
+        **steps,
+        "multi_head": {"separate_i": separate[i], "fused_i": fused[i]},
+        **around_attention(model, recorded, layer, i),
+    }
+
+
+def head_steps(attn, recorded, layer: int, h: int, i: int, training: bool, seed: int, rng_lock) -> dict:
+    """Steps 1 to 7 of head h at query i, in the layer `attn` of the recorded pass: its input, attention without
+    weights, q, k and v, the scores, the mask and softmax, dropout, and the output up to the residual add."""
+    T, D, seen = len(recorded.input_ids), attn.head_dim, slice(0, i + 1)
     stream, x = recorded.residual[layer], recorded.attn_inputs[layer]  # (T, C) each: before and after attn_norm
     weights = recorded.attentions[layer, h, i]  # (T,): the model's softmax row, zero after i
-
-    with torch.no_grad():
-        plain_scores = x[seen] @ x[i]  # (i+1,)
-        plain_weights = plain_scores.softmax(-1)  # (i+1,)
-        q, k, v = queries_keys_values(attn, x)  # (H, T, D) each
-        scores = k[h, seen] @ q[h, i]  # (i+1,)
-        masked = torch.full((T,), float("-inf"), dtype=scores.dtype)  # (T,)
-        masked[seen] = scores * attn.scaling
-        if training:  # dropout changes the weights, and so everything after them
-            output, dropped = attention_in_training(attn, q, k, v, seed, rng_lock or nullcontext())
-            merged = output.flatten(1)  # (T, H, D) -> (T, C)
-            out, dropped = attn.out_proj(merged), dropped[h, i]  # (T, C), (T,)
-        else:
-            merged, out, dropped = recorded.merged_heads[layer], recorded.attn_outputs[layer], weights
-        separate = heads_separately(attn, x)  # (T, C)
-    p = config.attention_dropout if training else 0.0
+    plain_scores = x[seen] @ x[i]  # (i+1,)
+    plain_weights = plain_scores.softmax(-1)  # (i+1,)
+    q, k, v = queries_keys_values(attn, x)  # (H, T, D) each
+    scores = k[h, seen] @ q[h, i]  # (i+1,)
+    masked = torch.full((T,), float("-inf"), dtype=scores.dtype)  # (T,)
+    masked[seen] = scores * attn.scaling
+    if training:  # dropout changes the weights, and so everything after them
+        output, dropped = attention_in_training(attn, q, k, v, seed, rng_lock)
+        merged = output.flatten(1)  # (T, H, D) -> (T, C)
+        out, dropped = attn.out_proj(merged), dropped[h, i]  # (T, C), (T,)
+    else:
+        merged, out, dropped = recorded.merged_heads[layer], recorded.attn_outputs[layer], weights
     z = merged[i, h * D : (h + 1) * D]  # (D,): this head's output at the query
     keep = (dropped[seen] != 0).int() if training else None  # dropout zeroes a weight, or scales it by 1/(1-p)
-    trace = {s.step: s for s in trace_steps(attn, recorded, layer)}
     exps = (masked[seen] - masked[seen].max()).exp()  # (i+1,): the softmax's numerators
-    block, leaving = block_parts(model, recorded, layer, i), probability_parts(model, recorded, i)
-    norms = {f"{norm}_{part}": block[norm][part] for norm in NORMS for part in ("hat", "scale", "shift", "out")}
     return {
-        "meta": dict(
-            L=config.n_layer,
-            T=T,
-            C=C,
-            H=config.n_head,
-            D=D,
-            layer=layer,
-            head=h,
-            query=i,
-            training=training,
-            seed=seed,
-            dropout_p=p,
-            model_dropout_p=config.attention_dropout,  # what training mode would apply
-            keep_scale=1 / (1 - p),
-            rows=head_rows(C, D, h),
-            scale=attn.scaling,
-            bias=attn.qkv_proj.bias is not None,
-            max_abs_difference=float((separate - recorded.merged_heads[layer]).abs().max()),
-        ),
-        "trace": {name: [trace[row] for row in rows] for name, (_, _, rows) in STEPS.items()},
-        "embeddings": embedding_parts(model, recorded, i),
         "inputs": {"x_i": x[i], "x_j": x[seen], "residual_i": stream[i]},
         "no_weights": {"scores": plain_scores, "weights": plain_weights, "output": plain_weights @ x[seen]},
         "qkv": {"q_i": q[h, i], "k_j": k[h, seen], "v_j": v[h, seen]},
@@ -366,17 +239,53 @@ def attention_steps(
             "out_i": out[i],
             "next_i": stream[i] + out[i],
         },
-        "multi_head": {"separate_i": separate[i], "fused_i": recorded.merged_heads[layer, i]},
+    }
+
+
+def step_meta(config, attn, layer, head, i, T, training, seed, max_abs_difference) -> dict:
+    """The choices and sizes the steps are of, where the head's q, k and v come from, the scale, and dropout."""
+    p = config.attention_dropout if training else 0.0
+    C, D = config.n_embd, attn.head_dim
+    return dict(
+        L=config.n_layer,
+        T=T,
+        C=C,
+        H=config.n_head,
+        D=D,
+        layer=layer,
+        head=head,
+        query=i,
+        training=training,
+        seed=seed,
+        dropout_p=p,
+        model_dropout_p=config.attention_dropout,  # what training mode would apply
+        keep_scale=1 / (1 - p),
+        rows=head_rows(C, D, head),
+        scale=attn.scaling,
+        bias=attn.qkv_proj.bias is not None,
+        max_abs_difference=max_abs_difference,
+    )
+
+
+def around_attention(model, recorded, layer: int, i: int) -> dict:
+    """The steps around the attention sublayer at token i (block_steps.py): the block's layer norms, residual adds and
+    MLP, what leaves the last block, and the plain numbers those steps and the embeddings say (`extras`)."""
+    block, leaving = block_parts(model, recorded, layer, i), probability_parts(model, recorded, i)
+
+    def norm(name: str) -> dict:
+        return {f"{name}_{part}": block[name][part] for part in ("hat", "scale", "shift", "out")}
+
+    return {
         "block": {
-            **norms,
+            **norm("attn_norm"),
             "middle_i": block["middle"],
+            **norm("mlp_norm"),
             "pre_activation_i": block["pre_activation"],
             "activation_i": block["activation"],
             "mlp_out_i": block["mlp_output"],
             "after_i": block["after"],
         },
-        "probabilities": {key: leaving[key] for key in NUMBERS["probabilities"]},
-        # What each of those steps says besides its vectors: plain numbers, for steps_json to pass on.
+        "probabilities": {key: leaving[key] for key in ("final_i", "top_logits", "top_probabilities")},
         "extras": {
             "embeddings": {"token_id": recorded.input_ids[i], "ids": list(recorded.input_ids)},
             "block": {
@@ -402,7 +311,8 @@ def as_lists(tensor: torch.Tensor | None):
 
 def steps_json(steps: dict, tokens: list[str], model: str = "", notes: list[str] = (), label=None) -> dict:
     """`attention_steps`' result as plain JSON: numbers as (nested) lists of floats, exact (float32 values), masked
-    scores as "-inf"; each step with its title, explanation and shapes (in the model and of each number shown).
+    scores as "-inf"; each step with its shapes in the model (`shapes`) and each number's (`number_shapes`, key ->
+    shape). Numbers and keys, no words: a page adds each step's title and explanation and each number's name.
     `label` turns token ids into the readable labels of the text's tokens (the next tokens' names); none: the ids."""
     meta = steps["meta"]
     chosen = {k: meta[k] for k in ("layer", "head", "query", "training", "seed")}
@@ -414,17 +324,12 @@ def steps_json(steps: dict, tokens: list[str], model: str = "", notes: list[str]
         "notes": list(notes),
         "steps": {},
     }
-    for name, (title, explanation, _) in STEPS.items():
+    for name in TRACE_ROWS:
         numbers = steps[name]
         shapes = [dict(what=t.step, code=t.code, symbols=t.symbols, shape=list(t.shape)) for t in steps["trace"][name]]
-        shapes += [
-            dict(what=label, code="", symbols=symbols, shape=list(numbers[key].shape))
-            for key, (symbols, label) in NUMBERS[name].items()
-            if numbers[key] is not None
-        ]
-        step = {"title": title, "explanation": explanation, "shapes": shapes}
-        step.update({key: as_lists(numbers[key]) for key in NUMBERS[name]})
-        out["steps"][name] = step
+        number_shapes = {key: list(value.shape) for key, value in numbers.items() if value is not None}
+        out["steps"][name] = {"shapes": shapes, "number_shapes": number_shapes}
+        out["steps"][name].update({key: as_lists(value) for key, value in numbers.items()})
     s = out["steps"]
     s["qkv"].update(
         weight="qkv_proj.weight",

@@ -1,6 +1,6 @@
 """The lesson section: the block, step by step, with the model's real numbers on the text the maps show
-(minigpt/heads/steps.py computes, minigpt/demo/lesson.py says, views/steps.py and views/lesson.py draw): one lesson
-step at a time, with Back, Next and a depth, or every step at once. Endpoint: /step."""
+(minigpt/heads/steps.py computes, minigpt/demo/step_words.py and lesson.py say, views/steps.py and views/lesson.py
+draw): one lesson step at a time, with Back, Next and a depth, or every step at once. Endpoint: /step."""
 
 from functools import partial
 from types import SimpleNamespace
@@ -11,6 +11,7 @@ from minigpt.demo.attention_maps import token_labels
 from minigpt.demo.choices import flag, kept_choice, number
 from minigpt.demo.lesson import DEPTHS, LESSON_CHOICES, MASK_STEP, SECTION_STEP, lesson_number, next_step
 from minigpt.demo.state import DemoState
+from minigpt.demo.step_words import worded
 from minigpt.demo.ui.components import unchecked
 from minigpt.demo.ui.insights import Insights
 from minigpt.demo.views.insights import belongs_to
@@ -53,7 +54,7 @@ class StepByStep:
         )
         steps = attention_steps(view.lm.model, view.recorded, **choice, rng_lock=self.state.rng_lock)
         label = lambda ids: token_labels(view.lm.tokenizer, ids)  # noqa: E731
-        return steps_json(steps, view.tokens, model=model, notes=view.notes, label=label)
+        return worded(steps_json(steps, view.tokens, model=model, notes=view.notes, label=label))
 
     def lesson_parts(self, number: int, shown: dict) -> dict:
         """What lesson steps 11 and 12 show besides the step view's numbers: the head roles, by the head roles' own

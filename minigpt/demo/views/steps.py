@@ -1,14 +1,15 @@
-"""The block, step by step, as HTML: each step of `attention_steps.steps_json`'s answer (the `step` endpoint's JSON)
-drawn as the numbers it holds: cells coloured by value (red positive, blue negative, at full strength for the largest
-of their vector), rounded to 3 decimals and exact on hover; the weights also as bars. The looks in steps.css. Nothing
-here computes a model's numbers or knows of Gradio. `section_html` draws one step (what a lesson step shows),
-`steps_html` all of them."""
+"""The block, step by step, as HTML: each step of the `step` endpoint's JSON (`steps_json`'s answer, worded by
+step_words) drawn as the numbers it holds: cells coloured by value (red positive, blue negative, at full strength for
+the largest of their vector), rounded to 3 decimals and exact on hover; the weights also as bars. The looks in
+steps.css. Nothing here computes a model's numbers or knows of Gradio. `section_html` draws one step (what a lesson step
+shows), `steps_html` all of them."""
 
 import html
 
+from minigpt.demo.step_words import NUMBERS, STEPS
 from minigpt.demo.views.assets import asset
 from minigpt.demo.views.insights import diverging_css
-from minigpt.heads.steps import NEG_INF, NUMBERS, STEPS
+from minigpt.heads.steps import NEG_INF
 
 STEPS_CSS = asset("steps.css")
 
