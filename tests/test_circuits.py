@@ -178,9 +178,11 @@ def test_the_clean_stream_into_the_induction_heads_key_alone_restores_its_attent
 def test_path_patching_refuses_senders_that_cannot_reach_the_receiver(specimen):
     model, encode = specimen
     clean, corrupted = encode(ZORBAK), encode(ZORBAK_CORRUPTED)
-    for sender in [("head", 1, 0), ("mlp", 1), ("resid", 2), ("neuron", 0)]:
-        with pytest.raises(ValueError, match="cannot reach head 1.1"):
+    for sender in [("head", 1, 0), ("mlp", 1), ("resid", 2), "1.2"]:
+        with pytest.raises(ValueError, match="writes nothing that 1.1 reads"):
             circuits.patch_path(model, clean, corrupted, sender, (1, 1), "k")
+    with pytest.raises(ValueError, match="Cannot read the node 'neuron 0'"):
+        circuits.patch_path(model, clean, corrupted, ("neuron", 0), (1, 1), "k")
     with pytest.raises(ValueError, match="'q', 'k' or 'v'"):
         circuits.patch_path(model, clean, corrupted, ("embed",), (1, 1), "o")
 
@@ -349,9 +351,9 @@ def test_the_ov_circuit_is_embedding_ov_unembedding_with_norms_centring_and_weig
     embedding = model.model.token_embedding.weight.detach()
     unembedding = model.model.final_norm.weight.detach()[:, None] * model.lm_head.weight.detach().T
     expected = embedding @ centring @ OV @ centring @ unembedding
-    found = circuits.ov_circuit(model, 1, 3)
+    found = circuits.ov_circuit(model, 1, 3, source="bare")
     torch.testing.assert_close(found, expected, rtol=1e-4, atol=1e-6)
-    values, indices = circuits.ov_circuit(model, 1, 3, top=5, rows_per_block=7)  # 50 rows: 8 blocks
+    values, indices = circuits.ov_circuit(model, 1, 3, top=5, source="bare", rows_per_block=7)  # 50 rows: 8 blocks
     best = expected.topk(5, dim=-1)
     torch.testing.assert_close(values, best.values, rtol=1e-4, atol=1e-6)
     assert torch.equal(indices, best.indices)

@@ -183,13 +183,13 @@ MISTAKES = {
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
         (dict(heads="9.9"), "There is no head 9.9"),
         (dict(heads="one"), "Cannot read the head 'one'"),
-        (dict(heads="0.1", mode="half"), "The ablation mode must be 'zero' or 'mean', got 'half'"),
+        (dict(heads="0.1", mode="half"), "The ablation mode must be 'zero', 'mean' or 'resample', got 'half'"),
         (dict(text=""), "The text is empty"),
         (dict(heads="0.1", new_tokens=5, top_p=0), "top-p must be above 0"),
     ],
     "/importance": [
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
-        (dict(mode="half"), "The ablation mode must be 'zero' or 'mean', got 'half'"),
+        (dict(mode="half"), "The ablation mode must be 'zero', 'mean' or 'resample', got 'half'"),
         (dict(text=""), "The text is empty"),
     ],
     "/head_roles": [

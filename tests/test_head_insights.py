@@ -163,8 +163,10 @@ def test_role_scores_on_hand_built_patterns():
         assert score(uniform, pattern) == pytest.approx(mean_over_rows)
     # Induction on a sequence repeated twice: query i of the second copy looks at the token after i's first occurrence.
     ids = [0, 4, 7, 2, 4, 7, 2]  # start, then 4 7 2 twice
-    pattern = hi.induction_pattern(ids)
+    pattern = hi.induction_pattern(ids, run=1)  # every repeated token counts
     assert sorted(map(tuple, pattern.nonzero().tolist())) == [(4, 2), (5, 3), (6, 4)]
+    # The one definition (run 3): only a query ending a repeated run of three tokens, 4 7 2, counts
+    assert sorted(map(tuple, hi.induction_pattern(ids).nonzero().tolist())) == [(6, 4)]
     induction = torch.eye(7)
     for query, key in ((4, 2), (5, 3), (6, 4)):
         induction[query] = F.one_hot(torch.tensor(key), 7).float()
@@ -254,7 +256,7 @@ def test_heads_are_read_as_people_type_them(spec, message):
     assert parse_heads("", 3, 2) == []
     with pytest.raises(ValueError, match=message):
         parse_heads(spec, 3, 2)
-    with pytest.raises(ValueError, match="'zero' or 'mean'"):
+    with pytest.raises(ValueError, match="'zero', 'mean' or 'resample'"):
         hi.check_mode("half")
 
 
@@ -265,8 +267,9 @@ def test_chance_level_is_the_score_of_attention_spread_evenly_and_the_probe_is_w
     even = sum(1 / (i + 1) for i in range(1, T)) / (T - 1)  # rows 1..T-1, one marked key among i + 1
     for pattern in (hi.previous_token_pattern(T), hi.first_token_pattern(T), hi.self_pattern(T)):
         assert hi.chance_level(pattern) == pytest.approx(even)
-    ids = [0, 4, 7, 2, 4, 7, 2]  # induction marks one key in rows 4, 5, 6
-    assert hi.chance_level(hi.induction_pattern(ids)) == pytest.approx((1 / 5 + 1 / 6 + 1 / 7) / 3)
+    ids = [0, 4, 7, 2, 4, 7, 2]  # induction of single tokens marks one key in rows 4, 5, 6; of runs of 3, in row 6
+    assert hi.chance_level(hi.induction_pattern(ids, run=1)) == pytest.approx((1 / 5 + 1 / 6 + 1 / 7) / 3)
+    assert hi.chance_level(hi.induction_pattern(ids)) == pytest.approx(1 / 7)
     assert hi.above_chance(0.61, 0.2) and not hi.above_chance(0.59, 0.2)  # halfway from 0.2 to 1 is 0.6
     easier = probe_sentence(dict(count=4, length=7, first_half_loss=4.0, repeated_half_loss=1.0))
     harder = probe_sentence(dict(count=4, length=7, first_half_loss=6.17, repeated_half_loss=6.44))

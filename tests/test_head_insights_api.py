@@ -193,7 +193,7 @@ def test_text_past_the_context_keeps_its_end_and_says_so(client):
     [
         ("/ablate", dict(heads="4.0"), "There is no head 4.0: this model has layers 0-3 and heads 0-3"),
         ("/ablate", dict(heads="1,2"), "Cannot read the head '1': write each head as layer.head"),
-        ("/ablate", dict(mode="half"), "The ablation mode must be 'zero' or 'mean', got 'half'"),
+        ("/ablate", dict(mode="half"), "The ablation mode must be 'zero', 'mean' or 'resample', got 'half'"),
         ("/ablate", dict(text=""), "The text is empty"),
         ("/importance", dict(text=""), "The text is empty"),
         ("/head_roles", dict(text=""), "The text is empty"),

@@ -11,7 +11,8 @@ transformers only: no Gradio, nothing of the demo (which is built on this, as tr
     heads.logit_lens(model, recorded, position)         # what each layer's residual stream would predict
     heads.measure(model, windows)                       # every head's metrics over a corpus (the Head Finder)
     heads.logit_attribution(model, ids)                 # each head's, MLP's, embedding's direct share of the logit
-    heads.patch_heads(model, clean_ids, corrupted_ids)  # activation patching; patch_residual, patch_path too
+    heads.patch_heads(model, clean_ids, corrupted_ids)  # activation patching; patch_residual too
+    heads.patch_paths(model, clean_ids, corrupted_ids, (1, 1))  # every sender into 1.1's q, k, v; patch_two_step
     heads.composition_scores(model, "k")                # (L, H, L, H) Q/K/V composition between heads
 
 Modules: `recorded_pass` (the pass), `hooks` (hooks on the model's modules for the calling thread alone), `insights`
@@ -26,6 +27,7 @@ from minigpt.heads.attribution import Attribution, logit_attribution
 from minigpt.heads.block_steps import block_parts, embedding_parts, parameter_counts, probability_parts
 from minigpt.heads.insights import (
     ablated_pass,
+    ablation_values,
     compare_attention,
     head_importance,
     head_mask,
@@ -40,25 +42,43 @@ from minigpt.heads.insights import (
     top_heads,
 )
 from minigpt.heads.metrics import METRICS, ROLES, measure
-from minigpt.heads.patching import Patching, PathPatching, patch_heads, patch_path, patch_residual
+from minigpt.heads.patching import Patching, patch_heads, patch_heads_by_position, patch_residual
+from minigpt.heads.paths import PathGrid, PathPatching, patch_path, patch_paths, patch_two_step
+from minigpt.heads.prompts import OverPrompts, over_prompts, repeated_tokens, variants
 from minigpt.heads.recorded_pass import ForwardPass, run_forward_pass, unembed
 from minigpt.heads.role_log import load_snapshot, log_roles, read_roles, snapshots_of
 from minigpt.heads.shapes import TraceStep, trace_steps
 from minigpt.heads.steps import attention_steps, steps_json
-from minigpt.heads.weights import (
-    composition_baseline,
-    composition_scores,
+from minigpt.heads.token_circuits import (
+    copying_baseline,
     copying_score,
+    diagonal_share,
+    effective_embedding,
+    elhage_copying_score,
     ov_circuit,
     positional_qk_circuit,
+    qk_circuit,
 )
+from minigpt.heads.weights import composition_baseline, composition_scores
 
 __all__ = [
+    "ablation_values",
+    "variants",
+    "repeated_tokens",
+    "over_prompts",
+    "OverPrompts",
+    "patch_heads_by_position",
+    "qk_circuit",
+    "elhage_copying_score",
+    "effective_embedding",
+    "diagonal_share",
+    "copying_baseline",
     "METRICS",
     "ROLES",
     "Attribution",
     "ForwardPass",
     "Patching",
+    "PathGrid",
     "PathPatching",
     "TraceStep",
     "ablated_pass",
@@ -86,7 +106,9 @@ __all__ = [
     "parameter_counts",
     "patch_heads",
     "patch_path",
+    "patch_paths",
     "patch_residual",
+    "patch_two_step",
     "positional_qk_circuit",
     "probability_parts",
     "read_roles",

@@ -27,9 +27,10 @@ from torch.nn import functional as F
 
 from minigpt.heads.errors import InstrumentError, checked_head, checked_position, shortened
 from minigpt.heads.hooks import hooks
+from minigpt.heads.prompts import repeated_tokens
 from minigpt.heads.recorded_pass import ForwardPass, run_forward_pass, unembed
 
-ABLATION_MODES = ("zero", "mean")
+ABLATION_MODES = ("zero", "mean", "resample")
 
 
 # ---- heads as a mask ------------------------------------------------------------------------------------------------
@@ -46,7 +47,7 @@ def head_mask(heads: list[tuple[int, int]], n_layer: int, n_head: int) -> torch.
 
 def check_mode(mode: str) -> str:
     if mode not in ABLATION_MODES:
-        raise InstrumentError(f"The ablation mode must be 'zero' or 'mean', got {shortened(mode)}.")
+        raise InstrumentError(f"The ablation mode must be 'zero', 'mean' or 'resample', got {shortened(mode)}.")
     return mode
 
 
@@ -63,20 +64,25 @@ def heads_ablated(model, ablate: torch.Tensor, means: torch.Tensor | None = None
     """Within the block, the calling thread's forward passes of `model` run with the heads in `ablate` switched off.
 
     `ablate` is (L, H) bool, or (B, L, H) for a different set of heads per batch row. A head switched off outputs
-    zeros (`means` None) or `means[layer]`'s slice for it ((L, C), e.g. `head_means`): its D numbers of out_proj's
-    input are replaced, so the block's output and everything after it see the head gone. Nothing to ablate, no hook:
-    the model runs exactly as it does without this."""
+    zeros (`means` None) or its slice of `means`, what ablation puts in (see `ablation_values`): (L, C) the same at
+    every position (mean ablation, e.g. `head_means`), (L, T, C) per position, or (B, L, T, C) per batch row
+    (resample ablation: another text's activations). Its D numbers of out_proj's input are replaced, so the block's
+    output and everything after it see the head gone. Nothing to ablate, no hook: the model runs exactly as it does
+    without this."""
     config = model.config
     n_head, head_dim = config.n_head, config.head_dim
     per_row = ablate if ablate.dim() == 3 else ablate[None]  # (B or 1, L, H)
 
     def switch_off(layer: int):
         off = per_row[:, layer][:, None, :, None]  # (B or 1, 1, H, 1): broadcast over positions and head dims
-        replacement = 0.0 if means is None else means[layer].view(n_head, head_dim)  # scalar or (H, D)
+        if means is None:
+            replacement = torch.tensor(0.0)
+        else:  # (C,), (T, C) or (B, T, C) -> (..., H, D)
+            replacement = (means[:, layer] if means.dim() == 4 else means[layer]).unflatten(-1, (n_head, head_dim))
 
         def hook(module, args):
             merged = args[0].unflatten(-1, (n_head, head_dim))  # (B, T, C) -> (B, T, H, D)
-            kept = torch.where(off.to(merged.device), torch.as_tensor(replacement, dtype=merged.dtype), merged)
+            kept = torch.where(off.to(merged.device), replacement.to(merged.device, merged.dtype), merged)
             return (kept.flatten(-2), *args[1:])  # (B, T, C)
 
         return hook
@@ -87,6 +93,35 @@ def heads_ablated(model, ablate: torch.Tensor, means: torch.Tensor | None = None
     ]
     with hooks(*registrations):
         yield
+
+
+def merged_heads_of(model, prompts: torch.Tensor) -> torch.Tensor:
+    """(N, L, T, C) every layer's merged heads (out_proj's input) on N prompts of T tokens, one batched pass."""
+    seen = []
+    with hooks(
+        *[(block.attn.out_proj, "pre", lambda m, args: seen.append(args[0].detach())) for block in model.model.layers]
+    ):
+        with torch.no_grad():
+            model(input_ids=prompts.to(model.device), use_cache=False, logits_to_keep=1)
+    return torch.stack(seen, dim=1)
+
+
+def ablation_values(model, prompts: torch.Tensor, mode: str, seed: int = 0) -> torch.Tensor | None:
+    """What `heads_ablated` puts in for `mode` on a prompt set (N, T): "zero" None; "mean" (L, C), every head's output
+    averaged over the prompts and their positions; "resample" (N, L, T, C), each prompt's heads given another
+    prompt's outputs (a seeded shuffle that moves every prompt: a run of prompt i reads prompt j's heads, j != i)."""
+    if check_mode(mode) == "zero":
+        return None
+    merged = merged_heads_of(model, prompts)  # (N, L, T, C)
+    if mode == "mean":
+        return merged.mean(dim=(0, 2))
+    if len(prompts) < 2:
+        raise InstrumentError("Resample ablation takes another prompt's activations: give at least two prompts.")
+    shift = 1 + int(torch.randint(len(prompts) - 1, (1,), generator=torch.Generator().manual_seed(seed)))
+    order = torch.randperm(len(prompts), generator=torch.Generator().manual_seed(seed))
+    source = torch.empty_like(order)
+    source[order] = order.roll(shift)  # a derangement: prompt order[k] reads order[k - shift]
+    return merged[source]
 
 
 # ---- next-token probabilities --------------------------------------------------------------------------------------
@@ -224,12 +259,27 @@ def self_pattern(length: int) -> torch.Tensor:
     return pattern
 
 
-def induction_pattern(ids: list[int]) -> torch.Tensor:
-    """(T, T) bool: query i marks key j + 1 for every earlier j < i holding the same token as i (TransformerLens's
-    duplicate-token pattern shifted one key to the right): what comes after the token the last time it was seen."""
+INDUCTION_RUN = 3  # tokens that must repeat, the query's and the ones before it, for a query to count as induction
+
+
+def induction_pattern(ids: list[int], run: int = INDUCTION_RUN) -> torch.Tensor:
+    """(T, T) bool, the one definition of induction on a text: query i marks key j + 1 for every earlier j < i whose
+    last `run` tokens (j - run + 1 .. j) are the query's last `run` tokens: what came after this run of tokens the
+    last time it was seen, which an induction head copies. With run 1 every repeated token counts (TransformerLens's
+    duplicate-token pattern shifted one key to the right); then single letters repeated by chance ("the cat sat. the
+    ca": the "a" of "sat") outnumber the repeated phrase, and a head that attends to what followed any earlier copy
+    of its own token (a layer-0 head can) scores as high as the head that copies the phrase. With 3, only a repeated
+    phrase counts. Queries without such a run mark nothing."""
     tokens = torch.tensor(ids)
-    duplicates = (tokens[:, None] == tokens[None, :]).tril(-1)  # (T, T): earlier j with the same token
-    return F.pad(duplicates, (1, 0))[:, :-1]  # key j -> j + 1
+    length = len(ids)
+    equal = tokens[:, None] == tokens[None, :]  # (T, T): token i == token j
+    matches = equal.clone()
+    for back in range(1, run):  # and the `back`-th tokens before them too
+        earlier = torch.zeros_like(equal)
+        earlier[back:, back:] = equal[:-back, :-back]
+        matches &= earlier
+    matches = matches.tril(-1)  # (T, T): earlier j ending the same run as i
+    return F.pad(matches, (1, 0))[:, :length]  # key j -> j + 1 (j + 1 <= i: the query itself at most)
 
 
 def role_score(attentions: torch.Tensor, pattern: torch.Tensor) -> torch.Tensor:
@@ -260,19 +310,9 @@ def above_chance(score: float, chance: float) -> bool:
 
 
 def induction_probe(token_ids: list[int], start_id: int, block_size: int, probes: int, seed: int = 0) -> torch.Tensor:
-    """(P, 1 + 2n) probes: the start token, then n random tokens, then the same n again, n = (block_size - 1) // 2.
-    Within a copy no token repeats while the vocabulary allows it, so each token's earlier occurrence is unique."""
-    generator = torch.Generator().manual_seed(seed)
-    n = (block_size - 1) // 2
-    choices = torch.tensor(token_ids)
-    rows = []
-    for _ in range(probes):
-        if len(token_ids) >= n:
-            half = choices[torch.randperm(len(token_ids), generator=generator)[:n]]
-        else:
-            half = choices[torch.randint(len(token_ids), (n,), generator=generator)]
-        rows.append(torch.cat([torch.tensor([start_id]), half, half]))
-    return torch.stack(rows)  # (P, 1 + 2n)
+    """(P, 1 + 2n) probes: the start token, then n random tokens, then the same n again, n = (block_size - 1) // 2
+    (`prompts.repeated_tokens` sized to the context)."""
+    return repeated_tokens(token_ids, start_id, probes, (block_size - 1) // 2, seed)
 
 
 def induction_scores(model, probes: torch.Tensor) -> dict:

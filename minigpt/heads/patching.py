@@ -1,8 +1,13 @@
-"""Activation patching and path patching: which activations carry the answer. Clean activations are put back into a
-corrupted run (the same number of tokens, another answer), and the logit difference LD = logit(clean answer) -
-logit(corrupted answer) at the last position says how much of the clean answer they restore: heads (each head's output
-at every position), the residual stream (entering each layer, one position at a time), or one path (a sender's output
-into one head's query, key or value alone).
+"""Activation patching: which activations carry the answer. Clean activations are put back into a corrupted run (the
+same number of tokens, another answer), and the logit difference LD = logit(clean answer) - logit(corrupted answer) at
+the last position says how much of the clean answer they restore, one unit at a time:
+
+- "output": each head's output at every position (layer x head); "position": each head's output at one position
+  (layer x head x position); "q", "k", "v": each head's query, key or value at every position; "pattern": each head's
+  attention weights (its output recomputed from the clean weights and the corrupted values);
+- "residual": the residual stream entering each layer, at one position (layer x position).
+
+Path patching (one sender into one head's input) is in `paths`.
 
 Every patch is a hook on the model's own modules during a real, batched forward pass (`hooks`): nothing here
 re-implements the forward pass.
@@ -16,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from minigpt.heads.errors import InstrumentError, checked_head, checked_position
+from minigpt.heads.errors import InstrumentError
 from minigpt.heads.hooks import hooks
 from minigpt.heads.runs import as_batch, last_logits
 
@@ -28,7 +33,7 @@ class Patching:
     """Effects of patching clean activations into the corrupted run: 0 changes nothing, 1 restores the clean logit
     difference. LD = logit(clean_token) - logit(corrupted_token) at the last position."""
 
-    effects: torch.Tensor  # (L, H) for heads, (L, T) for the residual stream
+    effects: torch.Tensor  # (L, H) for heads, (L, H, T) for heads at a position, (L, T) for the residual stream
     clean_difference: float
     corrupted_difference: float
     clean_token: int  # the clean text's top-1 next token
@@ -64,20 +69,26 @@ def answers_of(logits: torch.Tensor) -> tuple[int, int]:
     return clean, corrupted
 
 
-def clean_run(model, pair: torch.Tensor) -> tuple[dict, torch.Tensor, tuple[int, int]]:
-    """One pass over (clean, corrupted): the clean row's merged heads and block inputs (L, T, C) each, the LDs (2,)
-    and the two answers."""
-    layers, seen = model.model.layers, {"merged": [], "resid": []}
+SITES = ("output", "position", "q", "k", "v", "pattern", "residual")
 
-    def keep(name):
-        return lambda module, args: seen[name].append(args[0][0].detach())  # the clean row: (T, C)
+
+def clean_run(model, pair: torch.Tensor) -> tuple[dict, torch.Tensor, tuple[int, int]]:
+    """One pass over (clean, corrupted): the clean row's merged heads, block inputs and qkv projections ((L, T, C)
+    or (L, T, 3C) each) and attention weights (L, H, T, T), the LDs (2,) and the two answers."""
+    layers, seen = model.model.layers, {"merged": [], "resid": [], "qkv": []}
+
+    def keep(name, from_output=False):
+        return lambda module, args, output=None: seen[name].append((output if from_output else args[0])[0].detach())
 
     registrations = [(block.attn.out_proj, "pre", keep("merged")) for block in layers]
     registrations += [(block, "pre", keep("resid")) for block in layers]
+    registrations += [(block.attn.qkv_proj, "post", keep("qkv", from_output=True)) for block in layers]
     with hooks(*registrations):
-        logits, _ = last_logits(model, pair)
+        logits, out = last_logits(model, pair, output_attentions=True)
     answers = answers_of(logits)
-    return {name: torch.stack(values) for name, values in seen.items()}, difference(logits, answers), answers
+    clean = {name: torch.stack(values) for name, values in seen.items()}
+    clean["pattern"] = torch.stack([weights[0] for weights in out.attentions])  # (L, H, T, T)
+    return clean, difference(logits, answers), answers
 
 
 def patched_differences(model, corrupted, masks, hooks_for, answers, progress, batch_size) -> torch.Tensor:
@@ -94,47 +105,101 @@ def patched_differences(model, corrupted, masks, hooks_for, answers, progress, b
     return torch.cat(found)
 
 
+def unit_shape(config, site: str, length: int) -> tuple[int, ...]:
+    """The units patched one at a time: (L, H) heads, (L, H, T) heads at a position, (L, T) stream positions."""
+    L, H = config.n_layer, config.n_head
+    return {"position": (L, H, length), "residual": (L, length)}.get(site, (L, H))
+
+
+def head_hooks(model, clean: dict, site: str, chunk: torch.Tensor) -> list:
+    """The hooks that put the clean run's part of each patched head back, for `chunk` ((b, L, H) or (b, L, H, T)
+    masks): out_proj's input slice ("output", "position"), qkv_proj's output slice ("q", "k", "v"), or out_proj's
+    input slice recomputed as clean weights @ corrupted values ("pattern")."""
+    layers, H, C = model.model.layers, model.config.n_head, model.config.n_embd
+    per_position = chunk if site == "position" else chunk[..., None]  # (b, L, H, T or 1)
+    values = {}
+
+    def merged_hook(layer):
+        def hook(module, args):
+            merged = args[0].unflatten(-1, (H, -1))  # (b, T, H, D)
+            if site == "pattern":  # each head's output from the clean weights and this run's values
+                v = values.pop(layer)[..., 2 * C :].unflatten(-1, (H, -1)).transpose(1, 2)  # (b, H, T, D)
+                replacement = (clean["pattern"][layer] @ v).transpose(1, 2)  # (b, T, H, D)
+            else:
+                replacement = clean["merged"][layer].unflatten(-1, (H, -1))  # (T, H, D)
+            patched = per_position[:, layer].transpose(1, 2)[..., None]  # (b, T or 1, H, 1)
+            return (torch.where(patched, replacement, merged).flatten(-2), *args[1:])
+
+        return hook
+
+    def qkv_hook(layer):
+        def hook(module, args, output):
+            if site == "pattern":
+                values[layer] = output
+                return None
+            first = "qkv".index(site) * C
+            part = output[..., first : first + C].unflatten(-1, (H, -1))  # (b, T, H, D)
+            clean_part = clean["qkv"][layer][..., first : first + C].unflatten(-1, (H, -1))
+            patched = torch.where(chunk[:, layer, None, :, None], clean_part, part).flatten(-2)
+            return torch.cat([output[..., :first], patched, output[..., first + C :]], dim=-1)
+
+        return hook
+
+    touched = [layer for layer in range(len(layers)) if chunk[:, layer].any()]
+    found = []
+    if site in ("output", "position", "pattern"):
+        found += [(layers[layer].attn.out_proj, "pre", merged_hook(layer)) for layer in touched]
+    if site in ("q", "k", "v", "pattern"):
+        found += [(layers[layer].attn.qkv_proj, "post", qkv_hook(layer)) for layer in touched]
+    return found
+
+
+def residual_hooks(model, clean: dict, chunk: torch.Tensor) -> list:
+    """The hooks that put the clean stream back entering each patched layer, at the patched positions."""
+    layers = model.model.layers
+
+    def replace_positions(layer):  # the block's input, (b, T, C)
+        return lambda module, args: (torch.where(chunk[:, layer, :, None], clean["resid"][layer], args[0]), *args[1:])
+
+    return [(layers[layer], "pre", replace_positions(layer)) for layer in range(len(layers)) if chunk[:, layer].any()]
+
+
 def patching(model, clean_ids, corrupted_ids, site: str, progress, batch_size) -> Patching:
-    """Each (layer, unit) patched alone: units are heads (site "heads") or positions (site "residual")."""
+    """Each unit of `site` (SITES) patched alone, in batched runs of the corrupted text."""
+    if site not in SITES:
+        raise InstrumentError(f"The patched part must be one of {', '.join(SITES)}, not {site!r}.")
     pair = texts_pair(clean_ids, corrupted_ids)
     clean, lds, answers = clean_run(model, pair)
-    L, H, T = model.config.n_layer, model.config.n_head, pair.shape[1]
-    units = H if site == "heads" else T
-    masks = torch.eye(L * units, dtype=torch.bool).view(-1, L, units).to(model.device)  # row i patches unit i
+    shape = unit_shape(model.config, site, pair.shape[1])
+    count = int(torch.tensor(shape).prod())
+    masks = torch.eye(count, dtype=torch.bool).view(-1, *shape).to(model.device)  # row i patches unit i
 
     def hooks_for(chunk):
-        def replace_heads(layer):  # out_proj's input, (b, T, H * D): the patched heads' slices from the clean run
-            def hook(module, args):
-                merged = args[0].unflatten(-1, (H, -1))  # (b, T, H, D)
-                clean_heads = clean["merged"][layer].unflatten(-1, (H, -1))  # (T, H, D)
-                return (torch.where(chunk[:, layer, None, :, None], clean_heads, merged).flatten(-2), *args[1:])
-
-            return hook
-
-        def replace_positions(layer):  # the block's input, (b, T, C): the patched positions from the clean run
-            def hook(module, args):
-                patched = torch.where(chunk[:, layer, :, None], clean["resid"][layer], args[0])
-                return (patched, *args[1:])
-
-            return hook
-
-        layers = model.model.layers
-        if site == "heads":
-            return [(layers[i].attn.out_proj, "pre", replace_heads(i)) for i in range(L) if chunk[:, i].any()]
-        return [(layers[i], "pre", replace_positions(i)) for i in range(L) if chunk[:, i].any()]
+        return residual_hooks(model, clean, chunk) if site == "residual" else head_hooks(model, clean, site, chunk)
 
     patched = patched_differences(model, pair[1:], masks, hooks_for, answers, progress, batch_size)
     effects = (patched - lds[1]) / (lds[0] - lds[1])  # the clean LD is > the corrupted one: answers differ
-    return Patching(effects.view(L, units), float(lds[0]), float(lds[1]), *answers)
+    return Patching(effects.view(shape), float(lds[0]), float(lds[1]), *answers)
 
 
 def patch_heads(
+    model, clean_ids, corrupted_ids, progress: Callable[[float], None] | None = None, batch_size: int = 32,
+    part: str = "output",
+) -> Patching:  # fmt: skip
+    """(L, H) effect of patching one part of each head from the clean run into the corrupted run, at every position:
+    `part` "output" (out_proj's input slice of that head, as `heads_ablated` replaces it with zeros), "q", "k", "v"
+    (its slice of qkv_proj's output), or "pattern" (its attention weights). Raises InstrumentError (a ValueError)
+    for texts of different token counts or with the same top-1 answer."""
+    if part not in ("output", "q", "k", "v", "pattern"):
+        raise InstrumentError(f"A head's patched part is 'output', 'q', 'k', 'v' or 'pattern', not {part!r}.")
+    return patching(model, clean_ids, corrupted_ids, part, progress, batch_size)
+
+
+def patch_heads_by_position(
     model, clean_ids, corrupted_ids, progress: Callable[[float], None] | None = None, batch_size: int = 32
 ) -> Patching:
-    """(L, H) effect of patching each head's output (at every position) from the clean run into the corrupted run:
-    out_proj's input slice of that head replaced, as `heads_ablated` replaces it with zeros. Raises InstrumentError (a
-    ValueError) for texts of different token counts or with the same top-1 answer."""
-    return patching(model, clean_ids, corrupted_ids, "heads", progress, batch_size)
+    """(L, H, T) effect of patching each head's output at one position from the clean run into the corrupted run."""
+    return patching(model, clean_ids, corrupted_ids, "position", progress, batch_size)
 
 
 def patch_residual(
@@ -145,113 +210,4 @@ def patch_residual(
     return patching(model, clean_ids, corrupted_ids, "residual", progress, batch_size)
 
 
-# ---- path patching --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class PathPatching:
-    """The clean sender's output fed into one input (q, k or v) of the receiver head alone, in the corrupted run."""
-
-    effect: float  # (LD_patched - LD_corrupted) / (LD_clean - LD_corrupted)
-    attention_clean: float  # the receiver's weight from the last query to key_position, in each run
-    attention_corrupted: float
-    attention_patched: float
-    key_position: int
-    clean_difference: float
-    corrupted_difference: float
-    patched_difference: float
-
-
-def check_path(config, sender: tuple, receiver: tuple, receiver_input: str) -> None:
-    layer, head = checked_head(config, *receiver)
-    if receiver_input not in ("q", "k", "v"):
-        raise InstrumentError(f"The receiver's input must be 'q', 'k' or 'v', not {receiver_input!r}.")
-    kind, *where = sender
-    valid = {
-        "head": len(where) == 2 and 0 <= where[0] < layer and 0 <= where[1] < config.n_head,
-        "mlp": len(where) == 1 and 0 <= where[0] < layer,
-        "embed": not where,
-        "resid": len(where) == 1 and 0 <= where[0] <= layer,
-    }
-    if not valid.get(kind, False):
-        raise InstrumentError(
-            f"The sender {sender} cannot reach head {layer}.{head}: give ('head', L, H) or ('mlp', L) of an earlier "
-            f"layer, ('embed',), or ('resid', L) with L <= {layer} (the residual stream entering layer L)."
-        )
-
-
-def patch_path(
-    model, clean_ids, corrupted_ids, sender: tuple, receiver: tuple, receiver_input: str, key_position=None
-) -> PathPatching:
-    """Path patching: in the corrupted run, head receiver = (L2, H2) computes its `receiver_input` ("q", "k" or "v")
-    from corrupted_resid + (clean_sender - corrupted_sender) (the residual stream entering L2, normed by L2's own
-    attn_norm); every other head, and its other two inputs, read the corrupted stream. Senders: ("head", L, H) (its
-    output through W_O[h]), ("mlp", L), ("embed",) (token + position embeddings), ("resid", L) (the whole stream
-    entering layer L, so that ("resid", L2) feeds the clean stream itself).
-
-    One batched pass of three rows: clean, corrupted, and the corrupted one patched. The sender's output in the first
-    two rows is read by hooks on its module; a forward hook on L2's qkv_proj runs attn_norm and qkv_proj themselves on
-    the patched stream and splices head H2's q, k or v slice into the third row. The attention weights come from
-    output_attentions; key_position defaults to the key the clean run's receiver weighs most from the last query."""
-    check_path(model.config, sender, receiver, receiver_input)
-    pair = texts_pair(clean_ids, corrupted_ids)
-    if key_position is not None:
-        key_position = checked_position(key_position, pair.shape[1], "key_position")
-    rows = torch.cat([pair, pair[1:]])  # clean, corrupted, corrupted with the patched path
-    layers, (L2, H2) = model.model.layers, receiver
-    C, H = model.config.n_embd, model.config.n_head
-    D = C // H
-    sent, entering, busy = {}, {}, []
-
-    def keep_sender(module, args, output=None):
-        kind, *where = sender
-        if kind == "head":  # that head's share of out_proj: its slice of the merged heads through W_O[h]
-            merged = args[0][:2].unflatten(-1, (H, D))[:, :, where[1]]  # (2, T, D)
-            sent["out"] = merged @ module.weight[:, where[1] * D : (where[1] + 1) * D].T  # (2, T, C)
-        else:
-            sent["out"] = (output if kind == "mlp" else args[0])[:2]
-
-    def keep_stream(module, args):
-        entering["x"] = args[0][2]  # (T, C): the patched row's stream entering L2, the corrupted one
-
-    def splice(module, args, output):
-        if busy:  # the call below, on the patched stream
-            return None
-        stream = entering["x"] + sent["out"][0] - sent["out"][1]
-        busy.append(True)
-        try:
-            patched = module(layers[L2].attn_norm(stream))  # (T, 3C): the layer's own norm and projection
-        finally:
-            busy.pop()
-        columns = slice("qkv".index(receiver_input) * C + H2 * D, "qkv".index(receiver_input) * C + (H2 + 1) * D)
-        output = output.clone()
-        output[2, :, columns] = patched[:, columns]
-        return output
-
-    kind, *where = sender
-    site = {
-        "head": (lambda: layers[where[0]].attn.out_proj, "pre"),
-        "mlp": (lambda: layers[where[0]].mlp, "post"),
-        "embed": (lambda: layers[0], "pre"),
-        "resid": (lambda: layers[where[0]], "pre"),
-    }[kind]
-    registrations = [(site[0](), site[1], keep_sender), (layers[L2], "pre", keep_stream)]
-    with hooks(*registrations, (layers[L2].attn.qkv_proj, "post", splice)):
-        logits, out = last_logits(model, rows, output_attentions=True)
-    answers = answers_of(logits[:2])
-    lds = difference(logits, answers)  # (3,)
-    weights = out.attentions[L2][:, H2, -1].float().cpu()  # (3, T): from the last query
-    key = int(weights[0].argmax()) if key_position is None else key_position
-    return PathPatching(
-        effect=float((lds[2] - lds[1]) / (lds[0] - lds[1])),
-        attention_clean=float(weights[0, key]),
-        attention_corrupted=float(weights[1, key]),
-        attention_patched=float(weights[2, key]),
-        key_position=key,
-        clean_difference=float(lds[0]),
-        corrupted_difference=float(lds[1]),
-        patched_difference=float(lds[2]),
-    )
-
-
-__all__ = ["Patching", "PathPatching", "patch_heads", "patch_path", "patch_residual"]
+__all__ = ["SITES", "Patching", "patch_heads", "patch_heads_by_position", "patch_residual"]

@@ -1,6 +1,6 @@
-"""Circuits read from the weights alone, no forward pass: each head's W_Q, W_K, W_V and W_O, the composition scores
-between heads (Elhage et al. 2021) and their random baseline, a head's OV circuit over tokens and its QK circuit over
-positions, and the copying score of a circuit.
+"""Circuits read from the weights alone, no forward pass: each head's W_Q, W_K, W_V and W_O, and the composition
+scores between heads (Elhage et al. 2021) and their random baseline. A head's circuits over tokens and positions are
+in `token_circuits`.
 
 The weights of `qkv_proj` / `out_proj` are read per head, in the convention x @ W (TransformerLens's W_Q, W_K, W_V
 (C, D) and W_O (D, C) per head).
@@ -10,7 +10,7 @@ Shapes: L layers, H heads, C width, D = C // H, V vocabulary, P positions (block
 
 import torch
 
-from minigpt.heads.errors import InstrumentError, checked_head, checked_layer
+from minigpt.heads.errors import InstrumentError, checked_layer
 
 # ---- per-head weights -----------------------------------------------------------------------------------------------
 
@@ -86,71 +86,4 @@ def composition_baseline(model, kind: str, samples: int = 32, seed: int = 0) -> 
     return float(composition(P, R, X, Y).mean())
 
 
-# ---- QK and OV circuits ---------------------------------------------------------------------------------------------
-
-MAX_ENTRIES = 1 << 26  # the largest V x V matrix ov_circuit builds whole (256 MB of float32: V up to 8,192)
-
-
-def centred(x: torch.Tensor) -> torch.Tensor:
-    """x minus its mean over the width: what a layer norm does first, exactly (it is linear)."""
-    return x - x.mean(-1, keepdim=True)
-
-
-def ov_circuit(model, layer: int, head: int, top: int | None = None, rows_per_block: int | None = None):
-    """The head's full OV circuit over tokens: entry (s, t) is how much attending to token s raises the logit of t,
-    W_E W_V[h] W_O[h] W_U. The layer norms on the way (the head's attn_norm, the final norm) are linear but for their
-    divisors: each one's centring and weight are applied exactly (weights folded into W_V and W_U), and their
-    division by the vector's norm scale and their biases (a row the same for every source token) are left out, the
-    approximation TransformerLens's folded weights make too. Also left out: the other layers.
-
-    top None: the (V, V) matrix (refused above MAX_ENTRIES). top k: (values, indices), (V, k) each: every row's k
-    largest entries, computed in blocks of rows so that no V x V matrix is built (GPT-2: 50,257 x 50,257)."""
-    layer, head = checked_head(model.config, layer, head)
-    W = head_weights(model, layer)
-    embedding = centred(model.model.token_embedding.weight.detach().float().cpu())  # (V, C)
-    final = model.model.final_norm.weight.detach().float().cpu()
-    unembedding = final[:, None] * model.lm_head.weight.detach().float().cpu().T  # (C, V)
-    left = embedding @ W["W_V"][head]  # (V, D)
-    right = centred(W["W_O"][head]) @ unembedding  # (D, V): the final norm centres the head's output
-    V = left.shape[0]
-    if top is None:
-        if V * V > MAX_ENTRIES:
-            raise InstrumentError(
-                f"The OV circuit of a {V:,}-token vocabulary is {V:,} x {V:,} numbers: pass top=k for each row's k "
-                f"largest entries instead."
-            )
-        return left @ right
-    rows = rows_per_block or max(1, (1 << 24) // V)  # 64 MB of float32 a block
-    blocks = [(block @ right).topk(min(top, V), dim=-1) for block in left.split(rows)]
-    return torch.cat([b.values for b in blocks]), torch.cat([b.indices for b in blocks])
-
-
-def copying_score(matrix: torch.Tensor) -> float:
-    """The share of the eigenvalue mass of a square circuit that is positive: sum(max(Re λ, 0)) / sum(|λ|), in
-    [0, 1]. 1: every eigenvalue positive, a head that copies (its output raises the tokens it attends to); 0: none
-    positive (it suppresses them, or rotates them: λ = ±i counts 0). Elhage et al. 2021 summarise with
-    Σλ / Σ|λ| in [-1, 1]; for real eigenvalues this score is (1 + that) / 2."""
-    eigenvalues = torch.linalg.eigvals(matrix.detach().double().cpu())
-    return float(eigenvalues.real.clamp(min=0).sum() / eigenvalues.abs().sum())
-
-
-def positional_qk_circuit(model, layer: int, head: int) -> torch.Tensor:
-    """(P, P) the head's attention scores from the position embeddings alone, P = block_size: entry (i, j) =
-    (W_pos[i] W_Q[h]) · (W_pos[j] W_K[h]) times the head's scaling, with the norm's centring and weight applied (as in
-    ov_circuit: divisor, biases and token embeddings left out) and -inf above the diagonal (keys after the query,
-    which the causal mask hides). A previous-token head shows its maximum of each row just below the diagonal."""
-    layer, head = checked_head(model.config, layer, head)
-    W = head_weights(model, layer)
-    positions = centred(model.model.position_embedding.weight.detach().float().cpu())  # (P, C)
-    scores = (positions @ W["W_Q"][head]) @ (positions @ W["W_K"][head]).T * model.model.layers[layer].attn.scaling
-    return scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))
-
-
-__all__ = [
-    "composition_baseline",
-    "composition_scores",
-    "copying_score",
-    "head_weights",
-    "ov_circuit",
-    "positional_qk_circuit",
-]
+__all__ = ["composition_baseline", "composition_scores", "head_weights"]
