@@ -40,7 +40,7 @@ from transformers import (
 )
 
 from configuration_minigpt import PRESETS, TRAINING_PRESETS, MiniGPTConfig
-from minigpt import data, plots, streams, tokenization
+from minigpt import data, plots, reading, streams, tokenization
 from minigpt.heads.role_log import (
     SNAPSHOT_MAX_PARAMETERS,
     keep_until,
@@ -294,7 +294,7 @@ def load_splits(script: ScriptArguments, training: TrainingArguments, block_size
         check_same_tokenizer(checkpoint, kind)
     if script.dataset is None:  # built-in corpora, so that the presets run on a fresh machine with no download
         script.dataset = str(data.BUILTIN_CORPORA.get(script.preset, data.builtin_shakespeare)())
-    corpus = data.open_corpus(script.dataset, script.text_column)
+    corpus = reading.open_corpus(script.dataset, script.text_column)
     if kind == "names":
         return data.names_splits(corpus, block_size, script.val_size, training.seed)
     if not 0 < script.val_fraction < 1:

@@ -533,8 +533,8 @@ def test_resume_skips_a_checkpoint_that_a_kill_left_half_written(tmp_path):
 
 PEAK_MEMORY = """
 import itertools, resource, sys
-from minigpt import data
-splits = data.text_splits(data.open_corpus(sys.argv[1]), "char", 32, 32, 0.1, seed=0)
+from minigpt import data, reading
+splits = data.text_splits(reading.open_corpus(sys.argv[1]), "char", 32, 32, 0.1, seed=0)
 for example in itertools.islice(splits.train, 200):  # the shuffle buffer fills first: the training text is read
     pass
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # peak bytes (Linux counts KiB)
