@@ -16,6 +16,7 @@ from transformers import TrainerCallback
 from minigpt import data, training
 from minigpt.demo.run_folder import write_event
 from minigpt.demo.training_runs import HELD_OUT, MAX_RUN_SECONDS, SAMPLES, RunSpec
+from minigpt.training_outputs import generate_samples
 
 
 class Cancelled(BaseException):
@@ -70,7 +71,7 @@ class ReportAndStop(TrainerCallback):
     def on_evaluate(self, args, state, control, model=None, processing_class=None, **kwargs):
         with torch.random.fork_rng(devices=[]):  # own seed: the training's random numbers stay as they were
             torch.manual_seed(self.seed + state.global_step)
-            samples = training.generate_samples(model, processing_class, SAMPLES, names=self.names)
+            samples = generate_samples(model, processing_class, SAMPLES, names=self.names)
         write_event(self.folder, "samples", step=state.global_step, samples=samples)
 
 

@@ -580,9 +580,7 @@ class RunQueue:
         """After the process: a terminal event if it left none (killed), the picker told of a finished model."""
         last = progress_of(read_events(run.folder))
         if not last.done:
-            from minigpt.training import (
-                last_complete_checkpoint,  # here alone: the server imports the Trainer only after a crash
-            )
+            from minigpt.checkpoints import last_complete_checkpoint  # here alone: read after a crash only
 
             kept = last_complete_checkpoint(run.folder)
             message = "the last checkpoint is kept, Resume continues from it" if kept else "there was no checkpoint yet"
