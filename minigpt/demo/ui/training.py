@@ -14,7 +14,7 @@ from pathlib import Path
 import gradio as gr
 
 from minigpt import plots
-from minigpt.demo import run_folder, training_runs
+from minigpt.demo import run_folder, run_requests, training_runs
 from minigpt.demo.choices import number
 from minigpt.demo.state import DemoState
 from minigpt.demo.ui.components import session, unchecked
@@ -96,12 +96,12 @@ train.py (the Trainer, its data pipeline and checkpoints), one run at a time on 
 if another is going. Cancel stops it within a step and keeps a checkpoint; Resume (same name) continues from it. A run
 is yours by a token this browser keeps: only you watch, cancel and resume it, also after reloading the page.
 
-**Limits:** your text or file at most {training_runs.MAX_TEXT_BYTES / 1e6:g} MB; names are a-z only, one a line, at
-least {training_runs.MIN_NAMES}; a text at least {training_runs.HELD_OUT} contexts long (its last tenth is held out to
-validate); at most {training_runs.MAX_PARAMETERS / 1e6:g}M parameters and {training_runs.MAX_STEPS:,} steps, and
-parameters x steps x tokens a step at most {training_runs.MAX_WORK:.1e} (about 15 minutes on 2 CPU cores), and
-about {training_runs.MAX_TRAINING_BYTES / 2**30:g} GiB of memory (attention grows with batch x heads x context^2); a
-run stops, with a checkpoint, after {training_runs.MAX_RUN_SECONDS // 60} minutes; {training_runs.MAX_RUNS_PER_VISITOR}
+**Limits:** your text or file at most {run_requests.MAX_TEXT_BYTES / 1e6:g} MB; names are a-z only, one a line, at
+least {run_requests.MIN_NAMES}; a text at least {run_requests.HELD_OUT} contexts long (its last tenth is held out to
+validate); at most {run_requests.MAX_PARAMETERS / 1e6:g}M parameters and {run_requests.MAX_STEPS:,} steps, and
+parameters x steps x tokens a step at most {run_requests.MAX_WORK:.1e} (about 15 minutes on 2 CPU cores), and
+about {run_requests.MAX_TRAINING_BYTES / 2**30:g} GiB of memory (attention grows with batch x heads x context^2); a
+run stops, with a checkpoint, after {run_requests.MAX_RUN_SECONDS // 60} minutes; {training_runs.MAX_RUNS_PER_VISITOR}
 runs of yours queued or training at a time. Model names: a-z, digits and '-'.
 """
 
@@ -218,15 +218,15 @@ def note_after_progress(bar: str):
 
 def training_defaults(data: str):
     """The tokenizer and sizes the tab proposes for the chosen data."""
-    default = training_runs.defaults(data)
+    default = run_requests.defaults(data)
     return [default[key] for key in ("tokenizer", *SIZE_FIELDS, "learning_rate")]
 
 
 def fields_for(data: str, tokenizer: str | None):
     """Only the fields that apply: the text box and upload for your own data, the tokenizers the data can use, the BPE
     vocabulary size for the bpe tokenizer."""
-    choices = list(training_runs.TOKENIZERS_FOR.get(data, training_runs.TOKENIZERS))
-    tokenizer = tokenizer if tokenizer in choices else training_runs.DEFAULT_TOKENIZER.get(data, "names")
+    choices = list(run_requests.TOKENIZERS_FOR.get(data, run_requests.TOKENIZERS))
+    tokenizer = tokenizer if tokenizer in choices else run_requests.DEFAULT_TOKENIZER.get(data, "names")
     own = gr.update(visible=data == "text")
     return own, own, gr.Radio(choices=choices, value=tokenizer), gr.update(visible=tokenizer == "bpe")
 
@@ -267,14 +267,14 @@ class Training:
         async for update in self.watch(run):
             yield update
 
-    def requested(self, form: RunForm, taken) -> tuple[training_runs.RunSpec, str]:
-        """The run the tab's fields ask for and its text, every limit checked (training_runs.check_request)."""
+    def requested(self, form: RunForm, taken) -> tuple[run_requests.RunSpec, str]:
+        """The run the tab's fields ask for and its text, every limit checked (run_requests.check_request)."""
         data = form.data or "names"
-        default = training_runs.defaults(data)
+        default = run_requests.defaults(data)
         sizes = {key: number(label, getattr(form, key), default[key], int) for key, label in SIZE_FIELDS.items()}
         rate = number("Learning rate", form.learning_rate, default["learning_rate"])
-        text = training_runs.read_upload(form.upload) if form.upload else form.text
-        return training_runs.check_request(
+        text = run_requests.read_upload(form.upload) if form.upload else form.text
+        return run_requests.check_request(
             data, text, form.tokenizer, **sizes, learning_rate=rate, name=form.name, taken=taken
         )
 
@@ -288,7 +288,7 @@ class Training:
             return f"Before Start: {error}"
         pace = self.state.runs.pace() if self.state.runs else None
         source = "this server's latest run" if pace else "a typical 2-core CPU (no run timed on this server yet)"
-        seconds = spec.work / (pace or training_runs.TYPICAL_PACE)
+        seconds = spec.work / (pace or run_requests.TYPICAL_PACE)
         return (
             f"**{spec.parameters:,} parameters**, {spec.max_steps:,} steps of {spec.batch_size} x {spec.block_size} "
             f"tokens: about **{duration(seconds)}** of training at the pace of {source}, plus a few seconds to prepare."
@@ -343,7 +343,7 @@ class Training:
 
     def tab(self, demo: gr.Blocks) -> list:
         """The Train tab, wired; returns the events whose end may bring a new model (for `pickers_follow_training`)."""
-        default = training_runs.defaults("names")
+        default = run_requests.defaults("names")
         with gr.Tab("Train", id="train", elem_id="train-tab"):
             # The visitor's token, kept in the browser's storage across page reloads (read there by the browser itself
             # as the page loads: a gr.BrowserState's stored value reaches the server's load event too late).
@@ -352,7 +352,7 @@ class Training:
             gr.Markdown(TRAIN_INTRO)
             with gr.Row():
                 data = unchecked(gr.Radio(DATA_CHOICES, value="names", label="Data"))
-                tokenizer = unchecked(gr.Radio(list(training_runs.TOKENIZERS), value=None, label=TOKENIZER_LABEL))
+                tokenizer = unchecked(gr.Radio(list(run_requests.TOKENIZERS), value=None, label=TOKENIZER_LABEL))
             with gr.Row():  # the fields that apply to the data chosen (fields_for): built-in names first
                 text = gr.Textbox("", label="Your names (one a line) or text", lines=4, scale=3, visible=False)
                 upload = refusals_logged(
