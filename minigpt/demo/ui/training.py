@@ -231,6 +231,61 @@ def fields_for(data: str, tokenizer: str | None):
     return own, own, gr.Radio(choices=choices, value=tokenizer), gr.update(visible=tokenizer == "bpe")
 
 
+@dataclasses.dataclass
+class TabComponents:
+    """The Train tab's components, as `Training.layout` places them for the wiring."""
+
+    fields: dict  # RunForm's fields by name, but the sizes
+    numbers: dict  # the sizes' fields (SIZE_FIELDS)
+    owner: gr.Textbox  # the visitor's token, from the browser's storage
+    known: object  # the page's load event that reads it
+    estimate: gr.Markdown
+    start: gr.Button
+    stop: gr.Button
+    go_on: gr.Button
+    bar: gr.HTML
+    notes: gr.Markdown
+    plot: gr.Image
+    samples: gr.Textbox
+    roles_plot: gr.Image
+    as_json: gr.JSON
+    zip_button: gr.Button
+    zipped: gr.File
+
+    @property
+    def form(self) -> list:
+        """The form's fields, in RunForm's order (the /train endpoint's parameters)."""
+        return [{**self.fields, **self.numbers}[field] for field in FORM_FIELDS]
+
+    @property
+    def outputs(self) -> list:
+        """What a run's progress updates; the roles last: earlier clients' positions kept."""
+        return [self.fields["name"], self.bar, self.plot, self.samples, self.as_json, self.roles_plot]
+
+
+def progress_views() -> tuple:
+    """Below the buttons: the progress bar and notes, the loss plot beside the samples, the roles plot, the progress
+    as numbers, and the download (in the order of TabComponents' fields)."""
+    bar = gr.HTML(elem_id="train-progress")
+    notes = gr.Markdown(elem_id="train-notes")
+    with gr.Row():
+        plot = gr.Image(label="Loss", type="filepath", interactive=False, elem_id="train-plot", scale=3)
+        samples = gr.Textbox(label="Samples at the latest evaluation", lines=10, elem_id="train-samples", scale=2)
+    gr.Markdown(LOSS_NOTE)
+    roles_plot = gr.Image(
+        label="Head roles over training (at each evaluation, on the first validation text)",
+        type="filepath",
+        interactive=False,
+        elem_id="train-roles",
+    )
+    with gr.Accordion("The progress as numbers (what the API streams)", open=False):
+        as_json = gr.JSON(label="Progress")
+    with gr.Row():
+        zip_button = gr.Button("Download the model (zip)")
+        zipped = gr.File(label="Model folder (zip)", interactive=False, height=80)
+    return bar, notes, plot, samples, roles_plot, as_json, zip_button, zipped
+
+
 class Training:
     """The tab's endpoints, on the demo's state (its run queue and model picker); `tab` builds it on the page."""
 
@@ -343,6 +398,13 @@ class Training:
 
     def tab(self, demo: gr.Blocks) -> list:
         """The Train tab, wired; returns the events whose end may bring a new model (for `pickers_follow_training`)."""
+        tab = self.layout(demo)
+        started, resumed = self.wire_runs(tab)
+        self.wire_form(demo, tab, (started, resumed))
+        return [started, resumed]
+
+    def layout(self, demo: gr.Blocks) -> TabComponents:
+        """The tab's components, placed: the form, the buttons, the progress, the download."""
         default = run_requests.defaults("names")
         with gr.Tab("Train", id="train", elem_id="train-tab"):
             # The visitor's token, kept in the browser's storage across page reloads (read there by the browser itself
@@ -371,55 +433,41 @@ class Training:
                 start = gr.Button("Start training", variant="primary", scale=1)
                 stop = gr.Button("Cancel", variant="stop", scale=1)
                 go_on = gr.Button("Resume", scale=1)
-            bar = gr.HTML(elem_id="train-progress")
-            notes = gr.Markdown(elem_id="train-notes")
-            with gr.Row():
-                plot = gr.Image(label="Loss", type="filepath", interactive=False, elem_id="train-plot", scale=3)
-                samples = gr.Textbox(
-                    label="Samples at the latest evaluation", lines=10, elem_id="train-samples", scale=2
-                )
-            gr.Markdown(LOSS_NOTE)
-            roles_plot = gr.Image(
-                label="Head roles over training (at each evaluation, on the first validation text)",
-                type="filepath",
-                interactive=False,
-                elem_id="train-roles",
+            fields = dict(
+                data=data, text=text, tokenizer=tokenizer, learning_rate=learning_rate, name=name, upload=upload
             )
-            with gr.Accordion("The progress as numbers (what the API streams)", open=False):
-                as_json = gr.JSON(label="Progress")
-            with gr.Row():
-                zip_button = gr.Button("Download the model (zip)")
-                zipped = gr.File(label="Model folder (zip)", interactive=False, height=80)
+            return TabComponents(fields, numbers, owner, known, estimate, start, stop, go_on, *progress_views())
 
-        components = dict(
-            data=data, text=text, tokenizer=tokenizer, learning_rate=learning_rate, name=name, upload=upload
-        )
-        form = [{**components, **numbers}[field] for field in FORM_FIELDS]  # the form's fields, in RunForm's order
-        inputs = [*form, owner]
-        outputs = [name, bar, plot, samples, as_json, roles_plot]  # the roles last: earlier clients' positions kept
-        streaming = dict(
-            concurrency_limit=None, show_progress="hidden"
-        )  # watchers only read files; the queue is state.runs
-        started = start.click(self.train, inputs, outputs, api_name="train", **streaming)
-        resumed = go_on.click(self.resume, [name, owner], outputs, api_name="resume", **streaming)
-        stop.click(self.cancel, [name, owner], notes, api_name="cancel", concurrency_limit=None)
-        for button in (start, go_on):  # a new start or a resume: the note of an earlier Cancel no longer holds
+    def wire_runs(self, tab: TabComponents) -> tuple:
+        """The run's endpoints (/train, /resume, /cancel, /download) and what follows a run's progress; returns the
+        events of a start and of a resume."""
+        owner, name, notes = tab.owner, tab.fields["name"], tab.notes
+        streaming = dict(concurrency_limit=None, show_progress="hidden")  # watchers only read files; runs: state.runs
+        started = tab.start.click(self.train, [*tab.form, owner], tab.outputs, api_name="train", **streaming)
+        resumed = tab.go_on.click(self.resume, [name, owner], tab.outputs, api_name="resume", **streaming)
+        tab.stop.click(self.cancel, [name, owner], notes, api_name="cancel", concurrency_limit=None)
+        for button in (tab.start, tab.go_on):  # a new start or a resume: the note of an earlier Cancel no longer holds
             button.click(lambda: "", None, notes, api_visibility="private")
-        known.then(self.visitors_last_run, owner, outputs, api_visibility="private", **streaming)
-        bar.change(note_after_progress, bar, notes, api_visibility="private")
-        zip_button.click(self.download, [name], zipped, api_name="download")
-        private = dict(api_visibility="private")
-        shown = [text, upload, tokenizer, numbers["vocab_size"]]
-        data.input(training_defaults, data, [tokenizer, *numbers.values(), learning_rate], **private).then(
+        tab.known.then(self.visitors_last_run, owner, tab.outputs, api_visibility="private", **streaming)
+        tab.bar.change(note_after_progress, tab.bar, notes, api_visibility="private")
+        tab.zip_button.click(self.download, [name], tab.zipped, api_name="download")
+        return started, resumed
+
+    def wire_form(self, demo: gr.Blocks, tab: TabComponents, runs: tuple) -> None:
+        """The form follows the data chosen (its tokenizers, sizes and fields), and the estimate follows the form."""
+        private, form, estimate = dict(api_visibility="private"), tab.form, tab.estimate
+        data, tokenizer, text, upload = (tab.fields[key] for key in ("data", "tokenizer", "text", "upload"))
+        numbers = [*tab.numbers.values(), tab.fields["learning_rate"]]
+        shown = [text, upload, tokenizer, tab.numbers["vocab_size"]]
+        data.input(training_defaults, data, [tokenizer, *numbers], **private).then(
             fields_for, [data, tokenizer], shown, **private
         )
         tokenizer.input(fields_for, [data, tokenizer], shown, **private)
-        for field in [data, tokenizer, *numbers.values(), learning_rate, upload]:
+        for field in [data, tokenizer, *numbers, upload]:
             field.change(self.estimate, form, estimate, **private)
         text.blur(self.estimate, form, estimate, **private)
         # a run that ends times this server: the estimate says so at once (and on a page opened later), not only after
         # a field changes
-        for event in (started, resumed):
+        for event in runs:
             event.then(self.estimate, form, estimate, **private)
         demo.load(self.estimate, form, estimate, **private)
-        return [started, resumed]
