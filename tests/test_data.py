@@ -300,6 +300,18 @@ def test_a_local_corpus_is_tokenized_once_and_its_windows_are_the_texts(tmp_path
     assert sorted(take(first.train, (n_train - 16) // 8 + 1)) == sorted(cut(first.train_ids.tolist(), 16, 8))
 
 
+def test_a_texts_validation_alone_is_what_its_splits_hold_out(tmp_path, cache, capsys):
+    """text_validation (the Head Finder rebuilding a run's validation windows with the run's tokenizer) gives the
+    windows text_splits holds out, boundary first or not, and tokenizes no training text."""
+    path = write(tmp_path / "play.txt", TEXT)
+    for boundary_first in (False, True):
+        splits = splits_of(path, boundary_first=boundary_first)
+        capsys.readouterr()
+        alone = data.text_validation(reading.open_corpus(path), splits.tokenizer, 16, 0.1, boundary_first)
+        assert alone == splits.validation["input_ids"]
+        assert "train text" not in capsys.readouterr().out
+
+
 def cut(ids: list[int], size: int, step: int) -> list[list[int]]:
     """Every window of `size` tokens, one each `step`: the formula, written out."""
     return [ids[i : i + size] for i in range(0, len(ids) - size + 1, step)]
