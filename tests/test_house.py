@@ -106,11 +106,26 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# The training room (streams and corpora import nothing of the project: rooms of their own do as well).
+TRAINING_ROOM = (
+    "minigpt.training",
+    "minigpt.presets",
+    "minigpt.training_flags",
+    "minigpt.checkpoints",
+    "minigpt.training_outputs",
+    "minigpt.data",
+    "minigpt.reading",
+    "minigpt.tokens",
+    "minigpt.tokenization",
+    "minigpt.plots",
+)
+
+
 def room(module: str) -> str:
     """The part of the house a module belongs to (docs/architecture.md)."""
     if module.startswith(("minigpt.heads", "minigpt.demo")):
         return module.split(".")[1]
-    if module in ("minigpt.training", "minigpt.data", "minigpt.tokenization", "minigpt.plots", "minigpt.presets"):
+    if module in TRAINING_ROOM:
         return "training"
     if module in ("modeling_minigpt", "configuration_minigpt"):
         return "model"
