@@ -1,5 +1,6 @@
 """The demo's house rules (docs/architecture.md), checked: the API keeps its endpoints and parameters, gradio lives in
-app.py and explorer/ui alone, the server does not load the Trainer, and the top level stays the textbook."""
+minigpt/demo/ui alone (its internals in one module of it), each part of a demo section imports only what it may, the
+server does not load the Trainer, and the top level stays the textbook."""
 
 import ast
 import importlib.metadata
@@ -106,10 +107,20 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def demo_part(module: str) -> str:
+    """The part of the demo a module of minigpt.demo belongs to: "ui" (lays out and wires the page), "views" (HTML from
+    the answers), "entry" (minigpt.demo.app, which builds the page) or "computing" (the numbers, JSON in and out)."""
+    part = module.split(".")[2] if module.count(".") >= 2 else "computing"
+    return {"ui": "ui", "views": "views", "app": "entry"}.get(part, "computing")
+
+
 def room(module: str) -> str:
-    """The part of the house a module belongs to (docs/architecture.md)."""
-    if module.startswith(("minigpt.heads", "minigpt.demo")):
-        return module.split(".")[1]
+    """The part of the house a module belongs to (docs/architecture.md); the demo's three parts and its entry, each a
+    room."""
+    if module.startswith("minigpt.demo"):
+        return f"demo: {demo_part(module)}"
+    if module.startswith("minigpt.heads"):
+        return "heads"
     if module in ("minigpt.training", "minigpt.data", "minigpt.tokenization", "minigpt.plots"):
         return "training"
     if module in ("modeling_minigpt", "configuration_minigpt"):
@@ -155,6 +166,51 @@ def test_gradio_is_imported_by_the_ui_part_only():
     assert any(path.parts[-2:] == ("ui", "page.py") for path in files)  # the scan sees the package
     importers = {str(path.relative_to(REPO)) for path in files if "gradio" in imports_of(path)}
     assert importers and all(name.startswith("minigpt/demo/ui/") for name in importers), importers
+
+
+def test_each_part_of_the_demo_imports_only_what_it_may():
+    """A section is three parts: its computing module (minigpt/demo/<section>.py: JSON in and out), its view
+    (views/<section>.py: HTML from that JSON) and its ui module (ui/<section>.py: lays out and wires). The ui imports
+    no torch and no minigpt.heads (the numbers are the computing modules'); a computing module imports no view and no
+    ui; a view imports no ui."""
+    forbidden = {
+        "ui": lambda name: name.split(".")[0] == "torch" or name.startswith("minigpt.heads"),
+        "computing": lambda name: name.startswith(("minigpt.demo.views", "minigpt.demo.ui")),
+        "views": lambda name: name.startswith("minigpt.demo.ui"),
+        "entry": lambda name: False,
+    }
+    parts = {}
+    for path in python_files():
+        module = module_name(path)
+        if module.startswith("minigpt.demo."):
+            part = demo_part(module)
+            parts[part] = parts.get(part, 0) + 1
+            wrong = sorted(name for name in imported_names(path) if forbidden[part](name))
+            assert not wrong, f"{path.relative_to(REPO)} ({part}) imports {wrong}"
+    assert parts["ui"] >= 10 and parts["views"] >= 9 and parts["computing"] >= 20, parts  # the scan sees each part
+
+
+GRADIO_INTERNALS = {
+    "fns",
+    "blocks",
+    "preprocess",
+}  # a built page's table of functions and of components; a component's check
+
+
+def test_gradios_internals_are_touched_from_one_module():
+    """Gradio beyond its documented API (its submodules, a built page's `fns` and `blocks`, a component's `preprocess`)
+    is used in minigpt/demo/ui/gradio_internals.py alone, where tests/test_gradio_internals.py checks each use against
+    the pinned Gradio through a real call."""
+    users = {}
+    for path in python_files():
+        tree = ast.parse(path.read_text())
+        submodules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        submodules |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        touched = {name for name in submodules if (name or "").startswith("gradio.")}
+        touched |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)} & GRADIO_INTERNALS
+        if touched:
+            users[str(path.relative_to(REPO))] = sorted(touched)
+    assert set(users) == {"minigpt/demo/ui/gradio_internals.py"}, users
 
 
 def test_the_architecture_doc_lists_every_module():
