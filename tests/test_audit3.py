@@ -52,13 +52,13 @@ def test_a_step_of_thousands_of_digits_gets_a_message_not_pythons(snapshotted):
 
 def test_an_export_of_a_model_with_a_long_name_has_a_short_file_name(snapshotted, tmp_path, monkeypatch):
     from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.attention import AttentionMaps
+    from minigpt.demo.ui.attention import AttentionSection
 
     monkeypatch.setenv("MINIGPT_RUNS_DIR", str(tmp_path / "runs"))
     state = DemoState.configure(training=False)
     long_name = "m" * 250
     assert state.picker.register(long_name, str(snapshotted))
-    exported = AttentionMaps(state).attention_export("emma", long_name, "grid.png")
+    exported = AttentionSection(state).attention_export("emma", long_name, "grid.png")
     name = Path(exported.path).name  # the file the visitor downloads, named after the model
     assert name.startswith("attention-mmmm") and name.endswith(".png") and len(name) < 100, name
 

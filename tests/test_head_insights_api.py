@@ -221,9 +221,9 @@ def test_generated_tokens_are_coloured_by_the_probability_they_were_sampled_with
     import asyncio
     import re
 
+    from minigpt.demo.generation import Generation
     from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.generation import Generation
-    from minigpt.demo.ui.insights import Insights
+    from minigpt.demo.ui.insights import InsightsSection
 
     async def last_update(updates):
         return [update async for update in updates][-1]
@@ -231,7 +231,7 @@ def test_generated_tokens_are_coloured_by_the_probability_they_were_sampled_with
     state = DemoState.configure([], *map(str, fixture_models), training=False)
     text = Generation(state).text("to be", max_new_tokens=12, top_k=1, seed=3, model="tiny-text")
     generated, _ = asyncio.run(last_update(text))
-    insights = Insights(state)
+    insights = InsightsSection(state)
     drawn = insights.sampled_colours(generated, "tiny-text", "to be", 1.0, 1, 1.0, 3)
     probabilities = [float(p) for p in re.findall(r'data-probability="([0-9.]+)"', drawn)]
     assert probabilities == [1.0] * (len(generated) - len("to be"))

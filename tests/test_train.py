@@ -175,8 +175,8 @@ def test_bpe_text_run_writes_a_loadable_folder(tmp_path, text_file):
 def test_head_roles_are_logged_at_every_evaluation_by_the_head_roles_views_code(names_run):
     """roles_log.jsonl: a line per evaluation (steps 20, 40, 60, 80); the last equals what the demo's Head roles
     endpoint answers for the final model on the same text; the plot is in the folder and the model card."""
+    from minigpt.demo.insights import Insights
     from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.insights import Insights
     from minigpt.heads.role_log import ROLES, read_roles
 
     lines = read_roles(names_run)

@@ -17,12 +17,11 @@ from minigpt import plots
 from minigpt.demo import run_folder, run_requests, training_runs
 from minigpt.demo.choices import number
 from minigpt.demo.state import DemoState
-from minigpt.demo.ui.components import session, unchecked
-from minigpt.demo.ui.errors import refusals_logged
+from minigpt.demo.ui.components import session
+from minigpt.demo.ui.gradio_internals import refusals_logged, unchecked
 from minigpt.demo.views.assets import asset
 from minigpt.demo.views.training import duration, progress_html
 from minigpt.errors import VISITORS_MISTAKES, VisitorError, shortened
-from minigpt.heads.role_log import read_roles
 
 POLL_SECONDS = 1.0  # a watcher reads its run's progress this often
 
@@ -198,7 +197,7 @@ class Watcher:
             drawn = (*points, *progress.resumed_at)
             plot = self.plots.path(run.name, "loss", drawn, lambda: loss_png(run.name, progress))
             self.drawn, self.drawn_at = points, time.monotonic()
-        roles = read_roles(run.folder)  # a line per evaluation: the heads' role scores (minigpt/heads/role_log.py)
+        roles = run_folder.roles_of(run.folder)  # a line per evaluation: the heads' role scores
         roles_plot = gr.skip()  # five panels cost more than the loss plot: at most every ROLES_PLOT_SECONDS
         due = progress.done or time.monotonic() - self.roles_at > ROLES_PLOT_SECONDS
         if len(roles) != self.drawn_roles and due:
