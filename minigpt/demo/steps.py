@@ -1,6 +1,7 @@
 """The lesson's numbers, as plain JSON: every number of one attention head at work on one token of a text (the `step`
-endpoint, from minigpt/heads/steps.py, worded by step_words.py), and what lesson steps 11 and 12 show besides (the specimen's head roles, where
-the weights are). ui/steps.py puts them on the page; views/steps.py and views/lesson.py draw them. No Gradio here."""
+endpoint, from minigpt/heads/steps.py, worded by step_words.py), and what lesson steps 11 and 12 show besides (the
+specimen's head roles, where the weights are). ui/steps.py puts them on the page; views/steps.py and views/lesson.py
+draw them. No Gradio here."""
 
 from minigpt.demo.attention_maps import token_labels
 from minigpt.demo.choices import flag, number
