@@ -258,3 +258,7 @@ def test_induction_is_measured_on_the_learners_text_when_it_repeats(client):
     assert "Induction on your text" in roles_html(roles) and "on the probe" in roles_html(roles)
     plain = call(client, "/head_roles", text="abc", model="specimen")
     assert "induction_on_text" not in plain and "write a line twice" in roles_html(plain)
+
+
+def test_heads_in_other_digits_are_refused_by_the_one_head_parser(client):
+    assert "Cannot read the head '٣.٣'" in app_error(client, "/ablate", text="emma", heads="٣.٣")
