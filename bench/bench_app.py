@@ -147,14 +147,14 @@ def through_the_server(
 
 def in_process_demo(extra: list[str], names_model: str | None = None, text_model: str | None = None):
     """The demo's sections on a state of their own, as the server builds them (without a page or a training queue)."""
+    from minigpt.demo.generation import Generation
+    from minigpt.demo.insights import Insights
     from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.attention import AttentionMaps
-    from minigpt.demo.ui.generation import Generation
-    from minigpt.demo.ui.insights import Insights
-    from minigpt.demo.ui.steps import StepByStep
+    from minigpt.demo.steps import Steps
+    from minigpt.demo.ui.attention import AttentionSection
 
     state = DemoState.configure(extra, names_model, text_model, training=False)
-    sections = dict(maps=AttentionMaps(state), steps=StepByStep(state), insights=Insights(state))
+    sections = dict(maps=AttentionSection(state), steps=Steps(state), insights=Insights(state))
     return SimpleNamespace(state=state, generation=Generation(state), **sections)
 
 
@@ -264,7 +264,7 @@ def gpt2_at_1024(root: Path, runs: int) -> dict[str, float]:
     results["view, beyond forward"] = median_ms(lambda i: demo.maps.attention(text, "gpt2-shaped"), max(3, runs // 4))
     rows = [1023 - 37 * i for i in range(runs)]
     results["hover, in process"] = median_ms(
-        lambda i: demo.maps.attention_row(
+        lambda i: demo.maps.maps.attention_row(
             {"model": "gpt2-shaped", "text": text, "layer": 11, "head": str(i % 12), "query": rows[i]}
         ),
         runs,

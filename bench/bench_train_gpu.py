@@ -81,7 +81,8 @@ def prepared(argv: list[str]):
 
 
 def training_tokens(argv: list[str], splits):
-    """The training text's token ids: train.py's cached ones (or, on a checkout before the cache, tokenized here)."""
+    """The training text's token ids: train.py's cached ones (or, on a checkout before the cache, tokenized here by
+    that checkout's data module, which read the corpus too)."""
     if getattr(splits, "train_ids", None) is not None:
         return np.asarray(splits.train_ids, dtype=np.int64)
     script, _ = training.parse_args(argv)
@@ -144,7 +145,9 @@ def streamed_tokens_per_second(argv: list[str], shape: dict, workers: int, batch
     with tempfile.TemporaryDirectory() as folder:
         for i in range(4):
             Path(folder, f"part-{i}.txt").write_text("".join(lines[i * len(lines) // 4 : (i + 1) * len(lines) // 4]))
-        stream = data.open_corpus(folder)
+        from minigpt import reading  # data read the corpus itself before minigpt/reading.py
+
+        stream = reading.open_corpus(folder)
         stream.files = None  # as a Hub dataset is: no token file, tokenized as read
         block = shape["block"]
         streamed = data.text_splits(stream, "char", block, block, 0.1, seed=0, tokenizer=splits.tokenizer)

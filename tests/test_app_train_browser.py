@@ -107,11 +107,11 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
 def test_the_tab_shows_only_the_fields_that_apply_and_the_runs_size_before_start(page_url):
     from playwright.sync_api import expect
 
-    from minigpt.demo import training_runs
+    from minigpt.demo import run_requests
 
-    default = training_runs.defaults("names")
+    default = run_requests.defaults("names")
     sizes = {key: default[key] for key in ("n_layer", "n_head", "n_embd", "block_size", "max_steps", "seed")}
-    spec, _ = training_runs.check_request(
+    spec, _ = run_requests.check_request(
         "names", "", None, **sizes, learning_rate=default["learning_rate"], vocab_size=default["vocab_size"], name="",
         taken=(),
     )  # fmt: skip

@@ -22,8 +22,9 @@ from helpers import (
     server_log,
     tiny_model,
 )
-from minigpt.demo.attention_export import grid_png, grid_svg, load_weights, map_png, save_weights
+from minigpt.demo.attention_export import load_weights, save_weights
 from minigpt.demo.attention_maps import LEVELS, PALETTE, Window, colour_indices, future_blocks, grid_images, max_pooled
+from minigpt.demo.views.export import grid_png, grid_svg, map_png
 from minigpt.demo.views.maps import figure_body
 from modeling_minigpt import MiniGPTForCausalLM
 
@@ -161,7 +162,7 @@ def test_exported_images(tmp_path):
 def test_a_map_for_a_slide_has_the_maps_pixels_token_labels_a_title_and_a_colour_bar():
     from PIL import Image
 
-    from minigpt.demo.attention_export import BAR_WIDTH, map_slide_png, slide_layout
+    from minigpt.demo.views.export import BAR_WIDTH, map_slide_png, slide_layout
 
     T = 12
     matrix = torch.softmax(torch.randn(T, T).masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), -1e9), -1)
@@ -186,14 +187,14 @@ def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_tex
     from minigpt.demo.attention_maps import token_labels
     from minigpt.demo.state import DemoState
     from minigpt.demo.texts import from_boundary
-    from minigpt.demo.ui.attention import AttentionMaps
+    from minigpt.demo.ui.attention import AttentionSection
     from minigpt.demo.views.maps import grid_html
     from minigpt.heads.recorded_pass import run_forward_pass
 
     first = save_fixture_model(tmp_path / "a", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
     second = save_fixture_model(tmp_path / "b", char_tokenizer(LOWERCASE, "."), seed=1, name="names")
     state = DemoState.configure([str(first), str(second)], training=False)
-    section = AttentionMaps(state)
+    section = AttentionSection(state)
     computed = state.passes.computed
     maps = {name: section.attention("emma", name) for name in ("a", "b")}
     assert maps["a"][1] != maps["b"][1]  # the grids differ
@@ -203,7 +204,7 @@ def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_tex
         ids = from_boundary(lm, "emma", "text")
         tokens = token_labels(lm.tokenizer, ids)
         assert grid_html(run_forward_pass(lm.model, ids).attentions, tokens) in maps[name][1]  # marked with its text
-        row = section.attention_values("emma", name, layer=1, head="2", query=3)
+        row = section.maps.attention_values("emma", name, layer=1, head="2", query=3)
         assert row["weights"] == own_attentions(tmp_path / name, ids)[1][0, 2, 3, :4].tolist()
 
 

@@ -25,14 +25,14 @@ def middle(model) -> tuple[int, int]:
 def test_every_number_is_the_shipped_models_own(name):
     """The `step` endpoint's function, in process, on a shipped model, in a middle layer and head."""
     from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.steps import StepByStep
+    from minigpt.demo.steps import Steps
 
     state = DemoState.configure(training=False)
     lm = state.picker.get(name)
     text = "emma" if name == "names" else "ROMEO:\nBut soft, what light through yonder window breaks?"
     view = state.text_view(name, text)
     layer, head = middle(lm.model)
-    numbers = StepByStep(state).step(text, name, layer, head, query=len(view.ids) // 2)
+    numbers = Steps(state).step(text, name, layer, head, query=len(view.ids) // 2)
     assert numbers["tokens"] == view.tokens and numbers["query"] == len(view.ids) // 2
     assert_every_number_is_the_models(numbers, lm.model, view.ids)
 

@@ -110,14 +110,14 @@ def big_model_views(tmp_path_factory):
     heads, context 512, random weights) beside the fixture models."""
     from helpers import LOWERCASE, char_tokenizer, save_fixture_model
     from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.attention import AttentionMaps
-    from minigpt.demo.ui.insights import Insights
+    from minigpt.demo.ui.attention import AttentionSection
+    from minigpt.demo.ui.insights import InsightsSection
 
     root = tmp_path_factory.mktemp("big")
     big = dict(n_layer=12, n_head=16, n_embd=32, block_size=512)
     folder = save_fixture_model(root / "wide", char_tokenizer(LOWERCASE, "."), seed=0, name="names", **big)
     state = DemoState.configure([str(folder)], training=False)
-    return state, Insights(state), AttentionMaps(state)
+    return state, InsightsSection(state), AttentionSection(state)
 
 
 def test_a_view_of_every_map_is_refused_past_its_size_and_importance_is_bounded(big_model_views, monkeypatch):
@@ -129,7 +129,8 @@ def test_a_view_of_every_map_is_refused_past_its_size_and_importance_is_bounded(
     from minigpt.errors import VisitorError
     from minigpt.heads import insights as head_insights
 
-    state, insights, maps = big_model_views
+    state, section, maps = big_model_views
+    insights = section.insights
     longest = int((MAX_ANSWER_NUMBERS / (12 * 16)) ** 0.5)
     long_text, short_text = "abcdefgh" * 60, "emma"
     with pytest.raises(VisitorError, match=f"over this server's limit .* at most {longest} tokens"):
@@ -139,7 +140,7 @@ def test_a_view_of_every_map_is_refused_past_its_size_and_importance_is_bounded(
         maps.attention_export(long_text, "wide", "npz")
     assert maps.attention_export(long_text, "wide", "map.png", 11, "15").path.endswith(".png")
     shown = state.text_view("wide", long_text).shown
-    page = insights.show_compare(shown, "anna" * 100, 11, "15")
+    page = section.show_compare(shown, "anna" * 100, 11, "15")
     assert "Mean |difference| of each head" in page and "view-error" not in page
 
     view = state.text_view("wide", "emma" * 10)

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from minigpt import data, streams, tokenization
+from minigpt import data, reading, streams, tokenization, tokens
 
 TEXT = "".join(f"Speaker {i}:\nLine number {i} of a small play.\n\n" for i in range(200))
 
@@ -30,7 +30,7 @@ def test_windows_are_the_sliding_window_of_the_stream():
     stream = np.arange(103)
     chunks = [stream[i : i + 7] for i in range(0, 103, 7)]  # chunk edges must not matter
     for block, stride, offset in [(10, 10, 0), (10, 4, 0), (10, 10, 3), (5, 5, 12)]:
-        got = [w.tolist() for w in data.windows(chunks, block, stride, offset)]
+        got = [w.tolist() for w in tokens.windows(chunks, block, stride, offset)]
         expected = [stream[i : i + block].tolist() for i in range(offset, 103 - block + 1, stride)]
         assert got == expected
 
@@ -38,13 +38,13 @@ def test_windows_are_the_sliding_window_of_the_stream():
 def test_head_and_tail_split_a_text_at_a_character_like_nanogpt():
     pieces = [(line + "\n", False) for line in TEXT.split("\n")[:-1]]
     n = int(len(TEXT) * 0.9)
-    train = "".join(t for t, _ in data.head(pieces, n))
-    validation = "".join(t for t, _ in data.tail(pieces, n))
+    train = "".join(t for t, _ in reading.head(pieces, n))
+    validation = "".join(t for t, _ in reading.tail(pieces, n))
     assert train == TEXT[:n] and validation == TEXT[n:]
 
 
 def test_text_validation_is_the_tail_and_training_windows_are_the_head(tmp_path):
-    corpus = data.open_corpus(write(tmp_path / "play.txt", TEXT))
+    corpus = reading.open_corpus(write(tmp_path / "play.txt", TEXT))
     splits = data.text_splits(corpus, "char", block_size=16, stride=16, val_fraction=0.1, seed=0)
     tokenizer, n = splits.tokenizer, int(len(TEXT) * 0.9)
     validation = "".join(tokenizer.decode(ids) for ids in splits.validation["input_ids"])
@@ -54,7 +54,7 @@ def test_text_validation_is_the_tail_and_training_windows_are_the_head(tmp_path)
 
 
 def test_training_stream_is_endless_shuffled_and_set_by_the_seed(tmp_path):
-    corpus = data.open_corpus(write(tmp_path / "play.txt", TEXT))
+    corpus = reading.open_corpus(write(tmp_path / "play.txt", TEXT))
     per_epoch = int(len(TEXT) * 0.9) // 16
     run = lambda seed: take(data.text_splits(corpus, "char", 16, 16, 0.1, seed).train, 3 * per_epoch)
     first, again, other = run(1), run(1), run(2)
@@ -66,7 +66,7 @@ def test_training_stream_is_endless_shuffled_and_set_by_the_seed(tmp_path):
 def test_names_validation_is_held_out_and_sized_like_makemore(tmp_path):
     names = [f"{a}{b}{c}" for a, b, c in itertools.product("abcdefghij", "klmnopqrst", "uvwxyz")]  # 600 distinct
     random.Random(0).shuffle(names)
-    corpus = data.open_corpus(write(tmp_path / "names.txt", "\n".join(names) + "\n"))
+    corpus = reading.open_corpus(write(tmp_path / "names.txt", "\n".join(names) + "\n"))
     splits = data.names_splits(corpus, block_size=16, val_size=1000, seed=3)
     decode = lambda ids: splits.tokenizer.decode(ids, skip_special_tokens=True)
     validation = {decode(ids) for ids in splits.validation["input_ids"]}
@@ -78,7 +78,7 @@ def test_names_validation_is_held_out_and_sized_like_makemore(tmp_path):
 
 
 def test_names_with_unknown_characters_are_rejected_with_the_characters(tmp_path):
-    corpus = data.open_corpus(write(tmp_path / "names.txt", "anna\njo-ann\nzoë\n"))
+    corpus = reading.open_corpus(write(tmp_path / "names.txt", "anna\njo-ann\nzoë\n"))
     with pytest.raises(data.DataError, match=r"'-', 'ë'"):
         data.names_splits(corpus, 16, 1000, 0)
 
@@ -92,18 +92,18 @@ def test_jsonl_parquet_and_folders_stream_their_text_column(tmp_path):
     for i in range(3):
         write(folder / f"part{i}.txt", f"part {i}\n")
     for path in ("docs.jsonl", "docs.parquet"):
-        corpus = data.open_corpus(str(tmp_path / path), "body")
-        assert list(data.pieces(corpus)) == [(d["body"], True) for d in docs]  # documents end with eos
-    assert "".join(t for t, _ in data.pieces(data.open_corpus(str(folder)))) == "part 0\npart 1\npart 2\n"
+        corpus = reading.open_corpus(str(tmp_path / path), "body")
+        assert list(reading.pieces(corpus)) == [(d["body"], True) for d in docs]  # documents end with eos
+    assert "".join(t for t, _ in reading.pieces(reading.open_corpus(str(folder)))) == "part 0\npart 1\npart 2\n"
     with pytest.raises(data.DataError, match=r"no column 'text'.*\(id, body\)"):
-        data.open_corpus(str(tmp_path / "docs.jsonl"), "text")
+        reading.open_corpus(str(tmp_path / "docs.jsonl"), "text")
 
 
 def test_documents_are_separated_by_eos(tmp_path):
     (tmp_path / "docs.jsonl").write_text('{"text": "ab"}\n{"text": "cd"}\n')
-    corpus = data.open_corpus(str(tmp_path / "docs.jsonl"))
+    corpus = reading.open_corpus(str(tmp_path / "docs.jsonl"))
     tokenizer = tokenization.char_tokenizer(["abcd"])
-    ids = np.concatenate(list(data.token_chunks(data.pieces(corpus), tokenizer))).tolist()
+    ids = np.concatenate(list(tokens.token_chunks(reading.pieces(corpus), tokenizer))).tolist()
     eos = tokenizer.eos_token_id
     assert ids == tokenizer("ab", add_special_tokens=False)["input_ids"] + [eos] + tokenizer(
         "cd", add_special_tokens=False
@@ -120,11 +120,11 @@ def test_documents_are_separated_by_eos(tmp_path):
 )
 def test_bad_datasets_raise_data_errors(tmp_path, make, message):
     with pytest.raises(data.DataError, match=message):
-        data.open_corpus(make(tmp_path))
+        reading.open_corpus(make(tmp_path))
 
 
 def test_text_shorter_than_a_window_is_rejected(tmp_path):
-    corpus = data.open_corpus(write(tmp_path / "short.txt", "to be or not to be\n" * 3))
+    corpus = reading.open_corpus(write(tmp_path / "short.txt", "to be or not to be\n" * 3))
     with pytest.raises(data.DataError, match="shorter than one window of 64 tokens"):
         data.text_splits(corpus, "char", block_size=64, stride=64, val_fraction=0.5, seed=0)
 
@@ -132,7 +132,7 @@ def test_text_shorter_than_a_window_is_rejected(tmp_path):
 def test_names_are_packed_whole_into_rows_sharing_their_boundaries():
     tokenizer = tokenization.names_tokenizer()
     names = ["emma", "ava", "olivia", "x", "bartholomewxyz", "jo", "mohammed", "alia"]
-    rows = list(streams.packed(data.name_examples(names, tokenizer, 16), block_size=16))
+    rows = list(streams.packed(tokens.name_examples(names, tokenizer, 16), block_size=16))
     expected = [".emma.ava.", ".olivia.x.", ".bartholomewxyz.", ".jo.mohammed.", ".alia."]
     assert [tokenizer.decode(r) for r in rows] == expected
     assert all(len(r) <= 16 for r in rows)
@@ -145,7 +145,7 @@ def test_packed_names_compute_what_they_compute_one_a_row():
     torch.manual_seed(0)
     config = MiniGPTConfig.from_preset("names", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
     model = MiniGPTForCausalLM(config).eval()
-    examples = list(data.name_examples(["emma", "ava", "olivia", "x", "bartholomewxyz", "jo", "lu"], tokenizer, 16))
+    examples = list(tokens.name_examples(["emma", "ava", "olivia", "x", "bartholomewxyz", "jo", "lu"], tokenizer, 16))
     rows = [{"input_ids": r} for r in streams.packed(examples, 16)]
     packed = streams.collate(rows, tokenizer.pad_token_id, boundary_id=0)
     alone = streams.collate([{"input_ids": e} for e in examples], tokenizer.pad_token_id)
@@ -230,7 +230,7 @@ def test_a_random_span_is_written_twice_where_the_texts_span_was():
 
 def test_a_repeat_fraction_of_the_training_windows_repeat_and_validation_stays_plain(tmp_path):
     text = "".join(f"line {i:04d} of a play\n" for i in range(3000))  # every window occurs once in the text
-    corpus = data.open_corpus(write(tmp_path / "play.txt", text))
+    corpus = reading.open_corpus(write(tmp_path / "play.txt", text))
     splits = data.text_splits(corpus, "char", 64, 64, 0.1, seed=0, repeat_fraction=0.25)
     decode = splits.tokenizer.decode
     windows = [decode(ids) for ids in take(splits.train, 1000)]
@@ -241,7 +241,7 @@ def test_a_repeat_fraction_of_the_training_windows_repeat_and_validation_stays_p
 
 def test_boundary_first_windows_start_with_the_start_token_and_tile_the_text(tmp_path):
     text = "".join(f"line {i:04d} of a play\n" for i in range(3000))
-    corpus = data.open_corpus(write(tmp_path / "play.txt", text))
+    corpus = reading.open_corpus(write(tmp_path / "play.txt", text))
     for fraction in (0.0, 1.0):
         splits = data.text_splits(corpus, "char", 64, 64, 0.1, seed=0, repeat_fraction=fraction, boundary_first=True)
         bos, decode = splits.tokenizer.bos_token_id, splits.tokenizer.decode
@@ -253,18 +253,18 @@ def test_boundary_first_windows_start_with_the_start_token_and_tile_the_text(tmp
 
 
 def test_long_lines_are_read_in_pieces_that_put_the_text_back(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "PIECE_CHARS", 4)
+    monkeypatch.setattr(reading, "PIECE_CHARS", 4)
     files = [write(tmp_path / "a.txt", "ab\r\ncdefghij\nlast"), write(tmp_path / "b.txt", "x\n")]
-    rows = [row["text"] for row in data.text_file_lines(files)]
+    rows = [row["text"] for row in reading.text_file_lines(files)]
     assert rows == ["ab\n", "cdef", "ghij", "\n", "last", "\n", "x\n"]  # a missing last newline is put back
-    corpus = data.open_corpus(str(tmp_path))
-    assert "".join(text for text, _ in data.pieces(corpus)) == "ab\ncdefghij\nlast\nx\n"
+    corpus = reading.open_corpus(str(tmp_path))
+    assert "".join(text for text, _ in reading.pieces(corpus)) == "ab\ncdefghij\nlast\nx\n"
 
 
 def test_long_documents_are_cut_into_pieces_that_end_the_document_once(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "PIECE_CHARS", 4)
-    corpus = data.open_corpus(write(tmp_path / "docs.jsonl", '{"text": "abcdefghij"}\n{"text": ""}\n'))
-    assert list(data.pieces(corpus)) == [("abcd", False), ("efgh", False), ("ij", True), ("", True)]
+    monkeypatch.setattr(reading, "PIECE_CHARS", 4)
+    corpus = reading.open_corpus(write(tmp_path / "docs.jsonl", '{"text": "abcdefghij"}\n{"text": ""}\n'))
+    assert list(reading.pieces(corpus)) == [("abcd", False), ("efgh", False), ("ij", True), ("", True)]
 
 
 # ---- tokenized once --------------------------------------------------------------------------------------------------
@@ -273,12 +273,12 @@ def test_long_documents_are_cut_into_pieces_that_end_the_document_once(tmp_path,
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     """An empty cache folder for token files."""
-    monkeypatch.setattr(data, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(tokens, "CACHE", tmp_path / "cache")
     return tmp_path / "cache"
 
 
 def splits_of(path, **kwargs):
-    return data.text_splits(data.open_corpus(path), "char", 16, 8, 0.1, seed=0, **kwargs)
+    return data.text_splits(reading.open_corpus(path), "char", 16, 8, 0.1, seed=0, **kwargs)
 
 
 def test_a_local_corpus_is_tokenized_once_and_its_windows_are_the_texts(tmp_path, cache, monkeypatch, capsys):
@@ -289,7 +289,7 @@ def test_a_local_corpus_is_tokenized_once_and_its_windows_are_the_texts(tmp_path
     first = splits_of(path)
     assert sorted(p.name.split(".")[1] for p in (cache / "tokens").iterdir()) == ["uint16", "uint16"]
     assert capsys.readouterr().out.count("Tokenized the") == 2
-    monkeypatch.setattr(data, "token_chunks", lambda *a: pytest.fail("tokenized again"))
+    monkeypatch.setattr(tokens, "token_chunks", lambda *a: pytest.fail("tokenized again"))
     again = splits_of(path)
     assert capsys.readouterr().out.count("from the cache") == 2
     assert take(again.train, 300) == take(first.train, 300)
@@ -298,6 +298,18 @@ def test_a_local_corpus_is_tokenized_once_and_its_windows_are_the_texts(tmp_path
     assert tokenizer.decode(first.train_ids.tolist()) == TEXT[: int(len(TEXT) * 0.9)]
     n_train = len(first.train_ids)
     assert sorted(take(first.train, (n_train - 16) // 8 + 1)) == sorted(cut(first.train_ids.tolist(), 16, 8))
+
+
+def test_a_texts_validation_alone_is_what_its_splits_hold_out(tmp_path, cache, capsys):
+    """text_validation (the Head Finder rebuilding a run's validation windows with the run's tokenizer) gives the
+    windows text_splits holds out, boundary first or not, and tokenizes no training text."""
+    path = write(tmp_path / "play.txt", TEXT)
+    for boundary_first in (False, True):
+        splits = splits_of(path, boundary_first=boundary_first)
+        capsys.readouterr()
+        alone = data.text_validation(reading.open_corpus(path), splits.tokenizer, 16, 0.1, boundary_first)
+        assert alone == splits.validation["input_ids"]
+        assert "train text" not in capsys.readouterr().out
 
 
 def cut(ids: list[int], size: int, step: int) -> list[list[int]]:
@@ -321,18 +333,18 @@ def test_a_streamed_corpus_is_split_by_its_shards_and_never_read_whole_first(tmp
         texts.append("".join("".join(rng.choices(group, k=7)) + "\n" for _ in range(100)))  # 800 characters
         (folder / f"part-{i}.txt").write_text(texts[-1])
     read = []
-    real_lines = data.text_file_lines
-    monkeypatch.setattr(data, "text_file_lines", lambda files: (read.append(1) or row for row in real_lines(files)))
-    corpus = data.open_corpus(str(folder))
+    real_lines = reading.text_file_lines
+    monkeypatch.setattr(reading, "text_file_lines", lambda files: (read.append(1) or row for row in real_lines(files)))
+    corpus = reading.open_corpus(str(folder))
     corpus.files = None  # as a Hub dataset is: streamed, tokenized as read, no token file
     tokenizer = tokenization.char_tokenizer("".join(texts))
     encode = lambda text: tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids  # noqa: E731
     read.clear()
-    monkeypatch.setattr(data, "ENCODE_BATCH", 16)  # lines a tokenizer call takes: the read-ahead, small beside 400
+    monkeypatch.setattr(tokens, "ENCODE_BATCH", 16)  # lines a tokenizer call takes: the read-ahead, small beside 400
     splits = data.text_splits(corpus, "char", 16, 8, 0.1, seed=0, tokenizer=tokenizer, streamed_validation_chars=160)
     # Lines read before training: the validation's 20 (twice: as validation, and skipped by the training stream),
     # then a tokenizer batch's and the rows read with it; not the corpus's 400.
-    assert len(read) <= 2 * 20 + 16 + 2 * data.ROWS_A_READ
+    assert len(read) <= 2 * 20 + 16 + 2 * reading.ROWS_A_READ
     assert splits.validation["input_ids"] == cut(encode(texts[0][:160]), 16, 16)
     assert "4 shard(s)" in splits.summary and splits.train.n_shards % 4 == 0  # its passes over the 4 shards
 
@@ -365,11 +377,11 @@ def test_a_streams_start_reads_none_of_its_tokens_and_names_are_kept_as_one_arra
     monkeypatch.setattr(np.memmap, "__reduce__", copied)
     monkeypatch.setattr(np.memmap, "__reduce_ex__", copied)
     again = splits_of(path)  # hashed by `datasets` as the stream is made
-    assert take(again.train, 3) and len(pickle.dumps(data.TokenFile(cache))) < 200
+    assert take(again.train, 3) and len(pickle.dumps(tokens.TokenFile(cache))) < 200
     token_file = next((cache / "tokens").glob("*.bin"))
     monkeypatch.undo()
-    copy = pickle.loads(pickle.dumps(data.TokenFile(token_file)))
-    assert np.array_equal(copy.ids, data.TokenFile(token_file).ids) and len(copy.ids) > 0
+    copy = pickle.loads(pickle.dumps(tokens.TokenFile(token_file)))
+    assert np.array_equal(copy.ids, tokens.TokenFile(token_file).ids) and len(copy.ids) > 0
     names = [[1, 5, 1], [1, 2, 3, 4, 1], [1, 1]]
     assert list(streams.Rows(names)) == names and list(pickle.loads(pickle.dumps(streams.Rows(names)))) == names
 
@@ -380,7 +392,7 @@ def test_a_changed_file_or_tokenizer_is_tokenized_again_and_a_failed_one_leaves_
     write(tmp_path / "play.txt", TEXT.upper())  # same length, other text: the file's modification time changed
     changed = splits_of(path)
     assert changed.tokenizer.decode(changed.train_ids[:10].tolist()) == TEXT.upper()[:10]
-    bpe = data.text_splits(data.open_corpus(path), "bpe", 16, 16, 0.1, seed=0, vocab_size=300)
+    bpe = data.text_splits(reading.open_corpus(path), "bpe", 16, 16, 0.1, seed=0, vocab_size=300)
     assert len(list((cache / "tokens").glob("*.bin"))) == 6 and len(bpe.train_ids) < len(changed.train_ids)
 
     def broken(texts, tokenizer):
@@ -389,7 +401,7 @@ def test_a_changed_file_or_tokenizer_is_tokenized_again_and_a_failed_one_leaves_
 
     other = write(tmp_path / "other.txt", TEXT)
     with pytest.MonkeyPatch.context() as patch, pytest.raises(KeyboardInterrupt):
-        patch.setattr(data, "token_chunks", broken)
+        patch.setattr(tokens, "token_chunks", broken)
         splits_of(other)
     assert len(list((cache / "tokens").glob("*.bin"))) == 6 and not list((cache / "tokens").glob("*.part"))
     assert take(splits_of(other).train, 5)  # the next run tokenizes it whole
@@ -428,7 +440,7 @@ def test_a_local_corpus_trains_its_bpe_once(tmp_path, cache, monkeypatch, capsys
     """Byte-level BPE is trained on the training text once: a second run reads it (and the tokens) from the cache,
     trains nothing, and encodes exactly as the tokenizer it trained."""
     path = write(tmp_path / "play.txt", TEXT)
-    bpe = lambda: data.text_splits(data.open_corpus(path), "bpe", 16, 16, 0.1, seed=0, vocab_size=300)  # noqa: E731
+    bpe = lambda: data.text_splits(reading.open_corpus(path), "bpe", 16, 16, 0.1, seed=0, vocab_size=300)  # noqa: E731
     first = bpe()
     monkeypatch.setattr(data.tokenization, "bpe_tokenizer", lambda *a: pytest.fail("trained again"))
     again = bpe()

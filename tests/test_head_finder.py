@@ -20,6 +20,7 @@ from helpers import (
     save_fixture_model,
     tiny_model,
 )
+from minigpt.errors import VisitorError
 
 # Windows with repeated tokens (induction has queries to read), of different lengths (one padded batch).
 WINDOWS = [[0, 5, 6, 7, 5, 6, 7, 8, 5], [0, 9, 9, 3], [0, 4, 5, 6, 4, 5, 6, 4, 5, 6, 4, 2], [0, 1]]
@@ -396,3 +397,80 @@ def test_the_specimens_head_1_1_is_said_with_what_each_role_was_measured_on(clie
     assert sentence.startswith(f"On {answer['corpus']['description']} it is a sink head (it rests on the first token)")
     assert f"its induction is {answer['probe']['induction']:.2f}" in sentence
     assert "it copies when something repeats" in sentence and "little to copy" in sentence
+
+
+@pytest.fixture(scope="module")
+def fixture_lms(fixture_models):
+    from minigpt.demo.models import load_language_model
+
+    names, text = fixture_models
+    batching = dict(max_rows=2, max_waiting=2)
+    return load_language_model("tiny-names", str(names), batching), load_language_model(
+        "tiny-text", str(text), batching
+    )
+
+
+def test_a_corpus_has_one_limit_and_only_its_measured_start_is_tokenized(fixture_lms, monkeypatch):
+    """A million characters are accepted (the README's limit) and one more refused, with the same number; a text of
+    940,000 characters or a names corpus of one such line is measured on its start, and of 190,000 names only those
+    the token budget holds are tokenized."""
+    from minigpt.demo import head_corpus
+
+    names_lm, text_lm = fixture_lms
+    limit = head_corpus.MAX_CORPUS_CHARS
+    assert limit == 1_000_000
+    with pytest.raises(VisitorError, match="at most 1,000,000 are accepted"):
+        head_corpus.text_corpus(text_lm, "a" * (limit + 1))
+    budget = head_corpus.token_budget(text_lm.model)
+    corpus = head_corpus.text_corpus(text_lm, "to be or not to be " * 49_500)  # 940,500 characters
+    assert corpus.tokens == budget and corpus.notes == [f"Measured on the first {budget:,} tokens of your text."]
+    one_line = head_corpus.text_corpus(names_lm, "emma" * 235_000)  # a names corpus that is one long line
+    assert len(one_line.windows) == 1 and one_line.tokens == names_lm.block_size
+
+    encoded = []
+    monkeypatch.setattr(head_corpus, "encode", lambda lm, text, what: encoded.append(text) or [1] * len(text))
+    many = head_corpus.text_corpus(names_lm, "liam\n" * 190_000)  # 950,000 characters
+    assert many.tokens == head_corpus.token_budget(names_lm.model)
+    assert len(encoded) < 2 * many.tokens / 6  # each name is a window of 6 tokens: only about the budget's are read
+
+
+def test_a_model_with_costly_attention_is_measured_within_the_bound_on_fewer_tokens(tmp_path):
+    """Audit 3's model (12 layers x 16 heads, width 32, context 256: few parameters, many attention cells) took 62.9 s
+    under the parameter-count bound. Its corpus is now cut so that the estimated work, counted over every window's
+    attention (L x H x T^2 cells) and the (L x H + 1) ablation passes, fits the two bounds."""
+    from helpers import printable_tokenizer, save_fixture_model
+    from minigpt.demo import head_corpus
+    from minigpt.demo.models import load_language_model
+    from minigpt.heads import metrics
+
+    shape = dict(name="shakespeare", n_layer=12, n_head=16, n_embd=32, block_size=256)
+    folder = save_fixture_model(tmp_path / "wide-attention", printable_tokenizer(), seed=0, **shape)
+    lm = load_language_model("wide-attention", str(folder), dict(max_rows=2, max_waiting=2))
+    head_corpus.check_measurable(lm)  # one window fits: measured, on fewer tokens
+    corpus = head_corpus.text_corpus(lm, "to be or not to be, that is the question. " * 2_000)
+    config, ablated = lm.model.config, metrics.ablation_windows(lm.model, corpus.windows)
+    recording = sum(metrics.recording_work(config, len(w)) for w in corpus.windows) / metrics.WORK_PER_SECOND
+    ablation = sum(metrics.ablation_work(config, len(w)) for w in ablated) / metrics.WORK_PER_SECOND
+    assert recording <= metrics.RECORD_SECONDS and ablation <= metrics.ABLATION_SECONDS
+    assert metrics.measure_seconds(config, corpus.windows, ablated) == pytest.approx(recording + ablation)
+    # the costly part, the ablation, reads the first tokens only, and they fill most of its bound (not cut to nothing)
+    assert sum(map(len, ablated)) < corpus.tokens and ablation > metrics.ABLATION_SECONDS / 2
+    # a window's cells are counted: the same tokens in windows of the full context cost more than in short ones
+    assert metrics.recording_work(config, 256) > 4 * metrics.recording_work(config, 64)
+
+
+def test_a_model_too_big_to_measure_gets_its_estimate_before_any_corpus_is_read(monkeypatch):
+    """GPT-2 XL's shape: one window of its context alone is over the bound. The refusal names the estimate, in well
+    under a second (nothing is built: the shape is all it reads), and no corpus is made."""
+    from types import SimpleNamespace
+
+    from minigpt.demo import head_corpus
+    from minigpt.demo.ui import head_finder
+    from modeling_minigpt import MiniGPTConfig
+
+    config = MiniGPTConfig(n_layer=48, n_head=25, n_embd=1600, block_size=1024, vocab_size=50257)
+    lm = SimpleNamespace(name="gpt2-xl", model=SimpleNamespace(config=config))
+    monkeypatch.setattr(head_finder, "text_corpus", lambda *a: pytest.fail("a corpus was built"))
+    with pytest.raises(VisitorError, match=r"Measuring every head of gpt2-xl would take about [\d,]+ s") as refused:
+        head_finder.HeadFinder(state=None).corpus_for(lm, "a text")
+    assert f"at most {head_corpus.RECORD_SECONDS} s" in str(refused.value)

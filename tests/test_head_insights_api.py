@@ -221,9 +221,9 @@ def test_generated_tokens_are_coloured_by_the_probability_they_were_sampled_with
     import asyncio
     import re
 
+    from minigpt.demo.generation import Generation
     from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.generation import Generation
-    from minigpt.demo.ui.insights import Insights
+    from minigpt.demo.ui.insights import InsightsSection
 
     async def last_update(updates):
         return [update async for update in updates][-1]
@@ -231,7 +231,7 @@ def test_generated_tokens_are_coloured_by_the_probability_they_were_sampled_with
     state = DemoState.configure([], *map(str, fixture_models), training=False)
     text = Generation(state).text("to be", max_new_tokens=12, top_k=1, seed=3, model="tiny-text")
     generated, _ = asyncio.run(last_update(text))
-    insights = Insights(state)
+    insights = InsightsSection(state)
     drawn = insights.sampled_colours(generated, "tiny-text", "to be", 1.0, 1, 1.0, 3)
     probabilities = [float(p) for p in re.findall(r'data-probability="([0-9.]+)"', drawn)]
     assert probabilities == [1.0] * (len(generated) - len("to be"))
@@ -258,3 +258,7 @@ def test_induction_is_measured_on_the_learners_text_when_it_repeats(client):
     assert "Induction on your text" in roles_html(roles) and "on the probe" in roles_html(roles)
     plain = call(client, "/head_roles", text="abc", model="specimen")
     assert "induction_on_text" not in plain and "write a line twice" in roles_html(plain)
+
+
+def test_heads_in_other_digits_are_refused_by_the_one_head_parser(client):
+    assert "Cannot read the head '٣.٣'" in app_error(client, "/ablate", text="emma", heads="٣.٣")

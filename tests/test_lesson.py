@@ -222,8 +222,8 @@ def test_a_lesson_step_draws_the_same_numbers_as_the_step_view_for_that_step():
 
 
 def test_step_11_says_once_what_a_click_does_and_only_where_a_click_selects_a_head():
+    from minigpt.demo.insights import Insights
     from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.insights import Insights
     from minigpt.demo.views.lesson import roles_section
 
     state = DemoState.configure([str(NAMES)], training=False)

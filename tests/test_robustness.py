@@ -296,3 +296,33 @@ def test_echoed_values_and_long_messages_are_cut(client):
     unknown = "".join(map(chr, range(0x4E00, 0x4E00 + 5000)))  # 5,000 characters the names model does not know
     error = app_error(client, "/attention", text=unknown)
     assert "does not know" in error and len(error) <= 2000
+
+
+def raw_call(url: str, endpoint: str, values: list) -> tuple[int, str]:
+    """A REST call as curl makes it: POST the values, then read the event stream's answer."""
+    import httpx
+
+    posted = httpx.post(f"{url}gradio_api/call/{endpoint}", json={"data": values}, timeout=30)
+    if posted.status_code != 200:
+        return posted.status_code, posted.text
+    with httpx.stream("GET", f"{url}gradio_api/call/{endpoint}/{posted.json()['event_id']}", timeout=60) as answer:
+        return 200, "".join(answer.iter_text())
+
+
+def test_a_raw_call_with_fewer_values_gets_the_declared_defaults_and_big_bodies_are_refused(server):
+    """Clients written for older signatures (3 values to /next_tokens) and curl users who send only the first values
+    get the defaults the API description declares; a body over the stated bound is refused before it is read."""
+    from helpers import server_log
+
+    url, process = server
+    mark = len(server_log(process))
+    status, answer = raw_call(url, "next_tokens", ["emma"])
+    assert status == 200 and "event: complete" in answer and '"position": 4' in answer, answer[:500]
+    status, answer = raw_call(url, "next_tokens", ["emma", None, 2])
+    assert status == 200 and "event: complete" in answer and '"position": 2' in answer, answer[:500]
+
+    import httpx
+
+    big = httpx.post(f"{url}gradio_api/call/names", content=b"x" * (9 << 20), timeout=60)
+    assert big.status_code == 413 and "at most 8,388,608 bytes" in big.text and "x" * 100 not in big.text
+    assert "Traceback" not in server_log(process)[mark:]

@@ -11,8 +11,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
 from helpers import REPO
+from minigpt.demo.insights import Insights
 from minigpt.demo.state import DemoState
-from minigpt.demo.ui.insights import Insights
 from minigpt.heads import insights as head_insights
 
 LAB_MODEL = REPO / "minigpt" / "models" / "induction"

@@ -21,7 +21,7 @@ from helpers import (
     REPO,
     assert_tokenizer_loads_silently,
 )
-from minigpt import data, training
+from minigpt import checkpoints, data, training
 
 TINY = ["--n_layer", "1", "--n_head", "2", "--n_embd", "16", "--disable_tqdm", "true", "--samples", "3"]
 
@@ -175,8 +175,8 @@ def test_bpe_text_run_writes_a_loadable_folder(tmp_path, text_file):
 def test_head_roles_are_logged_at_every_evaluation_by_the_head_roles_views_code(names_run):
     """roles_log.jsonl: a line per evaluation (steps 20, 40, 60, 80); the last equals what the demo's Head roles
     endpoint answers for the final model on the same text; the plot is in the folder and the model card."""
+    from minigpt.demo.insights import Insights
     from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.insights import Insights
     from minigpt.heads.role_log import ROLES, read_roles
 
     lines = read_roles(names_run)
@@ -343,7 +343,7 @@ def test_resume_falls_back_from_a_half_written_trainer_state(names_run, names_fi
         (out / name).unlink()
     state = out / "checkpoint-80" / "trainer_state.json"
     state.write_text(state.read_text()[: len(state.read_text()) // 2])
-    assert training.last_complete_checkpoint(out) == str(out / "checkpoint-40")
+    assert checkpoints.last_complete_checkpoint(out) == str(out / "checkpoint-40")
     train_in_process(*NAMES_RUN, "--dataset", names_file, "--output_dir", str(out), "--resume_from_checkpoint", "last")
     assert eval_losses(out)[-1] == pytest.approx(eval_losses(names_run)[-1], abs=1e-4)
 
@@ -527,14 +527,14 @@ def test_resume_skips_a_checkpoint_that_a_kill_left_half_written(tmp_path):
         whole = json.dumps({"global_step": step, "log_history": []})
         if state:  # the Trainer writes it last
             (folder / "trainer_state.json").write_text(whole if state == "whole" else whole[:20])
-    assert training.last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-20")
-    assert training.last_complete_checkpoint(tmp_path / "nothing") is None
+    assert checkpoints.last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-20")
+    assert checkpoints.last_complete_checkpoint(tmp_path / "nothing") is None
 
 
 PEAK_MEMORY = """
 import itertools, resource, sys
-from minigpt import data
-splits = data.text_splits(data.open_corpus(sys.argv[1]), "char", 32, 32, 0.1, seed=0)
+from minigpt import data, reading
+splits = data.text_splits(reading.open_corpus(sys.argv[1]), "char", 32, 32, 0.1, seed=0)
 for example in itertools.islice(splits.train, 200):  # the shuffle buffer fills first: the training text is read
     pass
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # peak bytes (Linux counts KiB)

@@ -1,4 +1,5 @@
-"""training_runs.py in process, without training: the limits, the progress read back from the events, the zip."""
+"""run_requests.py and training_runs.py in process, without training: the limits, the progress read back from the
+events, the zip."""
 
 import json
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 from configuration_minigpt import PRESETS, MiniGPTConfig
 from helpers import REPO
 from minigpt import data
-from minigpt.demo import run_folder, training_runs
+from minigpt.demo import run_folder, run_requests, training_runs
 from minigpt.presets import TRAINING_PRESETS
 from modeling_minigpt import MiniGPTForCausalLM
 
@@ -19,7 +20,7 @@ SIZES = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, max_steps=100, learn
 
 
 def request(**changes):
-    return training_runs.check_request(
+    return run_requests.check_request(
         **{"data": "names", "text": "", "tokenizer": None, "name": "", **SIZES, "taken": set(), **changes}
     )
 
@@ -40,12 +41,12 @@ def test_parameters_are_those_of_the_model_that_will_train():
 
 
 def test_the_largest_run_the_limit_proposes_fits_and_one_step_more_does_not():
-    with pytest.raises(training_runs.RunError, match=r"use at most ([\d,]+) steps") as error:
+    with pytest.raises(run_requests.RunError, match=r"use at most ([\d,]+) steps") as error:
         request(n_layer=8, n_head=8, n_embd=256, max_steps=20_000)
     fitting = int(error.value.args[0].split("use at most ")[1].split(" steps")[0].replace(",", ""))
     spec, _ = request(n_layer=8, n_head=8, n_embd=256, max_steps=fitting)
-    assert spec.parameters * fitting * spec.batch_size * spec.block_size <= training_runs.MAX_WORK
-    with pytest.raises(training_runs.RunError, match="too big"):
+    assert spec.parameters * fitting * spec.batch_size * spec.block_size <= run_requests.MAX_WORK
+    with pytest.raises(run_requests.RunError, match="too big"):
         request(n_layer=8, n_head=8, n_embd=256, max_steps=fitting + 1)
 
 
@@ -54,16 +55,16 @@ def test_visitor_names_and_texts_are_checked_and_kept():
     assert spec.tokenizer == "names" and text == "Anna\nbob\n" + "eve\n" * 8  # one a line; upper case is fine
     spec, text = request(data="text", text="x" * 160)  # char by default; the last tenth holds one 16-token window
     assert spec.tokenizer == "char" and spec.preset == "shakespeare"
-    with pytest.raises(training_runs.RunError, match="give at least 160 characters"):
+    with pytest.raises(run_requests.RunError, match="give at least 160 characters"):
         request(data="text", text="x" * 159)
     assert request(data="shakespeare")[0].tokenizer == "bpe"
-    assert training_runs.NAME.fullmatch(request()[0].name)  # a name is picked when none is given
+    assert run_requests.NAME.fullmatch(request()[0].name)  # a name is picked when none is given
 
 
 def test_the_induction_lab_trains_the_induction_preset_on_the_repeated_names(tmp_path):
     from minigpt.demo.training_process import train_arguments
 
-    lab = training_runs.defaults("induction")
+    lab = run_requests.defaults("induction")
     spec, text = request(data="induction", **{k: lab[k] for k in SIZES}, name="lab")
     assert (spec.preset, spec.tokenizer, text) == ("induction", "names", "")
     argv = train_arguments(spec, tmp_path, resume=False)
@@ -73,7 +74,7 @@ def test_the_induction_lab_trains_the_induction_preset_on_the_repeated_names(tmp
         k: {**PRESETS["induction"], **TRAINING_PRESETS["induction"]}[k]
         for k in ("n_layer", "n_head", "n_embd", "block_size", "max_steps")
     }
-    with pytest.raises(training_runs.RunError, match="trains with the names tokenizer"):
+    with pytest.raises(run_requests.RunError, match="trains with the names tokenizer"):
         request(data="induction", tokenizer="char")
 
 
@@ -178,17 +179,17 @@ def test_runs_the_server_could_not_hold_are_refused_before_they_start():
     """The audit's runs: 12 x 16 heads at context 512 (over 7 GB measured), and a char text of 249,000 distinct
     characters (one 8.2 GB tensor). Every preset's own sizes still fit."""
     big = dict(n_layer=12, n_head=16, n_embd=32, block_size=512, max_steps=10)
-    with pytest.raises(training_runs.RunError, match=r"would need about [\d.]+ GiB of memory .* shorter context"):
+    with pytest.raises(run_requests.RunError, match=r"would need about [\d.]+ GiB of memory .* shorter context"):
         request(**big)
     spec, _ = request(**big | dict(block_size=64))
-    assert training_runs.training_bytes(spec, 28) <= training_runs.MAX_TRAINING_BYTES
+    assert run_requests.training_bytes(spec, 28) <= run_requests.MAX_TRAINING_BYTES
     scripts = "".join(map(chr, range(0x4E00, 0x4E00 + 9000))) * 2  # 9,000 CJK characters, and the newline
-    with pytest.raises(training_runs.RunError, match="9,001 distinct characters: the char tokenizer takes at most"):
+    with pytest.raises(run_requests.RunError, match="9,001 distinct characters: the char tokenizer takes at most"):
         request(data="text", text=scripts + "\n")
-    for kind in training_runs.DATA:
-        sizes = {k: training_runs.defaults(kind)[k] for k in SIZES}
+    for kind in run_requests.DATA:
+        sizes = {k: run_requests.defaults(kind)[k] for k in SIZES}
         spec, _ = request(data=kind, text="to be or not to be\n" * 2000 if kind == "text" else "", **sizes)
-        assert training_runs.training_bytes(spec, 4096) <= training_runs.MAX_TRAINING_BYTES
+        assert run_requests.training_bytes(spec, 4096) <= run_requests.MAX_TRAINING_BYTES
 
 
 def test_a_windows_text_trains_as_its_lines():
@@ -241,8 +242,8 @@ def test_a_restarted_server_says_interrupted_runs_stopped_and_frees_what_nobody_
 SERVER_THAT_DIES = """
 import os, sys, time
 from pathlib import Path
-from minigpt.demo import run_folder, training_runs
-spec, text = training_runs.check_request(
+from minigpt.demo import run_folder, run_requests, training_runs
+spec, text = run_requests.check_request(
     data="names", text="", tokenizer=None, name="orphan", n_layer=1, n_head=2, n_embd=16, block_size=16,
     max_steps=20_000, learning_rate=1e-3, seed=0, vocab_size=512, taken=set(),
 )

@@ -22,9 +22,9 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 import torch  # noqa: E402
 
 from minigpt.demo.models import ModelUnavailable  # noqa: E402
+from minigpt.demo.run_requests import MAX_TEXT_BYTES  # noqa: E402
 from minigpt.demo.serving import MIN_DECODE_ROWS  # noqa: E402
 from minigpt.demo.state import BATCHING, SESSIONS_KEPT, STREAM, DemoState  # noqa: E402
-from minigpt.demo.training_runs import MAX_TEXT_BYTES  # noqa: E402
 from minigpt.demo.ui.errors import raw_call_middleware, route_errors  # noqa: E402
 from minigpt.demo.ui.page import CSS, THEME, build_demo  # noqa: E402
 from minigpt.tokenization import missing_local_path  # noqa: E402

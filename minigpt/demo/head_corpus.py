@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from minigpt import data, tokenization
+from minigpt import data, reading, tokenization
 from minigpt.demo.choices import MAX_TEXT_CHARS
 from minigpt.demo.models import LanguageModel
 from minigpt.demo.texts import encode
@@ -170,7 +170,7 @@ def training_dataset(args: dict) -> str | None:
     """Where the run's data is now: its file, or the built-in corpus it came from, written again on this machine
     (a model trained elsewhere names a cache path of that machine)."""
     dataset, preset = args.get("dataset"), args.get("preset")
-    if dataset and (not data.looks_local(dataset) or Path(dataset).expanduser().exists()):
+    if dataset and (not reading.looks_local(dataset) or Path(dataset).expanduser().exists()):
         return dataset
     builtin = data.BUILTIN_CORPORA.get(preset)
     if dataset and builtin and Path(dataset).parent.name == data.CACHE.name:
@@ -181,37 +181,26 @@ def training_dataset(args: dict) -> str | None:
 
 def validation_windows(lm: LanguageModel, args: dict, dataset: str) -> tuple[list[list[int]], bool]:
     """The run's validation windows, as train.py's data pipeline held them out (its tokenizer: the model's)."""
-    corpus = data.open_corpus(dataset, args.get("text_column"))
+    corpus = reading.open_corpus(dataset, args.get("text_column"))
     block_size = lm.block_size
     if tokenization.unknown_characters(lm.tokenizer, "\n") and args.get("preset") in ("names", "induction"):
         splits = data.names_splits(corpus, block_size, args.get("val_size", 1000), args.get("seed", DEFAULT_SEED))
         return list(splits.validation["input_ids"]), True
-    splits = data.text_splits(
-        corpus,
-        "given",
-        block_size,
-        block_size,
-        args.get("val_fraction", 0.1),
-        args.get("seed", DEFAULT_SEED),
-        tokenizer=lm.tokenizer,
-        boundary_first=bool(args.get("boundary_first")),
-        validation_only=True,
-    )
-    return list(splits.validation["input_ids"]), bool(args.get("boundary_first"))
+    boundary_first = bool(args.get("boundary_first"))
+    windows = data.text_validation(corpus, lm.tokenizer, block_size, args.get("val_fraction", 0.1), boundary_first)
+    return windows, boundary_first
 
 
 def builtin_windows(lm: LanguageModel) -> tuple[list[list[int]], bool, str]:
     """A corpus of the model's kind for a model without a recorded run: the held-out built-in names (one a line) for a
     model of names, else the last tenth of the built-in Shakespeare plays."""
     if reads_lines(lm):
-        names = list(data.names(data.open_corpus(str(data.builtin_names()))))
+        names = list(reading.names(reading.open_corpus(str(data.builtin_names()))))
         held_out = sorted(data.held_out_indices(len(names), 1000, DEFAULT_SEED))  # as the names preset holds them out
         return name_windows(lm, [names[i] for i in held_out]), True, "the built-in held-out names"
-    corpus = data.open_corpus(str(data.builtin_shakespeare()))
-    splits = data.text_splits(
-        corpus, "given", lm.block_size, lm.block_size, 0.1, DEFAULT_SEED, tokenizer=lm.tokenizer, validation_only=True
-    )
-    return list(splits.validation["input_ids"]), False, "the last tenth of the built-in Shakespeare plays"
+    corpus = reading.open_corpus(str(data.builtin_shakespeare()))
+    windows = data.text_validation(corpus, lm.tokenizer, lm.block_size, 0.1)
+    return windows, False, "the last tenth of the built-in Shakespeare plays"
 
 
 def default_corpus(lm: LanguageModel, source: str) -> Corpus:

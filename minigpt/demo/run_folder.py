@@ -1,6 +1,6 @@
 """A training run's folder, as the web app keeps it (training_runs.py): its progress log (progress.jsonl, one JSON
-event a line, written by the run's process, training_process.py, and by the queue; read back as a Progress), its
-checkpoints, and its model as a zip for visitors. Knows nothing of Gradio."""
+event a line, written by the run's process, training_process.py, and by the queue; read back as a Progress), its roles
+log, its checkpoints, and its model as a zip for visitors. Knows nothing of Gradio."""
 
 import contextlib
 import json
@@ -10,6 +10,8 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from minigpt.heads.role_log import read_roles
 
 
 def write_event(folder: Path, event: str, **fields) -> None:
@@ -30,6 +32,12 @@ def read_events(folder: Path) -> list[dict]:
         except json.JSONDecodeError:  # a line being written as we read
             pass
     return events
+
+
+def roles_of(folder: Path) -> list[dict]:
+    """The heads' role scores at each evaluation so far: a line of the run's roles log each (written by the run's roles
+    callback, minigpt/heads/role_log.py)."""
+    return read_roles(folder)
 
 
 @dataclass

@@ -7,8 +7,8 @@ import importlib
 import multiprocessing
 from pathlib import Path
 
-# The run's own module, named (as `python -m` named it) rather than imported: it imports training_runs, whose queue
-# starts it, and the Trainer, which the server never imports.
+# The run's own module, named (as `python -m` named it) rather than imported: it imports the Trainer, which the server
+# never imports.
 RUN_MODULE = "minigpt.demo.training_process"
 
 

@@ -107,6 +107,11 @@ def text_label(text: str, model: str) -> str:
     return f"“{text}” on {model}" if text else f"the empty text on {model}"
 
 
+def notes_markdown(notes: list[str]) -> str:
+    """Notes as the answers give them: one Markdown list item each."""
+    return "\n".join(f"- {note}" for note in notes)
+
+
 def view_key(model: str, ids: list[int]) -> str:
     """A short fingerprint of (model, token ids): two views show the same numbers exactly when their keys match."""
     return hashlib.sha1(f"{model}|{','.join(map(str, ids))}".encode()).hexdigest()[:16]

@@ -1,6 +1,6 @@
 """One training run of the web app, in its own process (forked by training_runs.RunQueue from its fork server, or
 `python -m minigpt.demo.training_process FOLDER [--resume]` by hand): train.py's `main` with a callback that writes
-the progress events the server reads (training_runs.progress_of) and stops the Trainer, with a checkpoint, when the
+the progress events the server reads (run_folder.progress_of) and stops the Trainer, with a checkpoint, when the
 server asks (SIGTERM), goes away, or the time limit passes. Here alone does the demo import the Trainer."""
 
 import multiprocessing
@@ -15,7 +15,8 @@ from transformers import TrainerCallback
 
 from minigpt import data, training
 from minigpt.demo.run_folder import write_event
-from minigpt.demo.training_runs import HELD_OUT, MAX_RUN_SECONDS, SAMPLES, RunSpec
+from minigpt.demo.run_requests import HELD_OUT, MAX_RUN_SECONDS, SAMPLES, RunSpec
+from minigpt.training_outputs import generate_samples
 
 
 class Cancelled(BaseException):
@@ -70,7 +71,7 @@ class ReportAndStop(TrainerCallback):
     def on_evaluate(self, args, state, control, model=None, processing_class=None, **kwargs):
         with torch.random.fork_rng(devices=[]):  # own seed: the training's random numbers stay as they were
             torch.manual_seed(self.seed + state.global_step)
-            samples = training.generate_samples(model, processing_class, SAMPLES, names=self.names)
+            samples = generate_samples(model, processing_class, SAMPLES, names=self.names)
         write_event(self.folder, "samples", step=state.global_step, samples=samples)
 
 

@@ -1,2 +1,3 @@
-"""The page: one module per section (its endpoints, layout and events), composed by page.py. The only place besides
-app.py that imports gradio."""
+"""The page: one module per section that lays it out and wires its events to the section's endpoints (computing
+modules, minigpt/demo/<section>.py) and views (minigpt/demo/views/), composed by page.py. The only place that imports
+gradio; its internals in gradio_internals.py alone."""

@@ -11,7 +11,8 @@ from minigpt.demo import circuits
 from minigpt.demo.choices import parse_heads
 from minigpt.demo.state import DemoState
 from minigpt.demo.texts import TextView
-from minigpt.demo.ui.components import drawn, unchecked
+from minigpt.demo.ui.components import drawn
+from minigpt.demo.ui.gradio_internals import unchecked
 from minigpt.demo.views.circuits import (
     CIRCUITS_JS,
     attribution_html,

@@ -1,5 +1,5 @@
 """The one rule for errors, as the page and the API apply it (minigpt/errors.py says the rule): every event and
-endpoint of the page runs under `answers_visitors` (page.py wraps them all)."""
+endpoint of the page runs under `answers_visitors` (page.py puts it on them all, through gradio_internals)."""
 
 import contextlib
 import functools
@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import gradio as gr
-from gradio.utils import abspath, get_upload_folder, is_in_or_equal
 
+from minigpt.demo.ui.gradio_internals import Declared, is_uploaded
 from minigpt.errors import VISITORS_MISTAKES, VisitorError, shortened
 
 logger = logging.getLogger(__name__)
@@ -31,23 +31,6 @@ def as_message():
         if len(message) > MAX_MESSAGE_CHARS:
             message = message[: MAX_MESSAGE_CHARS - 3] + "..."
         raise gr.Error(message, print_exception=False) from None
-
-
-def refusals_logged(component):
-    """`component` (a gr.File), its own refusals (a file of a type it does not take: `names.exe`, `model.zip`) made a
-    visitor's mistake by the error rule: Gradio's message, and one line in the log instead of a traceback. (Its
-    preprocess is wrapped: a subclass of a Gradio component would have Gradio write a .pyi file beside this one.)"""
-    preprocess = component.preprocess
-
-    def checked(payload):
-        try:
-            return preprocess(payload)
-        except gr.Error as error:
-            logger.warning("Upload refused: %s", shortened(error.message, 200))
-            raise gr.Error(error.message, print_exception=False) from None
-
-    component.preprocess = checked
-    return component
 
 
 # What an endpoint's parameter may arrive as, by the type its API description gives (Gradio's `python_type`): a
@@ -87,7 +70,7 @@ def check_types(parameters: list[tuple[str, str | None]], args: tuple) -> None:
 def answers_visitors(endpoint, parameters: list[tuple[str, str | None]] = ()):
     """`endpoint` (a function, coroutine function, generator or async generator) under `as_message`, its values first
     checked against `parameters` ((name, kind) of each input, as its API description declares them). Every event and
-    API endpoint of the page gets it (`page.build_demo`), so the rule holds alike on all of them."""
+    API endpoint of the page gets it (`page.build_demo`, `under_the_rule`), so the rule holds alike on all of them."""
     if getattr(endpoint, "answers_visitors", False):
         return endpoint
     if inspect.isasyncgenfunction(endpoint):
@@ -125,6 +108,12 @@ def answers_visitors(endpoint, parameters: list[tuple[str, str | None]] = ()):
     functools.update_wrapper(answer, endpoint)
     answer.answers_visitors = True
     return answer
+
+
+def under_the_rule(endpoint, declared: Declared):
+    """`answers_visitors` for a function of the built page, each input's kind read from the python type its API
+    description declares (gradio_internals.every_function_wrapped hands them)."""
+    return answers_visitors(endpoint, [(name, declared_kind(python_type)) for name, python_type in declared])
 
 
 def route_errors() -> dict:
@@ -222,7 +211,7 @@ def check_uploaded(body: bytes) -> None:
     for value in values if isinstance(values, list) else []:
         for file in value if isinstance(value, list) else [value]:
             path = file.get("path") if isinstance(file, dict) else None
-            if isinstance(path, str) and not is_in_or_equal(abspath(path), get_upload_folder()):
+            if isinstance(path, str) and not is_uploaded(path):
                 raise VisitorError(
                     f"A file must be uploaded before a call names it (POST /gradio_api/upload, or gradio_client's "
                     f"handle_file): {shortened(Path(path).name, 80)!r} is not a file uploaded to this server."

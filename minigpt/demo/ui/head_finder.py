@@ -5,17 +5,15 @@ text the visitor gives), in a table sortable by any metric; a click on a head op
 import math
 
 import gradio as gr
-import torch
 
-from minigpt.demo.attention_maps import Window, token_labels
+from minigpt.demo.attention_maps import token_labels
 from minigpt.demo.choices import head_index, layer_index
 from minigpt.demo.head_corpus import Corpus, check_measurable, default_corpus, text_corpus
 from minigpt.demo.head_finder import DEFINITIONS, dashboard, head_rows
 from minigpt.demo.models import LanguageModel, split_snapshot_name
 from minigpt.demo.state import DemoState
 from minigpt.demo.ui.components import drawn
-from minigpt.demo.views.head_finder import FINDER_JS, dashboard_html, finder_html
-from minigpt.demo.views.maps import figure_body, head_caption
+from minigpt.demo.views.head_finder import FINDER_JS, dashboard_with_map, finder_html
 from minigpt.errors import VisitorError
 
 PROGRESS = gr.Progress()  # Gradio fills a handler's progress parameter when its default is one
@@ -125,15 +123,10 @@ class HeadFinder:
         """One head's dashboard, with its map on the text shown."""
         layer, head = int(event.layer), int(event.head)
 
-        def draw(shown_text, model):
-            answer = self.head_dashboard(model, layer, head, text, shown_text)
-            weights, tokens = torch.tensor(answer["map"]["weights"]), answer["map"]["tokens"]
-            caption = f"{head_caption(layer, str(head))} on your text"
-            return dashboard_html(
-                answer, f"<figure>{figure_body(weights, tokens, caption, Window.fit(len(tokens)))}</figure>"
-            )
-
-        return drawn(shown, draw)
+        return drawn(
+            shown,
+            lambda shown_text, model: dashboard_with_map(self.head_dashboard(model, layer, head, text, shown_text)),
+        )
 
     def layout(self, maps):
         """The section, on the model and text the maps show (`maps.shown`)."""

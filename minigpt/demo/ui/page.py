@@ -3,20 +3,17 @@ tab beside it; the attention maps; the lesson through the block, step by step, a
 tools, folded), each built by its module from the one state; the selection (layer, head, query) they share; then the
 error rule on every event and endpoint."""
 
-from pathlib import Path
-
 import gradio as gr
-from gradio.utils import get_upload_folder
 
 from minigpt.demo.links import TABS, read_link
 from minigpt.demo.state import DemoState
-from minigpt.demo.ui.attention import AttentionMaps
+from minigpt.demo.ui.attention import AttentionSection
 from minigpt.demo.ui.circuits import Circuits
-from minigpt.demo.ui.components import unchecked
-from minigpt.demo.ui.errors import answers_visitors, declared_kind
-from minigpt.demo.ui.generation import Generation
+from minigpt.demo.ui.errors import under_the_rule
+from minigpt.demo.ui.generation import GenerationTabs
+from minigpt.demo.ui.gradio_internals import components, every_function_wrapped, unchecked, upload_folder
 from minigpt.demo.ui.head_finder import HeadFinder
-from minigpt.demo.ui.insights import Insights
+from minigpt.demo.ui.insights import InsightsSection
 from minigpt.demo.ui.selection import Selection
 from minigpt.demo.ui.steps import StepByStep
 from minigpt.demo.ui.training import Training
@@ -48,15 +45,15 @@ def build_demo(state: DemoState) -> gr.Blocks:
     """The whole page on `state`."""
     # delete_cache: exports (up to 604 MB of weights for GPT-2 at 1,024 tokens) and uploads are copied into Gradio's
     # cache; every 10 minutes, the files older than 30 go, so that a Space does not fill its disk.
-    state.exports = Path(get_upload_folder()) / "minigpt-exports"  # in Gradio's cache: served from there, not copied
+    state.exports = upload_folder() / "minigpt-exports"  # in Gradio's cache: served from there, not copied
     with gr.Blocks(title="MiniGPT attention explorer", delete_cache=(600, 1800)) as demo:
         gr.Markdown(INTRO)
-        generation, trainer, insights = Generation(state), Training(state), Insights(state)
+        generation, trainer, insights = GenerationTabs(state), Training(state), InsightsSection(state)
         with gr.Tabs() as tabs:
             generated = generation.tabs()
             training = trainer.tab(demo)
         tab_from_link(demo, tabs)
-        maps_section, steps = AttentionMaps(state), StepByStep(state, insights.head_roles)
+        maps_section, steps = AttentionSection(state), StepByStep(state, insights.insights.head_roles)
         maps = maps_section.layout(demo, generated)
         lesson = steps.layout(maps)  # the basics right under the grid, before the head enlarged and the head tools
         maps.details.render()  # the chosen head enlarged, the line view, the export, the shape trace
@@ -76,37 +73,14 @@ def build_demo(state: DemoState) -> gr.Blocks:
             HeadFinder(state).layout(maps)
         Selection(maps_section, steps).wire(maps, lesson, [*tools.tables, lesson.view], tools.token_strip)
         pickers_follow_training(demo, state, training)
-    named = demo.get_api_info()["named_endpoints"]
-    for block_function in demo.fns.values():  # the error rule, alike on every event and endpoint
-        if block_function.fn is not None:
-            block_function.fn = answers_visitors(block_function.fn, declared_parameters(block_function, named))
+    every_function_wrapped(demo, under_the_rule)  # the error rule, alike on every event and endpoint
     return demo
-
-
-def declared_parameters(block_function, named: dict) -> list[tuple[str, str | None]]:
-    """(name, kind) of each input of a named endpoint, as its API description declares it, for the error rule's type
-    check; its components then hand the handler the values as sent (Gradio's own conversions would turn a list into
-    "['x']" or fail with a traceback). A file keeps Gradio's upload handling. The page's own events: none."""
-    info = named.get(f"/{block_function.api_name}") if block_function.api_name else None
-    if info is None:
-        return []
-    parameters = iter(info["parameters"])
-    declared = []
-    for component in block_function.inputs:
-        if getattr(component, "skip_api", False):
-            declared.append((None, None))
-            continue
-        parameter = next(parameters)
-        declared.append((parameter["parameter_name"], declared_kind(parameter["python_type"]["type"])))
-        if not isinstance(component, gr.File):
-            unchecked(component)
-    return declared
 
 
 def share_link(maps, lesson) -> None:
     """A button that puts a link to the view shown (the top tab, model, text, enlarged head, the lesson's query, step
     and depth) in the address bar, the clipboard and a box: opened, the link shows that view again
-    (AttentionMaps.open_link, tab_from_link)."""
+    (AttentionSection.open_link, tab_from_link)."""
     with gr.Row(equal_height=True):
         button = gr.Button("Copy a link to this view", scale=1)
         box = gr.Textbox(label="Link to this view", interactive=False, scale=3, elem_id="view-link")
@@ -130,7 +104,7 @@ def pickers_follow_training(demo: gr.Blocks, state: DemoState, training_events: 
     pickers take any name (state.picker.get says which exist): a dropdown would refuse a model added after the page was
     built to an API client, whose page never ran the refresh."""
     offered = set(state.picker.names)
-    pickers = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and {v for _, v in b.choices} == offered]
+    pickers = [b for b in components(demo) if isinstance(b, gr.Dropdown) and {v for _, v in b.choices} == offered]
     for picker in pickers:
         unchecked(picker)
     refresh = lambda: [gr.update(choices=state.picker.names)] * len(pickers)

@@ -7,14 +7,14 @@ marked, the lesson that layer, head and query."""
 import gradio as gr
 
 from minigpt.demo.choices import head_index, layer_index
-from minigpt.demo.ui.attention import AttentionMaps, layer_and_head_choices
+from minigpt.demo.ui.attention import AttentionSection, layer_and_head_choices
 from minigpt.demo.ui.steps import StepByStep
 
 
 class Selection:
     """The shared selection, on the maps' and the lesson's own functions; `wire` connects every view that moves it."""
 
-    def __init__(self, maps: AttentionMaps, steps: StepByStep):
+    def __init__(self, maps: AttentionSection, steps: StepByStep):
         self.maps, self.steps = maps, steps
 
     def select(self, shown: dict | None, layer, head, query, step_head, training, seed, lesson, depth, lines_of):

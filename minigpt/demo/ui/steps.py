@@ -1,71 +1,28 @@
-"""The lesson section: the block, step by step, with the model's real numbers on the text the maps show
-(minigpt/heads/steps.py computes, minigpt/demo/step_words.py and lesson.py say, views/steps.py and views/lesson.py
-draw): one lesson step at a time, with Back, Next and a depth, or every step at once. Endpoint: /step."""
+"""The lesson section, laid out and wired: the block, step by step, with the model's real numbers on the text the maps
+show (minigpt/demo/steps.py computes, minigpt/demo/lesson.py says, views/steps.py and views/lesson.py draw): one lesson
+step at a time, with Back, Next and a depth, or every step at once. Endpoint: /step."""
 
 from functools import partial
 from types import SimpleNamespace
 
 import gradio as gr
 
-from minigpt.demo.attention_maps import token_labels
-from minigpt.demo.choices import flag, kept_choice, number
+from minigpt.demo.choices import kept_choice
 from minigpt.demo.lesson import DEPTHS, LESSON_CHOICES, MASK_STEP, SECTION_STEP, lesson_number, next_step
 from minigpt.demo.state import DemoState
-from minigpt.demo.step_words import worded
-from minigpt.demo.ui.components import unchecked
-from minigpt.demo.ui.insights import Insights
+from minigpt.demo.steps import Steps
+from minigpt.demo.ui.gradio_internals import unchecked
 from minigpt.demo.views.insights import belongs_to
 from minigpt.demo.views.lesson import LESSON_CSS, LESSON_JS, lesson_html
 from minigpt.demo.views.steps import STEPS_CSS, steps_html
-from minigpt.heads.block_steps import parameter_counts
-from minigpt.heads.steps import attention_steps, steps_json
-
-SPECIMEN = "specimen"  # the shipped model whose heads lesson step 11 shows (an induction head, a previous-token head)
 
 
 class StepByStep:
-    """The section's endpoint, on the demo's state; `layout` builds it on the page. `roles` is the head roles'
-    endpoint (text, model) -> its JSON, which lesson step 11 draws (left out: the head tools' own, on `state`)."""
+    """The section on the demo's state: its page handlers draw the `step` endpoint's answers (`steps`, with the head
+    roles' endpoint `roles` for lesson step 11); `layout` builds it on the page."""
 
     def __init__(self, state: DemoState, roles=None):
-        self.state, self.roles = state, roles or Insights(state).head_roles
-
-    def step(
-        self,
-        text: str = "emma",
-        model: str | None = None,
-        layer: int = 0,
-        head: int = 0,
-        query: int | None = None,
-        training: bool = False,
-        seed: int = 0,
-    ) -> dict:
-        """Every number of one attention head at work on one token of `text`: the textbook steps from the sublayer's
-        input to what the next sublayer receives (attention_steps.py). `query` is the token's position (0: the start
-        token; default: the last token); `training` applies the model's attention dropout, drawn with `seed`."""
-        model = model or self.state.names_default
-        view = self.state.text_view(model, text or "")
-        choice = dict(
-            layer=number("Layer", layer, 0, int),
-            head=number("Head", head, 0, int),
-            query=number("Query position", query, None, int),
-            training=flag("Training", training, False),
-            seed=number("Seed", seed, 0, int),
-        )
-        steps = attention_steps(view.lm.model, view.recorded, **choice, rng_lock=self.state.rng_lock)
-        label = lambda ids: token_labels(view.lm.tokenizer, ids)  # noqa: E731
-        return worded(steps_json(steps, view.tokens, model=model, notes=view.notes, label=label))
-
-    def lesson_parts(self, number: int, shown: dict) -> dict:
-        """What lesson steps 11 and 12 show besides the step view's numbers: the head roles, by the head roles' own
-        endpoint, of the specimen model (the one with an induction head; else the model shown) on the text, and where
-        the shown model's weights are."""
-        if number == 11:
-            roles_of = SPECIMEN if SPECIMEN in self.state.picker.names else shown["model"]
-            return dict(roles=self.roles(shown["text"], roles_of), roles_of=roles_of, text=shown["text"])
-        if number == 12:
-            return dict(weights=parameter_counts(self.state.picker.get(shown["model"]).model))
-        return {}
+        self.state, self.steps = state, Steps(state, roles)
 
     def step_view(
         self, shown: dict | None, layer, head, query, training, seed, lesson=1, depth="plain", arriving=False
@@ -78,13 +35,13 @@ class StepByStep:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         config = self.state.picker.get(shown["model"]).model.config
         layer, head = kept_choice(layer, config.n_layer), kept_choice(head, config.n_head)
-        numbers = self.step(shown["text"], shown["model"], layer, head, query, training, seed)
+        numbers = self.steps.step(shown["text"], shown["model"], layer, head, query, training, seed)
         tokens, depth = numbers["tokens"], depth if depth in DEPTHS else "plain"
         number = lesson_number(lesson)
         if arriving and number == MASK_STEP and numbers["query"] == len(tokens) - 1 and len(tokens) > 2:
-            numbers = self.step(shown["text"], shown["model"], layer, head, len(tokens) // 2, training, seed)
+            numbers = self.steps.step(shown["text"], shown["model"], layer, head, len(tokens) // 2, training, seed)
         if number:
-            drawn = lesson_html(number, depth, numbers, **self.lesson_parts(number, shown))
+            drawn = lesson_html(number, depth, numbers, **self.steps.lesson_parts(number, shown))
         else:
             drawn = steps_html(numbers, depth, SECTION_STEP)
         return (
@@ -170,6 +127,6 @@ class StepByStep:
         for button, by in ((back, -1), (forward, +1), (back_below, -1), (forward_below, +1)):
             button.click(partial(self.step_view_by, by), [*chosen, lesson, depth], controls, **private)
         view.go(self.step_view_of_box, [*chosen, depth], controls, **private)
-        gr.api(self.step, api_name="step")
+        gr.api(self.steps.step, api_name="step")
         parts = dict(layer=layer, head=head, query=query, training=training, seed=seed, lesson=lesson, depth=depth)
         return SimpleNamespace(**parts, view=view)

@@ -14,15 +14,14 @@ from pathlib import Path
 import gradio as gr
 
 from minigpt import plots
-from minigpt.demo import run_folder, training_runs
+from minigpt.demo import run_folder, run_requests, training_runs
 from minigpt.demo.choices import number
 from minigpt.demo.state import DemoState
-from minigpt.demo.ui.components import session, unchecked
-from minigpt.demo.ui.errors import refusals_logged
+from minigpt.demo.ui.components import session
+from minigpt.demo.ui.gradio_internals import refusals_logged, unchecked
 from minigpt.demo.views.assets import asset
 from minigpt.demo.views.training import duration, progress_html
 from minigpt.errors import VISITORS_MISTAKES, VisitorError, shortened
-from minigpt.heads.role_log import read_roles
 
 POLL_SECONDS = 1.0  # a watcher reads its run's progress this often
 
@@ -96,12 +95,12 @@ train.py (the Trainer, its data pipeline and checkpoints), one run at a time on 
 if another is going. Cancel stops it within a step and keeps a checkpoint; Resume (same name) continues from it. A run
 is yours by a token this browser keeps: only you watch, cancel and resume it, also after reloading the page.
 
-**Limits:** your text or file at most {training_runs.MAX_TEXT_BYTES / 1e6:g} MB; names are a-z only, one a line, at
-least {training_runs.MIN_NAMES}; a text at least {training_runs.HELD_OUT} contexts long (its last tenth is held out to
-validate); at most {training_runs.MAX_PARAMETERS / 1e6:g}M parameters and {training_runs.MAX_STEPS:,} steps, and
-parameters x steps x tokens a step at most {training_runs.MAX_WORK:.1e} (about 15 minutes on 2 CPU cores), and
-about {training_runs.MAX_TRAINING_BYTES / 2**30:g} GiB of memory (attention grows with batch x heads x context^2); a
-run stops, with a checkpoint, after {training_runs.MAX_RUN_SECONDS // 60} minutes; {training_runs.MAX_RUNS_PER_VISITOR}
+**Limits:** your text or file at most {run_requests.MAX_TEXT_BYTES / 1e6:g} MB; names are a-z only, one a line, at
+least {run_requests.MIN_NAMES}; a text at least {run_requests.HELD_OUT} contexts long (its last tenth is held out to
+validate); at most {run_requests.MAX_PARAMETERS / 1e6:g}M parameters and {run_requests.MAX_STEPS:,} steps, and
+parameters x steps x tokens a step at most {run_requests.MAX_WORK:.1e} (about 15 minutes on 2 CPU cores), and
+about {run_requests.MAX_TRAINING_BYTES / 2**30:g} GiB of memory (attention grows with batch x heads x context^2); a
+run stops, with a checkpoint, after {run_requests.MAX_RUN_SECONDS // 60} minutes; {training_runs.MAX_RUNS_PER_VISITOR}
 runs of yours queued or training at a time. Model names: a-z, digits and '-'.
 """
 
@@ -198,7 +197,7 @@ class Watcher:
             drawn = (*points, *progress.resumed_at)
             plot = self.plots.path(run.name, "loss", drawn, lambda: loss_png(run.name, progress))
             self.drawn, self.drawn_at = points, time.monotonic()
-        roles = read_roles(run.folder)  # a line per evaluation: the heads' role scores (minigpt/heads/role_log.py)
+        roles = run_folder.roles_of(run.folder)  # a line per evaluation: the heads' role scores
         roles_plot = gr.skip()  # five panels cost more than the loss plot: at most every ROLES_PLOT_SECONDS
         due = progress.done or time.monotonic() - self.roles_at > ROLES_PLOT_SECONDS
         if len(roles) != self.drawn_roles and due:
@@ -218,17 +217,72 @@ def note_after_progress(bar: str):
 
 def training_defaults(data: str):
     """The tokenizer and sizes the tab proposes for the chosen data."""
-    default = training_runs.defaults(data)
+    default = run_requests.defaults(data)
     return [default[key] for key in ("tokenizer", *SIZE_FIELDS, "learning_rate")]
 
 
 def fields_for(data: str, tokenizer: str | None):
     """Only the fields that apply: the text box and upload for your own data, the tokenizers the data can use, the BPE
     vocabulary size for the bpe tokenizer."""
-    choices = list(training_runs.TOKENIZERS_FOR.get(data, training_runs.TOKENIZERS))
-    tokenizer = tokenizer if tokenizer in choices else training_runs.DEFAULT_TOKENIZER.get(data, "names")
+    choices = list(run_requests.TOKENIZERS_FOR.get(data, run_requests.TOKENIZERS))
+    tokenizer = tokenizer if tokenizer in choices else run_requests.DEFAULT_TOKENIZER.get(data, "names")
     own = gr.update(visible=data == "text")
     return own, own, gr.Radio(choices=choices, value=tokenizer), gr.update(visible=tokenizer == "bpe")
+
+
+@dataclasses.dataclass
+class TabComponents:
+    """The Train tab's components, as `Training.layout` places them for the wiring."""
+
+    fields: dict  # RunForm's fields by name, but the sizes
+    numbers: dict  # the sizes' fields (SIZE_FIELDS)
+    owner: gr.Textbox  # the visitor's token, from the browser's storage
+    known: object  # the page's load event that reads it
+    estimate: gr.Markdown
+    start: gr.Button
+    stop: gr.Button
+    go_on: gr.Button
+    bar: gr.HTML
+    notes: gr.Markdown
+    plot: gr.Image
+    samples: gr.Textbox
+    roles_plot: gr.Image
+    as_json: gr.JSON
+    zip_button: gr.Button
+    zipped: gr.File
+
+    @property
+    def form(self) -> list:
+        """The form's fields, in RunForm's order (the /train endpoint's parameters)."""
+        return [{**self.fields, **self.numbers}[field] for field in FORM_FIELDS]
+
+    @property
+    def outputs(self) -> list:
+        """What a run's progress updates; the roles last: earlier clients' positions kept."""
+        return [self.fields["name"], self.bar, self.plot, self.samples, self.as_json, self.roles_plot]
+
+
+def progress_views() -> tuple:
+    """Below the buttons: the progress bar and notes, the loss plot beside the samples, the roles plot, the progress
+    as numbers, and the download (in the order of TabComponents' fields)."""
+    bar = gr.HTML(elem_id="train-progress")
+    notes = gr.Markdown(elem_id="train-notes")
+    with gr.Row():
+        plot = gr.Image(label="Loss", type="filepath", interactive=False, elem_id="train-plot", scale=3)
+        samples = gr.Textbox(label="Samples at the latest evaluation", lines=10, elem_id="train-samples", scale=2)
+    gr.Markdown(LOSS_NOTE)
+    roles_plot = gr.Image(
+        label="Head roles over training (at each evaluation, on the first validation text)",
+        type="filepath",
+        interactive=False,
+        elem_id="train-roles",
+    )
+    with gr.Accordion("The progress as numbers (what the API streams)", open=False):
+        as_json = gr.JSON(label="Progress")
+    with gr.Row():
+        zip_button = gr.Button("Download the model (zip)")
+        zipped = gr.File(label="Model folder (zip)", interactive=False, height=80)
+    return bar, notes, plot, samples, roles_plot, as_json, zip_button, zipped
 
 
 class Training:
@@ -267,14 +321,14 @@ class Training:
         async for update in self.watch(run):
             yield update
 
-    def requested(self, form: RunForm, taken) -> tuple[training_runs.RunSpec, str]:
-        """The run the tab's fields ask for and its text, every limit checked (training_runs.check_request)."""
+    def requested(self, form: RunForm, taken) -> tuple[run_requests.RunSpec, str]:
+        """The run the tab's fields ask for and its text, every limit checked (run_requests.check_request)."""
         data = form.data or "names"
-        default = training_runs.defaults(data)
+        default = run_requests.defaults(data)
         sizes = {key: number(label, getattr(form, key), default[key], int) for key, label in SIZE_FIELDS.items()}
         rate = number("Learning rate", form.learning_rate, default["learning_rate"])
-        text = training_runs.read_upload(form.upload) if form.upload else form.text
-        return training_runs.check_request(
+        text = run_requests.read_upload(form.upload) if form.upload else form.text
+        return run_requests.check_request(
             data, text, form.tokenizer, **sizes, learning_rate=rate, name=form.name, taken=taken
         )
 
@@ -288,7 +342,7 @@ class Training:
             return f"Before Start: {error}"
         pace = self.state.runs.pace() if self.state.runs else None
         source = "this server's latest run" if pace else "a typical 2-core CPU (no run timed on this server yet)"
-        seconds = spec.work / (pace or training_runs.TYPICAL_PACE)
+        seconds = spec.work / (pace or run_requests.TYPICAL_PACE)
         return (
             f"**{spec.parameters:,} parameters**, {spec.max_steps:,} steps of {spec.batch_size} x {spec.block_size} "
             f"tokens: about **{duration(seconds)}** of training at the pace of {source}, plus a few seconds to prepare."
@@ -343,7 +397,14 @@ class Training:
 
     def tab(self, demo: gr.Blocks) -> list:
         """The Train tab, wired; returns the events whose end may bring a new model (for `pickers_follow_training`)."""
-        default = training_runs.defaults("names")
+        tab = self.layout(demo)
+        started, resumed = self.wire_runs(tab)
+        self.wire_form(demo, tab, (started, resumed))
+        return [started, resumed]
+
+    def layout(self, demo: gr.Blocks) -> TabComponents:
+        """The tab's components, placed: the form, the buttons, the progress, the download."""
+        default = run_requests.defaults("names")
         with gr.Tab("Train", id="train", elem_id="train-tab"):
             # The visitor's token, kept in the browser's storage across page reloads (read there by the browser itself
             # as the page loads: a gr.BrowserState's stored value reaches the server's load event too late).
@@ -352,7 +413,7 @@ class Training:
             gr.Markdown(TRAIN_INTRO)
             with gr.Row():
                 data = unchecked(gr.Radio(DATA_CHOICES, value="names", label="Data"))
-                tokenizer = unchecked(gr.Radio(list(training_runs.TOKENIZERS), value=None, label=TOKENIZER_LABEL))
+                tokenizer = unchecked(gr.Radio(list(run_requests.TOKENIZERS), value=None, label=TOKENIZER_LABEL))
             with gr.Row():  # the fields that apply to the data chosen (fields_for): built-in names first
                 text = gr.Textbox("", label="Your names (one a line) or text", lines=4, scale=3, visible=False)
                 upload = refusals_logged(
@@ -371,55 +432,41 @@ class Training:
                 start = gr.Button("Start training", variant="primary", scale=1)
                 stop = gr.Button("Cancel", variant="stop", scale=1)
                 go_on = gr.Button("Resume", scale=1)
-            bar = gr.HTML(elem_id="train-progress")
-            notes = gr.Markdown(elem_id="train-notes")
-            with gr.Row():
-                plot = gr.Image(label="Loss", type="filepath", interactive=False, elem_id="train-plot", scale=3)
-                samples = gr.Textbox(
-                    label="Samples at the latest evaluation", lines=10, elem_id="train-samples", scale=2
-                )
-            gr.Markdown(LOSS_NOTE)
-            roles_plot = gr.Image(
-                label="Head roles over training (at each evaluation, on the first validation text)",
-                type="filepath",
-                interactive=False,
-                elem_id="train-roles",
+            fields = dict(
+                data=data, text=text, tokenizer=tokenizer, learning_rate=learning_rate, name=name, upload=upload
             )
-            with gr.Accordion("The progress as numbers (what the API streams)", open=False):
-                as_json = gr.JSON(label="Progress")
-            with gr.Row():
-                zip_button = gr.Button("Download the model (zip)")
-                zipped = gr.File(label="Model folder (zip)", interactive=False, height=80)
+            return TabComponents(fields, numbers, owner, known, estimate, start, stop, go_on, *progress_views())
 
-        components = dict(
-            data=data, text=text, tokenizer=tokenizer, learning_rate=learning_rate, name=name, upload=upload
-        )
-        form = [{**components, **numbers}[field] for field in FORM_FIELDS]  # the form's fields, in RunForm's order
-        inputs = [*form, owner]
-        outputs = [name, bar, plot, samples, as_json, roles_plot]  # the roles last: earlier clients' positions kept
-        streaming = dict(
-            concurrency_limit=None, show_progress="hidden"
-        )  # watchers only read files; the queue is state.runs
-        started = start.click(self.train, inputs, outputs, api_name="train", **streaming)
-        resumed = go_on.click(self.resume, [name, owner], outputs, api_name="resume", **streaming)
-        stop.click(self.cancel, [name, owner], notes, api_name="cancel", concurrency_limit=None)
-        for button in (start, go_on):  # a new start or a resume: the note of an earlier Cancel no longer holds
+    def wire_runs(self, tab: TabComponents) -> tuple:
+        """The run's endpoints (/train, /resume, /cancel, /download) and what follows a run's progress; returns the
+        events of a start and of a resume."""
+        owner, name, notes = tab.owner, tab.fields["name"], tab.notes
+        streaming = dict(concurrency_limit=None, show_progress="hidden")  # watchers only read files; runs: state.runs
+        started = tab.start.click(self.train, [*tab.form, owner], tab.outputs, api_name="train", **streaming)
+        resumed = tab.go_on.click(self.resume, [name, owner], tab.outputs, api_name="resume", **streaming)
+        tab.stop.click(self.cancel, [name, owner], notes, api_name="cancel", concurrency_limit=None)
+        for button in (tab.start, tab.go_on):  # a new start or a resume: the note of an earlier Cancel no longer holds
             button.click(lambda: "", None, notes, api_visibility="private")
-        known.then(self.visitors_last_run, owner, outputs, api_visibility="private", **streaming)
-        bar.change(note_after_progress, bar, notes, api_visibility="private")
-        zip_button.click(self.download, [name], zipped, api_name="download")
-        private = dict(api_visibility="private")
-        shown = [text, upload, tokenizer, numbers["vocab_size"]]
-        data.input(training_defaults, data, [tokenizer, *numbers.values(), learning_rate], **private).then(
+        tab.known.then(self.visitors_last_run, owner, tab.outputs, api_visibility="private", **streaming)
+        tab.bar.change(note_after_progress, tab.bar, notes, api_visibility="private")
+        tab.zip_button.click(self.download, [name], tab.zipped, api_name="download")
+        return started, resumed
+
+    def wire_form(self, demo: gr.Blocks, tab: TabComponents, runs: tuple) -> None:
+        """The form follows the data chosen (its tokenizers, sizes and fields), and the estimate follows the form."""
+        private, form, estimate = dict(api_visibility="private"), tab.form, tab.estimate
+        data, tokenizer, text, upload = (tab.fields[key] for key in ("data", "tokenizer", "text", "upload"))
+        numbers = [*tab.numbers.values(), tab.fields["learning_rate"]]
+        shown = [text, upload, tokenizer, tab.numbers["vocab_size"]]
+        data.input(training_defaults, data, [tokenizer, *numbers], **private).then(
             fields_for, [data, tokenizer], shown, **private
         )
         tokenizer.input(fields_for, [data, tokenizer], shown, **private)
-        for field in [data, tokenizer, *numbers.values(), learning_rate, upload]:
+        for field in [data, tokenizer, *numbers, upload]:
             field.change(self.estimate, form, estimate, **private)
         text.blur(self.estimate, form, estimate, **private)
         # a run that ends times this server: the estimate says so at once (and on a page opened later), not only after
         # a field changes
-        for event in (started, resumed):
+        for event in runs:
             event.then(self.estimate, form, estimate, **private)
         demo.load(self.estimate, form, estimate, **private)
-        return [started, resumed]

@@ -6,8 +6,12 @@ import html
 import math
 from urllib.parse import urlencode
 
+import torch
+
+from minigpt.demo.attention_maps import Window
 from minigpt.demo.views.assets import asset
 from minigpt.demo.views.insights import viridis_css
+from minigpt.demo.views.maps import figure_body, head_caption
 from minigpt.heads.insights import above_chance
 from minigpt.heads.metrics import METRICS
 
@@ -201,3 +205,10 @@ def dashboard_html(answer: dict, map_figure: str) -> str:
         "its role's key, beyond what even attention would; each token coloured by the weight the query (outlined) "
         f"gives it, the most-weighted underlined.</p>{examples}{map_figure}</div>"
     )
+
+
+def dashboard_with_map(answer: dict) -> str:
+    """The /head_dashboard answer drawn, with the head's map on the learner's text (the answer's `map`) enlarged."""
+    weights, tokens = torch.tensor(answer["map"]["weights"]), answer["map"]["tokens"]
+    caption = f"{head_caption(answer['layer'], str(answer['head']))} on your text"
+    return dashboard_html(answer, f"<figure>{figure_body(weights, tokens, caption, Window.fit(len(tokens)))}</figure>")

@@ -371,6 +371,12 @@ def compare_html(answer: dict, maps: dict | None = None) -> str:
     return f'<div class="insight">{notes}{compare_maps_html(answer, maps) if maps else ""}{table}{texts}</div>'
 
 
+SAMPLED_NOTE = (
+    "Each generated token coloured by the probability it was sampled with (after temperature, top-k and top-p; "
+    "greedy: the model's own); yellow: likely, purple: a surprise. Hover for the number."
+)
+
+
 def sampled_html(tokens: list[str], probabilities: list[float | None], note: str) -> str:
     """Generated tokens coloured by the probability they were sampled with (viridis; the prompt uncoloured)."""
     spans = "".join(
