@@ -13,6 +13,7 @@ from helpers import (
     REPO,
     build_fixture_models,
     char_tokenizer,
+    gradio_client,
     printable_tokenizer,
     running_app,
     save_fixture_model,
@@ -167,9 +168,7 @@ def broken_server(broken_models, tmp_path_factory):
 @pytest.fixture(scope="module")
 def client(server):
     """A gradio_client Client of `server`: one per module, as each module had before the server was shared."""
-    from gradio_client import Client
-
-    return Client(server[0], verbose=False)
+    return gradio_client(server[0])
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,9 @@ script adds it itself). The fixtures built from these (the shared server, ...) a
 
 import contextlib
 import functools
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -110,8 +112,16 @@ def save_gpt2(folder, tokenizer, seed: int = 0, **shape):
 
 # ---- the server ----------------------------------------------------------------------------------------------------
 
-# Run before app.py in the server process: any connection to an address other than this machine fails loudly.
-NETWORK_GUARD = textwrap.dedent("""
+# A deadline that only guards against a hang (a server that never starts, a stream that never answers): far above what
+# the slowest machine takes, so that a slow machine is never taken for a hung one (on 2 cores at a load of 35 to 45, a
+# server had not finished importing its libraries after 10 minutes). A failure that is not a hang (a server that
+# exits, a stream refused) is seen at once, not at the deadline.
+HANG_S = 1800.0
+
+# Run before app.py in the server process: any connection to an address other than this machine fails loudly; and on
+# SIGUSR1 the server's threads, each with the functions on its stack, are written to the file $TEST_THREADS_REPORT
+# (server_threads reads them).
+SERVER_PREAMBLE = textwrap.dedent("""
     import socket, sys
     _connect = socket.socket.connect
     def connect(self, address):
@@ -121,6 +131,22 @@ NETWORK_GUARD = textwrap.dedent("""
             raise OSError(f"network call to {address} blocked by the test")
         return _connect(self, address)
     socket.socket.connect = connect
+
+    import json, os, signal, threading
+    def report_threads(signum, frame):
+        stacks, threads = sys._current_frames(), []
+        for thread in threading.enumerate():
+            frame, stack = stacks.get(thread.ident), []
+            while frame is not None:
+                stack.append([frame.f_code.co_filename, frame.f_code.co_qualname])
+                frame = frame.f_back
+            threads.append({"name": thread.name, "stack": stack})
+        report = os.environ["TEST_THREADS_REPORT"]
+        with open(report + ".part", "w") as out:
+            json.dump(threads, out)
+        os.replace(report + ".part", report)  # whole or not at all, for the test that waits for it
+    signal.signal(signal.SIGUSR1, report_threads)
+
     sys.argv = ["app.py", *sys.argv[1:]]
     import runpy
     runpy.run_path("app.py", run_name="__main__")
@@ -134,22 +160,25 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(*args: str, timeout: float = 120.0, cwd: Path = REPO):
+def running_app(*args: str, timeout: float = HANG_S, cwd: Path = REPO):
     """app.py (of `cwd`: another checkout for a benchmark's reference) serving on 127.0.0.1 with `args`; yields
-    (url, process); always stopped at the end."""
+    (url, process); always stopped at the end. `timeout` guards against a server that never starts: one that exits
+    fails at once."""
     port = free_port()
+    report = Path(tempfile.gettempdir()) / f"minigpt-test-threads-{port}-{os.getpid()}.json"  # server_threads
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("GRADIO_SERVER_NAME", None)
+    env["TEST_THREADS_REPORT"] = str(report)
     log = tempfile.TemporaryFile("w+")  # the server's output, read back by tests and on failure; gone when closed
     process = subprocess.Popen(
-        [sys.executable, "-c", NETWORK_GUARD, "--port", str(port), *args],
+        [sys.executable, "-c", SERVER_PREAMBLE, "--port", str(port), *args],
         cwd=cwd,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}/"
-    process.log = log
+    process.log, process.threads_report = log, report
     try:
         deadline = time.monotonic() + timeout
         # Serving on the port and saying so: tests may run in parallel (pytest-xdist), and a port found free here may
@@ -167,6 +196,7 @@ def running_app(*args: str, timeout: float = 120.0, cwd: Path = REPO):
             process.kill()
             process.wait()
         log.close()
+        report.unlink(missing_ok=True)
 
 
 def _serving(port: int) -> bool:
@@ -180,6 +210,20 @@ def server_log(process) -> str:
     process.log.flush()
     process.log.seek(0)
     return process.log.read()
+
+
+def server_threads(process) -> list[dict]:
+    """The server's threads now, asked of it (SIGUSR1: SERVER_PREAMBLE's report): each {"name": its name, "stack":
+    [[file, function], ...] from the innermost frame out}. Threads the libraries start in C (torch's) are not there."""
+    report = process.threads_report
+    report.unlink(missing_ok=True)
+    os.kill(process.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + HANG_S
+    while not report.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the server did not report its threads (exit code {process.poll()})")
+        time.sleep(0.05)
+    return json.loads(report.read_text())
 
 
 @contextlib.contextmanager
@@ -198,11 +242,18 @@ def training_app(root: Path):
 TINY_RUN = dict(data="names", n_layer=1, n_head=2, n_embd=16, seed=3)  # the Train tab's tiniest runs, in tests
 
 
-def visitor(server):
-    """A new gradio_client Client of `server` (url first): its own session, as a second browser would have."""
+def gradio_client(url: str):
+    """A gradio_client Client of `url` whose requests wait for the server as long as HANG_S: gradio_client sends a
+    call (and reads the page's config when made) with httpx's default timeout of 5 seconds unless told otherwise, and a
+    server on a busy machine may take longer to answer."""
     from gradio_client import Client
 
-    return Client(server[0], verbose=False)
+    return Client(url, verbose=False, httpx_kwargs={"timeout": HANG_S})
+
+
+def visitor(server):
+    """A new gradio_client Client of `server` (url first): its own session, as a second browser would have."""
+    return gradio_client(server[0])
 
 
 def call(client, endpoint: str, **params):
@@ -212,7 +263,7 @@ def call(client, endpoint: str, **params):
         stream_closed(client)
 
 
-def stream_closed(client, timeout: float = 10.0) -> None:
+def stream_closed(client, timeout: float = HANG_S) -> None:
     """Waits, after a call's answer, for the server to close the client's event stream (it does once the session has
     no event pending), so that the next call opens a stream of its own. gradio_client (2.7) hands a new call to the
     stream it believes open: when the server's close of that stream is still on its way (a loaded machine), the new

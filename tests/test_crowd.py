@@ -2,25 +2,22 @@
 hold no worker thread and are bounded, the queue is bounded per visitor and in all, and a run is its owner's (by the
 token the page keeps, not by a Gradio session)."""
 
+import contextlib
+import re
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
 
-from helpers import TINY_RUN, app_error, call, server_log, visitor
+from helpers import HANG_S, REPO, TINY_RUN, app_error, call, server_log, server_threads, visitor
 from minigpt.demo import training_runs
 
 
-def threads(process) -> int:
-    """The server process's threads now (Linux)."""
-    status = Path(f"/proc/{process.pid}/status").read_text()
-    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Threads:")))
-
-
-def streaming(job, timeout: float = 60.0) -> bool:
+def streaming(job) -> bool:
     """Waits for a stream's first update (True) or its refusal (False)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline:
         if job.outputs():
             return True
@@ -30,7 +27,56 @@ def streaming(job, timeout: float = 60.0) -> bool:
     raise TimeoutError("the stream neither answered nor was refused")
 
 
-def test_a_crowd_of_streams_holds_no_threads_and_every_bound_answers_with_a_message(training_server):
+def running(job) -> bool:
+    """Waits until the run a stream watches has left the queue for the worker (True), or the stream ended (False).
+    Its first update may still say queued: the worker takes the run from the queue when it next gets the processor."""
+    deadline = time.monotonic() + HANG_S
+    while time.monotonic() < deadline:
+        if any(update[4]["state"] == "running" for update in job.outputs()):
+            return True
+        if job.done():
+            return False
+        time.sleep(0.05)
+    raise TimeoutError("the run neither started nor ended")
+
+
+# The server's worker pools: Gradio's (anyio's worker threads: each update's pre- and postprocessing) and asyncio's
+# default executor (asyncio.to_thread: each poll's drawing). Their threads come and go with the work in flight, which a
+# slow machine makes longer: on 2 cores at a load of 30, Gradio's went from 8 threads at 9 streams to 23 at 32, and
+# no thread outside the pools came (issue 48).
+POOLS = re.compile(r"AnyIO worker thread|asyncio_\d+")
+
+
+def outside_pools(threads: list[dict]) -> int:
+    return sum(not POOLS.fullmatch(thread["name"]) for thread in threads)
+
+
+def stream_code() -> set[tuple[str, str]]:
+    """The Train tab's streamed endpoints and their watching loop, as a server's stack names them (file, function)."""
+    from minigpt.demo.ui.training import Training
+
+    functions = (Training.train, Training.resume, Training.visitors_last_run, Training.watch)
+    return {(f.__code__.co_filename, f.__code__.co_qualname) for f in functions}
+
+
+@pytest.fixture
+def started(training_server):
+    """The runs a test starts on the shared training server, {name: owner token}, for the test to forget those it has
+    cancelled: any left when it ends (it failed on the way) are cancelled then, so that none stays queued or training
+    for the next test. (On a loaded machine, a crowd test that failed at its thread bound left its nine runs, and the
+    next test's /train was refused: "The queue is full (8 runs waiting)".)"""
+    from gradio_client.exceptions import AppError
+
+    runs = {}
+    yield runs
+    if runs:
+        owner = visitor(training_server)
+        for name, token in runs.items():
+            with contextlib.suppress(AppError):  # one that had ended already
+                call(owner, "/cancel", name=name, owner=token)
+
+
+def test_a_crowd_of_streams_holds_no_threads_and_every_bound_answers_with_a_message(training_server, started):
     """One running run and a full queue, each watched in as many places as allowed: the streams past the bounds are
     refused with a message, the open ones hold no worker thread, and /names answers meanwhile."""
     process = training_server[1]
@@ -38,19 +84,20 @@ def test_a_crowd_of_streams_holds_no_threads_and_every_bound_answers_with_a_mess
     visitors = [f"token-{i}" for i in range(5)]  # five visitors, each with the token its page would keep
     http = [visitor(training_server) for _ in range(4)]
 
-    # The running run, then a queue of eight: two runs for each of four other visitors.
+    # The running run (out of the queue), then a queue of eight: two runs for each of four other visitors.
+    started["long"] = visitors[0]
     jobs = [http[0].submit(**TINY_RUN, max_steps=20_000, name="long", owner=visitors[0], api_name="/train")]
-    assert streaming(jobs[0])
+    assert running(jobs[0])
     names = [f"queued-{i}" for i in range(training_runs.MAX_QUEUED)]
     for i, name in enumerate(names):
-        owner = visitors[1 + i // training_runs.MAX_RUNS_PER_VISITOR]
+        started[name] = owner = visitors[1 + i // training_runs.MAX_RUNS_PER_VISITOR]
         jobs.append(http[i % 4].submit(**TINY_RUN, max_steps=50, name=name, owner=owner, api_name="/train"))
         assert streaming(jobs[-1])
     refused = app_error(http[1], "/train", **TINY_RUN, name="third", owner=visitors[1])
     assert "You have 2 runs queued or training" in refused
     assert "The queue is full (8 runs waiting)" in app_error(http[1], "/train", **TINY_RUN, owner="token-new")
 
-    with_nine_streams = threads(process)
+    with_nine_streams = server_threads(process)
 
     # Watch each run from more places than allowed (its owner, from other sessions: a reloaded page): 45 streams in
     # all, 32 open at once.
@@ -67,13 +114,20 @@ def test_a_crowd_of_streams_holds_no_threads_and_every_bound_answers_with_a_mess
     assert any("watched in 4 places already" in m for m in messages)
     assert any("the most this server serves" in m for m in messages)
 
-    # 32 open streams hold no thread each: from 9 streams to 32 the server gains fewer threads than half the 23 new
-    # streams (a thread per stream would be +23). A difference, not a count: what a loaded machine adds to the
-    # server's pools (their threads come and go with the load) is there at 9 streams as at 32. The other endpoints
-    # answer.
-    added = threads(process) - with_nine_streams
-    assert added < 23 / 2, f"{added} threads more for 23 more streams"
-    answer = http[3].submit(count=3, seed=0, api_name="/names").result(timeout=60)
+    # 32 open streams hold no thread each. No thread but the event loop's is inside a stream's code (a stream that
+    # waited on a worker thread between polls, as a sync generator that sleeps does, held one: 32 threads would be),
+    # and from 9 streams to 32 the server gains fewer threads outside its worker pools than half the 23 new streams (a
+    # thread of its own per stream would be +23). The pools' threads are not counted: they follow the work in flight
+    # (each poll's drawing, each update's processing), which the machine's speed sets, not the number of streams. The
+    # other endpoints answer.
+    with_32_streams = server_threads(process)
+    main_thread = next(t["stack"] for t in with_32_streams if t["name"] == "MainThread")
+    assert [str(REPO / "minigpt/demo/app.py"), "main"] in main_thread  # the stacks name files as stream_code does
+    inside = [t["name"] for t in with_32_streams if any(tuple(frame) in stream_code() for frame in t["stack"])]
+    assert len(inside) <= 1, f"{len(inside)} threads inside a stream's code, for 32 streams: {Counter(inside)}"
+    added = outside_pools(with_32_streams) - outside_pools(with_nine_streams)
+    assert added < 23 / 2, f"{added} threads more outside the worker pools for 23 more streams"
+    answer = http[3].submit(count=3, seed=0, api_name="/names").result(timeout=HANG_S)
     assert len(answer[0].split("\n")) == 3
 
     # A run is its owner's: another visitor (another token, or none) can neither watch, resume nor cancel it.
@@ -83,25 +137,28 @@ def test_a_crowd_of_streams_holds_no_threads_and_every_bound_answers_with_a_mess
     # The owners cancel; every stream ends; the queue takes runs again.
     for name, owner in owners.items():
         assert "Cancel" in call(http[0], "/cancel", name=name, owner=owner)
-    assert {job.result(timeout=60)[4]["state"] for job in jobs + watched} == {"stopped"}
+        del started[name]
+    assert {job.result(timeout=HANG_S)[4]["state"] for job in jobs + watched} == {"stopped"}
     assert "Traceback" not in server_log(process)[mark:]
 
 
-def test_a_stopped_run_resumes_only_for_its_owner_and_a_page_reload_keeps_it(training_server):
+def test_a_stopped_run_resumes_only_for_its_owner_and_a_page_reload_keeps_it(training_server, started):
     """The token is the owner, not the session: a new session (a reloaded page) with the token resumes the run;
     another token, or none, is refused by name."""
     first, reloaded, other = visitor(training_server), visitor(training_server), visitor(training_server)
+    started["mine"] = "my-token"
     job = first.submit(**TINY_RUN, max_steps=20_000, name="mine", owner="my-token", api_name="/train")
     assert streaming(job)
     assert "Cancel" in call(reloaded, "/cancel", name="mine", owner="my-token")
-    assert job.result(timeout=60)[4]["state"] == "stopped"
+    assert job.result(timeout=HANG_S)[4]["state"] == "stopped"
     assert "only they can resume it" in app_error(other, "/resume", name="mine", owner="their-token")
-    assert "only they can resume it" in app_error(other, "/resume", name="mine")
+    assert "A run needs an owner" in app_error(other, "/resume", name="mine")  # no token: nobody's run to resume
     assert "owner must be a text of at most 200" in app_error(other, "/resume", name="mine", owner="x" * 201)
     resumed = reloaded.submit(name="mine", owner="my-token", api_name="/resume")
     assert streaming(resumed)
     assert "Cancel" in call(first, "/cancel", name="mine", owner="my-token")
-    assert resumed.result(timeout=60)[4]["state"] == "stopped"
+    del started["mine"]
+    assert resumed.result(timeout=HANG_S)[4]["state"] == "stopped"
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +225,7 @@ def test_fresh_sessions_leave_bounded_memory():
 
     from helpers import running_app
 
-    with running_app("--sessions", "20") as (url, process), httpx.Client(timeout=60) as http:
+    with running_app("--sessions", "20") as (url, process), httpx.Client(timeout=HANG_S) as http:
 
         def call_once():
             asked = http.post(f"{url}gradio_api/call/attention_values", json={"data": ["emma", None, 0, "0", 1, None]})
@@ -196,7 +253,7 @@ def test_a_model_loading_does_not_hold_up_a_loaded_ones_requests(monkeypatch):
         loads.append(name)
         if name == "slow":
             started.set()
-            release.wait(30)
+            release.wait(HANG_S)
         return f"model {name}"
 
     monkeypatch.setattr(models, "load_language_model", slow_load)
@@ -205,11 +262,11 @@ def test_a_model_loading_does_not_hold_up_a_loaded_ones_requests(monkeypatch):
     waiting = [threading.Thread(target=picker.get, args=("slow",)) for _ in range(3)]
     for thread in waiting:
         thread.start()
-    assert started.wait(30)
+    assert started.wait(HANG_S)
     assert picker.get("fast") == "model fast" and not release.is_set()  # served while "slow" is still loading
     release.set()
     for thread in waiting:
-        thread.join(30)
+        thread.join(HANG_S)
     assert picker.get("slow") == "model slow" and loads == ["fast", "slow"]
 
 

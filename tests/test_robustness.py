@@ -236,6 +236,30 @@ def test_out_of_range_flags_and_missing_folders_stop_the_app_in_one_line(tmp_pat
     assert str(stopped.value) == message.format(root=tmp_path)
 
 
+def test_the_server_starts_when_its_own_address_answers_late(monkeypatch):
+    """Gradio's launch asks the new server's own address once (a 3-second timeout, not retried after one) and stops
+    the server when no answer came in time: on a busy machine the server stopped as it started (issue 48). app.py
+    launches without that check."""
+    import gradio as gr
+    from gradio import networking
+
+    from helpers import HANG_S, free_port
+    from minigpt.demo import app
+
+    monkeypatch.setattr(networking, "url_ok", lambda url: False)  # the answer came too late
+    with gr.Blocks() as demo:
+        gr.Markdown("up")
+    options = dict(prevent_thread_lock=True, quiet=True)
+    try:
+        with pytest.raises(ValueError, match="When localhost is not accessible"):
+            demo.launch(server_port=free_port(), **options)
+        demo.close()
+        demo.launch(**app.without_self_check(demo.launch), server_port=free_port(), **options)
+        assert httpx.get(demo.local_url, timeout=HANG_S).status_code == 200
+    finally:
+        demo.close()
+
+
 def test_an_out_of_range_flag_stops_the_command_in_one_line():
     done = run_app("--max-batch", "0")
     assert done.returncode == 1 and done.stderr.strip() == "app.py: error: --max-batch takes 1 or more, got 0."

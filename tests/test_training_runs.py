@@ -239,6 +239,56 @@ def test_a_restarted_server_says_interrupted_runs_stopped_and_frees_what_nobody_
     assert not failed_early.exists() and not forgotten.exists() and fresh_failure.is_dir()
 
 
+def test_a_run_that_starts_slowly_holds_up_no_one_and_a_cancel_meanwhile_stops_it(tmp_path, monkeypatch):
+    """The first run's start waits for the fork server to import the training code (seconds; minutes on a busy
+    machine). The queue's lock stays free meanwhile: the server's event loop takes it when a progress stream opens
+    (RunQueue.watching), and the whole server waited while a run started. A cancel meanwhile stops the run's process
+    as soon as it has one."""
+    import threading
+    import time
+
+    from helpers import HANG_S
+
+    starting, go_on, terminated = threading.Event(), threading.Event(), threading.Event()
+
+    class Process:  # a started run's process, ending when terminated
+        exitcode = -15
+
+        def terminate(self):
+            terminated.set()
+
+        def kill(self):
+            pass
+
+        def join(self):
+            terminated.wait()
+
+    def start(run):
+        starting.set()
+        go_on.wait()
+        return Process()
+
+    monkeypatch.setattr(training_runs, "CANCEL_GRACE_SECONDS", 0)
+    runs = training_runs.RunQueue(tmp_path)
+    monkeypatch.setattr(runs, "start", start)
+    run = runs.submit(*request(name="slow"), owner="me")
+    assert starting.wait(HANG_S)
+    assert runs.changed.acquire(blocking=False), "the queue's lock is held while a run starts"
+    runs.changed.release()
+    with runs.watching(run):
+        assert runs.progress(run).state == "running"
+    assert runs.cancel("slow", owner="me") == "Cancelling 'slow': it stops at its next step and keeps a checkpoint."
+    assert not terminated.is_set()
+    go_on.set()
+    assert terminated.wait(HANG_S)  # stopped once it had its process
+    deadline = time.monotonic() + HANG_S
+    while run.state != "done":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    progress = runs.progress(run)
+    assert progress.state == "stopped" and "exit code -15" in progress.message
+
+
 SERVER_THAT_DIES = """
 import os, sys, time
 from pathlib import Path

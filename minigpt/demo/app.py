@@ -14,6 +14,7 @@ maps as PNG / SVG) and /step; JSON answers from /next_tokens, /ablate, /importan
 import argparse
 import contextlib
 import ctypes
+import inspect
 import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: no network calls at start
@@ -130,6 +131,16 @@ def give_freed_memory_back() -> None:
         ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # -3: M_MMAP_THRESHOLD
 
 
+def without_self_check(launch) -> dict:
+    """launch's option that skips Gradio's check that the started server answers on its own address: one HEAD request
+    with a 3-second timeout, not retried after a timeout, and the server stops with "When localhost is not accessible,
+    a shareable link must be created" when it times out. A busy machine answers later than that: the server stopped
+    as it started (on 2 cores at a load of 30). The check is for notebooks and proxies that hide localhost; this server
+    binds the address it is told and prints it. (`_frontend`, a private option, gates that check alone in Gradio 6.31;
+    a Gradio without it keeps the check.)"""
+    return {"_frontend": False} if "_frontend" in inspect.signature(launch).parameters else {}
+
+
 def main(argv=None, prog: str = "app.py") -> None:
     args = parse_args(argv, prog)
     check_flags(args)
@@ -149,6 +160,7 @@ def main(argv=None, prog: str = "app.py") -> None:
     demo.queue(default_concurrency_limit=args.concurrency)
     try:
         demo.launch(
+            **without_self_check(demo.launch),
             server_name=args.host,
             server_port=args.port,
             share=False,

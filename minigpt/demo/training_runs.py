@@ -75,8 +75,9 @@ class Run:
     owner: str | None  # who started it (owner_key of the visitor's token): only they watch, cancel and resume it
     resume: bool = False
     state: str = "queued"  # queued | running | done
-    process: multiprocessing.Process | None = None
+    process: multiprocessing.Process | None = None  # None while it starts
     watchers: int = 0  # progress streams open on it
+    stop_asked: bool = False  # cancelled while its process was starting: stopped once it has one
 
 
 def owner_key(token: str | None) -> str | None:
@@ -237,7 +238,7 @@ class RunQueue:
 
     def cancel(self, name: str, owner: str | None) -> str:
         """Removes a queued run, or asks a running one to stop (it saves a checkpoint at its next step)."""
-        with self.changed:  # the worker cannot take the run meanwhile: it is either queued or has its process
+        with self.changed:  # the worker cannot take the run meanwhile: it is queued, starting or has its process
             run = self.runs.get(name)
             if run is None or run.state == "done":
                 raise RunError(f"No run named {shortened(name)} is queued or running.")
@@ -247,10 +248,15 @@ class RunQueue:
                 run.state = "done"
                 write_event(run.folder, "stopped", message="Cancelled while queued.")
                 return f"Cancelled {name!r} while it was queued."
+            run.stop_asked = True
             process = run.process
+        if process is not None:  # else the worker stops it as soon as its process has started
+            self.stop(run, process)
+        return f"Cancelling {name!r}: it stops at its next step and keeps a checkpoint."
+
+    def stop(self, run: Run, process: multiprocessing.Process) -> None:
         process.terminate()  # SIGTERM: training_process stops the Trainer at its next step
         threading.Timer(CANCEL_GRACE_SECONDS, lambda: run.state != "done" and process.kill()).start()
-        return f"Cancelling {name!r}: it stops at its next step and keeps a checkpoint."
 
     def progress(self, run: Run) -> Progress:
         progress = progress_of(read_events(run.folder))
@@ -269,19 +275,27 @@ class RunQueue:
             with self.changed:
                 while not self.pending:
                     self.changed.wait()
-                run = self.pending.pop(0)  # under the lock: a cancel finds it queued, or with its process
-                try:
-                    run.process = self.start(run)
-                except OSError as error:  # no process (out of memory, say): that run fails, the queue goes on
-                    write_event(run.folder, "error", message=f"The training process could not start: {error}")
-                    run.state = "done"
-                    continue
+                run = self.pending.pop(0)  # under the lock: a cancel finds it queued, or running
                 run.state = "running"
-            run.process.join()
+                write_event(run.folder, "launch")
+            # Started outside the lock: the first run's start waits for the fork server to import the training code
+            # (seconds; minutes on a loaded machine), and the event loop takes the lock when a progress stream opens
+            # (RunQueue.watching): the whole server would wait with it.
+            try:
+                process = self.start(run)
+            except OSError as error:  # no process (out of memory, say): that run fails, the queue goes on
+                write_event(run.folder, "error", message=f"The training process could not start: {error}")
+                run.state = "done"
+                continue
+            with self.changed:
+                run.process = process
+                stop = run.stop_asked
+            if stop:  # cancelled while it started
+                self.stop(run, process)
+            process.join()
             self.wrap_up(run)
 
     def start(self, run: Run) -> multiprocessing.Process:
-        write_event(run.folder, "launch")
         process = RUN_PROCESSES.Process(target=train_in_child, args=(str(run.folder), run.resume), name=run.name)
         process.start()
         return process
