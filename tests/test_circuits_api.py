@@ -14,11 +14,15 @@ from helpers import REPO, app_error, call, chromium_page, needs_chromium, raw_er
 # conftest.py
 
 ENDPOINTS = {
-    "/logit_attribution": ["text", "model", "position", "token", "other_token"],
-    "/patching": ["text", "corrupted_text", "model", "sender", "receiver", "receiver_input", "key_position"],
+    "/logit_attribution": ["text", "model", "position", "token", "other_token", "prompts"],
+    "/patching": [
+        "text", "corrupted_text", "model", "sender", "receiver", "receiver_input", "key_position", "part",
+        "intermediate", "prompts",
+    ],
     "/composition": ["model"],
-    "/head_circuit": ["text", "model", "layer", "head", "ablate"],
-}
+    "/head_circuit": ["text", "model", "layer", "head", "ablate", "source", "ablation"],
+    "/circuit_walk": ["text", "model"],
+}  # fmt: skip
 ROMEO, ROMEO_CORRUPTED = "Romeo and Juliet, Romeo and Jul", "Romeo and Julaet, Romeo and Jul"
 ZORBAK, ZORBAK_CORRUPTED = "Then Zorbak spoke. Then Zor", "Then Zoxbak spoke. Then Zor"
 
@@ -61,7 +65,7 @@ def test_attribution_names_head_1_1_as_the_writer_of_the_answer(client, specimen
 
 
 def test_patching_head_1_1_restores_the_answer_and_its_key_carries_the_circuit(client, specimen):
-    from minigpt.heads.circuits import patch_heads, patch_path
+    from minigpt.heads.circuits import patch_heads, patch_path, patch_two_step
 
     answer = call(client, "/patching", text=ROMEO, corrupted_text=ROMEO_CORRUPTED, model="specimen")
     assert answer["model"] == "specimen" and answer["corrupted_ids"] != answer["ids"]
@@ -72,19 +76,23 @@ def test_patching_head_1_1_restores_the_answer_and_its_key_carries_the_circuit(c
     assert len(answer["residual"]) == 2 and len(answer["residual"][0]) == 32
     assert answer["residual"][0][14] > 0.9  # the changed letter's stream, entering layer 0, carries everything
     zorbak = call(
-        client, "/patching", text=ZORBAK, corrupted_text=ZORBAK_CORRUPTED, model="specimen", sender="0.2",
-        receiver="1.1", receiver_input="k",
+        client, "/patching", text=ZORBAK, corrupted_text=ZORBAK_CORRUPTED, model="specimen", receiver="1.1",
+        sender="0.2", intermediate="mlp 0", receiver_input="k",
     )  # fmt: skip
     path = zorbak["path"]
     assert path["key_position"] == 9 and path["key_token"] == "b"
-    patched = {(row["sender"], row["input"]): row["attention_patched"] for row in path["paths"]}
-    for (sender, receiver_input), value in patched.items():
-        kind, *where = sender.split()  # "resid 1", "head 0 2"
-        sent = (kind, *map(int, where))
-        expected = patch_path(specimen, zorbak["ids"], zorbak["corrupted_ids"], sent, (1, 1), receiver_input, 9)
-        assert value == pytest.approx(expected.attention_patched, abs=CLOSE), (sender, receiver_input)
-    # The circuit: the clean stream into 1.1's key restores its attention on the first "b"; into q or v it does not.
-    assert patched[("resid 1", "k")] > 10 * max(patched[("resid 1", "q")], patched[("resid 1", "v")])
+    assert path["senders"] == ["embed", "0.0", "0.1", "0.2", "0.3", "mlp 0", "resid 1"] and path["inputs"] == list(
+        "qkv"
+    )
+    for row in path["paths"]:  # every cell is the library's path patching of that sender into that input
+        expected = patch_path(specimen, zorbak["ids"], zorbak["corrupted_ids"], row["sender"], (1, 1), row["input"], 9)
+        assert row["effect"] == pytest.approx(expected.effect, abs=CLOSE), (row["sender"], row["input"])
+        assert row["attention_patched"] == pytest.approx(expected.attention_patched, abs=CLOSE)
+    two = patch_two_step(specimen, zorbak["ids"], zorbak["corrupted_ids"], "0.2", "mlp 0", (1, 1), "k", 9)
+    assert path["two_step"]["effect"] == pytest.approx(two.effect, abs=CLOSE)
+    # The words name what the grid measured: the key carries it, MLP 0 feeds it, 0.2 reaches it through MLP 0.
+    findings = " ".join(zorbak["findings"])
+    assert "+1.02 through its key" in findings and "mlp 0 +0.64" in findings and "0.2 → mlp 0 → 1.1's key" in findings
 
 
 def test_an_empty_corrupted_text_is_one_token_changed_for_you(client):
@@ -110,10 +118,83 @@ def test_composition_is_barely_above_the_baseline_and_ablating_0_2_fades_the_str
     assert strongest["score"] == pytest.approx(max(e["score"] for e in answer["strongest"]))
     head = call(client, "/head_circuit", text=ROMEO, model="specimen", layer=1, head=1, ablate="0.2")
     assert head["model"] == "specimen" and len(head["ids"]) == 32
-    assert 0 <= head["ov"]["copying_score"] <= 1 and len(head["ov"]["tokens"]) == 79
+    assert head["ov"]["source"] == "effective" and len(head["ov"]["tokens"]) == 79
+    assert head["ov"]["copying_score"] > 0.9 > 0.5 > head["ov"]["baseline"]["positive_share"]
     ablation = head["ablation"]
-    assert ablation["stripe_before"] > 0.1 and ablation["stripe_after"] < ablation["stripe_before"] / 10
+    assert ablation["induction_before"] > 0.1 and ablation["induction_after"] < ablation["induction_before"] / 10
     assert len(ablation["before"]) == len(ablation["after"]) == 32
+
+
+def test_each_part_prompt_sets_and_positions_are_the_librarys_numbers(client, specimen):
+    """part= patches one part of each head (the library's patch_heads with that part); prompts= averages the text and
+    its variants (the library on each variant, averaged here); each head at each position on the text alone."""
+    from minigpt.heads import patch_heads, variants
+
+    answer = call(client, "/patching", text=ROMEO, corrupted_text=ROMEO_CORRUPTED, model="specimen", part="v")
+    expected = patch_heads(specimen, answer["ids"], answer["corrupted_ids"], part="v").effects
+    assert torch.tensor(answer["heads"]).allclose(expected, atol=CLOSE) and answer["part"] == "v"
+    assert len(answer["heads_by_position"][1][1]) == len(answer["ids"])
+    assert answer["corrupted_text"] == ROMEO_CORRUPTED and answer["differing_positions"] == [14]
+    over = call(client, "/patching", text=ROMEO, corrupted_text=ROMEO_CORRUPTED, model="specimen", prompts=4)
+    assert over["prompts"]["count"] + over["prompts"]["left_out"] == 4 and over["heads_by_position"] is None
+    config = specimen.config
+    special = {config.bos_token_id, config.eos_token_id, config.pad_token_id}  # the boundary, end and padding tokens
+    allowed = [t for t in range(config.vocab_size) if t not in special]
+    pairs = variants([answer["ids"], answer["corrupted_ids"]], 4, allowed, special)
+    effects = []
+    for clean, corrupted in pairs.tolist():
+        try:
+            effects.append(patch_heads(specimen, clean, corrupted).effects)
+        except ValueError:  # the variant's answer does not change: left out, as the endpoint counts it
+            continue
+    assert len(effects) == over["prompts"]["count"]
+    assert torch.tensor(over["heads"]).allclose(torch.stack(effects).mean(0), atol=CLOSE)
+    assert "over the text and 3 variants of it" in over["prompts"]["described"] or over["prompts"]["left_out"]
+
+
+def test_the_sentences_follow_the_numbers(client):
+    """The findings are written from the answer: the head named is the grid's largest, the input the whole stream's
+    largest; on the other pair the other input is named."""
+    romeo = call(client, "/patching", text=ROMEO, corrupted_text=ROMEO_CORRUPTED, model="specimen", receiver="1.1")
+    zorbak = call(client, "/patching", text=ZORBAK, corrupted_text=ZORBAK_CORRUPTED, model="specimen", receiver="1.1")
+    for answer, carrying in ((romeo, "value"), (zorbak, "key")):
+        best = max((v, f"{layer}.{head}") for layer, row in enumerate(answer["heads"]) for head, v in enumerate(row))
+        assert f"head {best[1]} restores {best[0]:.0%}" in answer["findings"][0]
+        assert f"what 1.1's {carrying} reads" in " ".join(answer["findings"])
+    assert "what 1.1's key reads" not in " ".join(romeo["findings"])
+
+
+def test_one_head_reads_through_earlier_layers_and_each_ablation_puts_in_its_own(client, specimen):
+    from minigpt.heads import copying_score, ov_circuit
+
+    common = dict(text=ROMEO, model="specimen", layer=1, head=1, ablate="0.2")
+    bare = call(client, "/head_circuit", **common, source="bare")
+    assert bare["ov"]["source"] == "bare"
+    assert bare["ov"]["copying_score"] == pytest.approx(
+        copying_score(ov_circuit(specimen, 1, 1, source="bare")), abs=CLOSE
+    )
+    assert bare["token_qk"]["matching"] > 0.9 and bare["token_qk"]["chance"] == pytest.approx(1 / 77)
+    afters = {
+        mode: call(client, "/head_circuit", **common, ablation=mode)["ablation"]
+        for mode in ("zero", "mean", "resample")
+    }
+    assert {mode: a["mode"] for mode, a in afters.items()} == {"zero": "zero", "mean": "mean", "resample": "resample"}
+    assert len({round(a["induction_after"], 6) for a in afters.values()}) == 3  # three different replacements
+    layer0 = call(client, "/head_circuit", text=ROMEO, model="specimen", layer=0, head=2)
+    assert layer0["token_qk"] is None and "cannot match a key's previous token" in " ".join(layer0["findings"])
+
+
+def test_the_circuit_walk_finds_the_specimens_circuit_in_its_numbers(client):
+    """On the Zorbak text: 1.1 writes and carries the answer; with the copied token changed the value carries it,
+    with the token before it changed the key; 0.2 reaches the key through MLP 0; heads 0.0, 0.2 and 1.1 are needed."""
+    walk = call(client, "/circuit_walk", text=ZORBAK, model="specimen")
+    steps = walk["steps"]
+    assert [s["name"] for s in steps] == ["writer", "carrier", "input", "route", "input", "route", "needed"]
+    assert steps[0]["head"] == steps[1]["head"] == "1.1"
+    assert "+0.85 through its value" in steps[2]["finding"] or "through its value" in steps[2]["finding"]
+    assert "embed → mlp 0 → 1.1's value" in steps[3]["finding"]
+    assert "through its key" in steps[4]["finding"] and "0.2 → mlp 0 → 1.1's key" in steps[5]["finding"]
+    assert steps[6]["needed"] == ["0.0", "0.2", "1.1"] and steps[6]["kept"] > 0.8
 
 
 @pytest.mark.parametrize(
@@ -195,13 +276,13 @@ def test_the_section_draws_its_views_and_a_click_on_a_head_draws_its_circuits(pa
         proposed = page.locator("#circuit-corrupted textarea").input_value()
         assert len(proposed) == len(ROMEO) and sum(a != b for a, b in zip(proposed, ROMEO)) == 1  # one letter changed
         page.locator("#circuit-patch").click()
-        expect(page.locator("#circuit-patching")).to_contain_text(re.compile(r"Head 1\.1 restores the most: \d"))
-        expect(page.locator("#circuit-patching .path tr[data-input]")).to_have_count(4)
+        expect(page.locator("#circuit-patching")).to_contain_text(re.compile(r"head 1\.1 restores 1\d\d%"))
+        expect(page.locator("#circuit-patching .path tr[data-sender]")).to_have_count(7)
         page.locator("#circuit-composition-button").click()
         expect(page.locator("#circuit-composition svg.graph .node")).to_have_count(8)
         expect(page.locator("#circuit-composition")).to_contain_text("The patching evidence")
         page.locator('#circuit-composition .node[data-layer="1"][data-head="1"]').click()  # a click on a head
         expect(page.locator("#circuit-chosen textarea")).to_have_value("1.1")
         expect(page.locator("#circuit-head .head-circuit")).to_have_attribute("data-head", "1")
-        expect(page.locator("#circuit-head")).to_contain_text("with 0.2 ablated")
+        expect(page.locator("#circuit-head")).to_contain_text("with 0.2 ablated (zero)")
         expect(page.locator('#circuit-head [data-map="after"] td.cell').first).to_be_visible()

@@ -91,6 +91,7 @@ LOADING_ENDPOINTS = [
     "/patching",
     "/composition",
     "/head_circuit",
+    "/circuit_walk",
     "/head_over_training",
 ]
 
@@ -216,12 +217,18 @@ MISTAKES = {
         (dict(position=99), "position must be between 0 and 4"),
         (dict(token="mm"), "token must be one token of the"),
         (dict(text=""), "The text is empty"),
+        (dict(prompts=17), "prompts must be 1 (the text alone) to 16"),
     ],
     "/patching": [
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
         (dict(corrupted_text="emmas"), "both need the same number of tokens"),
         (dict(corrupted_text="emma"), "The model's top next token is the same after both texts"),
         (dict(receiver_input="x"), "receiver_input must be 'q', 'k' or 'v'"),
+        (dict(part="z"), "part must be one of output, q, k, v, pattern, got 'z'"),
+        (dict(prompts=0), "prompts must be 1 (the text alone) to 16"),
+        (dict(receiver="1.1", sender="1.0", intermediate="mlp 0"), "The sender '1.0' comes after"),
+        (dict(receiver="1.1", intermediate="mlp 0"), "A two-step path starts at a sender that writes"),
+        (dict(receiver="1.1", sender="0.2", intermediate="0.1"), "writes nothing that the intermediate 0.1 reads"),
     ],
     "/composition": [(dict(model="no-such-model"), "Unknown model 'no-such-model'")],
     "/head_circuit": [
@@ -229,6 +236,12 @@ MISTAKES = {
         (dict(layer=4), "layer must be 0 to 3, got 4"),
         (dict(head="mean"), "head must be 0 to 3, got 'mean'"),
         (dict(layer=0, ablate="1.0"), "ablate must name heads of layers before 0"),
+        (dict(source="weird"), "source must be 'auto', 'effective' or 'bare', got 'weird'"),
+        (dict(layer=1, ablate="0.1", ablation="half"), "The ablation mode must be 'zero', 'mean' or 'resample'"),
+    ],
+    "/circuit_walk": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(text=""), "The text is empty"),
     ],
     "/head_over_training": [
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),

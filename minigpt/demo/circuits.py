@@ -1,39 +1,41 @@
-"""The circuits section's numbers, as plain JSON: direct logit attribution, activation patching (heads and the
-residual stream) and path patching into one head's q, k or v, composition scores against their random baseline, one
-head's OV and positional QK circuits, and one head's map with another head ablated. Each answer carries the model and
-the token ids it was computed for. Every number comes from `minigpt.heads` (attribution, patching, weights,
-insights); nothing here knows of Gradio. The "change one token" helper proposes a corrupted text for patching."""
+"""The circuits section's numbers, as plain JSON: direct logit attribution, activation patching (each head's output,
+query, key, value or pattern; each head at each position; the residual stream), path patching of every sender into a
+receiver head's q, k and v and of a sender through an intermediate, and composition scores against their random
+baseline, each on the text or on a prompt set of it and its variants (the mean and the spread). One head's circuits
+are in head_circuit.py. Each answer carries the model and the token ids it was computed for, and the sentences its
+numbers support (circuit_words). Every number comes from `minigpt.heads`; nothing here knows of Gradio. The "change one
+token" helper proposes a corrupted text for patching."""
 
 import threading
 from collections.abc import Callable
 
 import torch
 
-from minigpt.demo.attention_maps import heatmap_png, token_labels
-from minigpt.demo.choices import head_index, layer_index, number, parse_heads, token_position
+from minigpt.demo.attention_maps import token_labels
+from minigpt.demo.choices import layer_index, number, parse_heads, token_position
+from minigpt.demo.circuit_words import attribution_findings, patching_findings
 from minigpt.demo.cores import pass_work
+from minigpt.demo.prompt_sets import described, prompt_count, text_variants
 from minigpt.demo.texts import TextView, encode
 from minigpt.errors import VisitorError, shortened
 from minigpt.heads import (
     composition_baseline,
     composition_scores,
-    copying_score,
     logit_attribution,
-    ov_circuit,
+    over_prompts,
     patch_heads,
-    patch_path,
+    patch_heads_by_position,
+    patch_paths,
     patch_residual,
-    positional_qk_circuit,
+    patch_two_step,
 )
 from minigpt.heads import insights as head_insights
+from minigpt.heads.nodes import node_name, writes_before
+from minigpt.heads.paths import INPUTS
 
 MAX_PATCH_TOKENS = 64  # patching runs the model once per head and once per (layer, position), batched
 PATCH_BATCH = 32
 PATCH_WORK = 2e12  # multiply-adds of all the patched runs together: about a minute on two CPU cores
-MAX_OV_VOCABULARY = 128  # a vocabulary up to this size: the whole token x token OV circuit; above, the text's rows
-OV_TOP = 8  # above it, each source token's top targets
-MAX_QK_POSITIONS = 64  # the positional QK circuit drawn over the first positions
-MAX_ABLATED_MAP = 64  # tokens of the text for the ablated head's map (the maps drawn as cells)
 MAX_TOKEN_CHARS = 256  # a token's text, checked before tokenizing: longer than any vocabulary's tokens
 TOP_NAMED = 5  # the largest contributions named in words, and the strongest composition edges
 
@@ -64,52 +66,72 @@ def token_id(view: TextView, value, name: str) -> int | None:
     return ids[0]
 
 
-def attribution(view: TextView, position, token, other_token) -> dict:
+def attribution(view: TextView, position, token, other_token, prompts=1) -> dict:
     """Each component's direct contribution to the logit of `token` (default: the model's top-1) after `position`,
-    or to logit(token) - logit(other_token); heads as a layer x head grid, the largest named."""
+    or to logit(token) - logit(other_token); heads as a layer x head grid, the largest named. With `prompts` > 1, on
+    the text and its variants (each variant's own top-1 token, or the token given): the mean and the spread."""
     position = token_position(position, len(view.ids), "position")
     token, other = token_id(view, token, "token"), token_id(view, other_token, "other_token")
     if other is not None and token is not None and other == token:
         raise VisitorError("token and other_token are the same token: give two different tokens (or leave other out).")
-    found = logit_attribution(view.lm.model, view.ids, position, token, other)
-    values = found.values.tolist()
-    order = sorted(range(len(values)), key=lambda i: -abs(values[i]))
-    named = [{"component": found.labels[i], "value": values[i]} for i in order[:TOP_NAMED]]
-    return {
+    model, count = view.lm.model, prompt_count(prompts)
+    found = logit_attribution(model, view.ids, position, token, other)
+    if count > 1:
+        texts = text_variants(view.lm, [list(view.ids)], count)[:, 0]
+        over = over_prompts(lambda ids: logit_attribution(model, ids, position, token, other).values, texts)
+        values, spread = over.mean, over.spread
+    else:
+        values, spread, over = found.values, None, None
+    values_list = values.tolist()
+    order = sorted(range(len(values_list)), key=lambda i: -abs(values_list[i]))
+    L, H = model.config.n_layer, model.config.n_head
+    answer = {
         **view.about,
         "position": position,
         "token": {"id": found.token, "token": labels_of(view, [found.token])[0]},
         "other_token": None if other is None else {"id": other, "token": labels_of(view, [other])[0]},
         "logit": found.logit,
         "bias_term": found.bias_term,
-        "components": [{"component": c, "value": v} for c, v in zip(found.labels, values)],
-        "heads": found.heads.tolist(),
-        "largest": named,
+        "components": [{"component": c, "value": v} for c, v in zip(found.labels, values_list)],
+        "heads": values[2:].view(L, H + 2)[:, :H].tolist(),
+        "heads_spread": None if spread is None else spread[2:].view(L, H + 2)[:, :H].tolist(),
+        "largest": [{"component": found.labels[i], "value": values_list[i]} for i in order[:TOP_NAMED]],
+        "prompts": prompt_set(over) if over else {"count": 1, "left_out": 0, "described": described(1)},
+        "token_given": token is not None,
         "notes": view.notes,
     }
+    answer["findings"] = attribution_findings(answer)
+    return answer
 
 
 def patch_work(config, length: int) -> float:
-    """Multiply-adds of patching a text of `length` tokens: one pass per head and one per (layer, position)."""
-    return (config.n_layer * (config.n_head + length) + 2) * pass_work(config, length)
+    """Multiply-adds of patching a text of `length` tokens: one pass per head (for its part), one per (layer,
+    position), and path patching's 3 x (2 + L x (H + 1)) at most."""
+    runs = config.n_layer * (config.n_head + length) + 3 * (2 + config.n_layer * (config.n_head + 1)) + 2
+    return runs * pass_work(config, length)
 
 
-def check_patch_length(view: TextView) -> None:
-    """Patching is refused past MAX_PATCH_TOKENS tokens, or past PATCH_WORK multiply-adds (GPT-2: 38 tokens)."""
+def check_patch_length(view: TextView, prompts: int = 1) -> None:
+    """Patching is refused past MAX_PATCH_TOKENS tokens, or past PATCH_WORK multiply-adds over its prompts."""
     config, length = view.lm.model.config, len(view.ids)
-    longest = max((n for n in range(2, MAX_PATCH_TOKENS + 1) if patch_work(config, n) <= PATCH_WORK), default=2)
+    longest = max(
+        (n for n in range(2, MAX_PATCH_TOKENS + 1) if prompts * patch_work(config, n) <= PATCH_WORK), default=2
+    )
     if length > longest:
+        more = f" over {prompts} prompts (fewer prompts take longer texts)" if prompts > 1 else ""
         raise VisitorError(
             f"The text is {length} tokens (start token included): patching runs the model once per head and once "
             f"per layer and position, and this server does it for texts of at most {longest} tokens on the "
-            f"{view.lm.name} model. Shorten both texts."
+            f"{view.lm.name} model{more}. Shorten both texts."
         )
 
 
-def sender_of(spec: str, n_layer: int, n_head: int, receiver_layer: int) -> tuple:
-    """'0.2' -> ('head', 0, 2); 'mlp 0', 'resid 1', 'embed' -> the library's senders; one that comes after the
-    receiver's layer reads nothing the receiver reads, and is refused in the words a visitor types."""
+def sender_of(spec: str, n_layer: int, n_head: int, receiver_layer: int) -> tuple | None:
+    """'0.2' -> ('head', 0, 2); 'mlp 0', 'resid 1', 'embed' -> the library's senders; empty: None. One that comes
+    after the receiver's layer reads nothing the receiver reads, and is refused in the words a visitor types."""
     words = str(spec or "").strip().lower().split()
+    if not words:
+        return None
     if len(words) == 1 and words[0] == "embed":
         return ("embed",)
     if len(words) == 2 and words[0] in ("mlp", "resid"):
@@ -132,65 +154,183 @@ def sender_of(spec: str, n_layer: int, n_head: int, receiver_layer: int) -> tupl
     return sender
 
 
-def path_patching(clean: TextView, corrupted: TextView, sender, receiver, receiver_input, key_position) -> dict | None:
-    """The receiver head's q, k and v each fed the clean residual stream entering its layer (all else corrupted),
-    and with `sender` given, that sender alone into `receiver_input`: the effect on the answer and the receiver's
-    attention from the last query on `key_position` (default: the key it weighs most in the clean run)."""
+def intermediate_of(spec, sender, config, receiver_layer: int) -> tuple | None:
+    """The middle of a two-step path: a head or an MLP after the sender and before the receiver; empty: None."""
+    if not str(spec or "").strip():
+        return None
+    if sender is None or sender[0] == "resid":
+        raise VisitorError(
+            "A two-step path starts at a sender that writes ('0.2', 'mlp 0', 'embed'): give one with the intermediate."
+        )
+    middle = sender_of(spec, config.n_layer, config.n_head, receiver_layer)
+    if middle[0] not in ("head", "mlp"):
+        raise VisitorError(f"The intermediate must be a head ('0.2') or an MLP ('mlp 0'), got {shortened(spec)}.")
+    if not writes_before(sender, middle):
+        raise VisitorError(
+            f"The sender {node_name(sender)} writes nothing that the intermediate {node_name(middle)} reads: give an "
+            "intermediate of a later layer (an MLP reads the heads of its own layer too)."
+        )
+    return middle
+
+
+def receiver_of(receiver, config) -> tuple[int, int] | None:
+    """The receiver head of path patching (layer.head of a layer after 0); empty: None."""
     if not (receiver or "").strip():
         return None
-    config = clean.lm.model.config
     heads = parse_heads(receiver, config.n_layer, config.n_head)
     if len(heads) != 1 or heads[0][0] == 0:
         raise VisitorError(
             f"receiver must be one head of a later layer than 0 (layer.head, e.g. '1.1'), got {shortened(receiver)}."
         )
-    (layer, head), kind = heads[0], str(receiver_input or "k").strip().lower()
+    return heads[0]
+
+
+def key_of(key_position, ids: list[int]) -> int | None:
+    """The key whose weight path patching reports: given, or (-1) the token after the first copy of the text's
+    repeated end, an induction target (None: the key the clean run's receiver weighs most)."""
     key = number("key_position", key_position, -1, int)
-    if key == -1:  # the default: the token after the repeat's first copy, an induction target
-        key = repeated_source(list(clean.ids))
-    else:
-        key = token_position(key, len(clean.ids), "key_position", last=False)
-    rows = []
-    senders = [("resid", layer, kind_) for kind_ in "qkv"]
-    if (sender or "").strip():
-        senders.append((*sender_of(sender, config.n_layer, config.n_head, layer), kind))
-    for *source, into in senders:
-        found = patch_path(clean.lm.model, clean.ids, corrupted.ids, tuple(source), (layer, head), into, key)
-        rows.append({"sender": " ".join(map(str, source)), "input": into, **vars(found)})
-        key = found.key_position
-    return {"receiver": [layer, head], "key_position": key, "key_token": clean.tokens[key], "paths": rows}
+    if key == -1:
+        return repeated_source(ids)
+    return token_position(key, len(ids), "key_position", last=False)
 
 
-def patching(clean: TextView, corrupted: TextView, path: dict, cores, progress: Progress = None) -> dict:
-    """Head patching (layer x head) and residual patching (layer x position) of the clean text into the corrupted
-    one; effect = (LD_patched - LD_corrupted) / (LD_clean - LD_corrupted), LD = logit(clean answer) - logit(corrupted
-    answer) at the last position. With path["receiver"], path patching too (see path_patching)."""
-    check_patch_length(clean)
-    model = clean.lm.model
-    work = pass_work(model.config, len(clean.ids)) * PATCH_BATCH
-    tell = progress or (lambda fraction, what: None)
-    with cores.threads_for(work):
-        heads = patch_heads(model, clean.ids, corrupted.ids, lambda f: tell(f / 2, "patching heads"), PATCH_BATCH)
-        residual = patch_residual(
-            model, clean.ids, corrupted.ids, lambda f: tell(0.5 + f / 2, "patching the residual stream"), PATCH_BATCH
-        )
-        paths = path_patching(clean, corrupted, **path)
-    answers = [heads.clean_token, heads.corrupted_token]
-    clean_answer, corrupted_answer = labels_of(clean, answers)
+def path_grid(model, pairs: torch.Tensor, receiver, key) -> dict:
+    """Every sender into each of the receiver's q, k and v, over the prompt pairs (N, 2, T): the effects' mean and
+    spread, the receiver's weight on the key (patched, clean, corrupted)."""
+    grids = []
+
+    def measure(pair):
+        grid = patch_paths(model, pair[0], pair[1], receiver, key, batch_size=PATCH_BATCH)
+        grids.append(grid)
+        return torch.stack([grid.effects, grid.attention])
+
+    found = over_prompts(measure, pairs, first_required=True)
+    first = grids[0]
     return {
+        "receiver": list(receiver),
+        "key_position": first.key_position,
+        "senders": first.senders,
+        "inputs": list(INPUTS),
+        "effects": found.mean[0].tolist(),
+        "effects_spread": found.spread[0].tolist() if found.prompts > 1 else None,
+        "attention": found.mean[1].tolist(),
+        "attention_clean": first.attention_clean,
+        "attention_corrupted": first.attention_corrupted,
+    }
+
+
+def two_step(model, pairs: torch.Tensor, sender, middle, receiver, receiver_input, key) -> dict:
+    """sender -> middle -> the receiver's input, over the prompt pairs: the effect's mean and spread."""
+    found = over_prompts(
+        lambda pair: patch_two_step(model, pair[0], pair[1], sender, middle, receiver, receiver_input, key).effect,
+        pairs,
+        first_required=True,
+    )
+    return {
+        "sender": node_name(sender),
+        "intermediate": node_name(middle),
+        "input": receiver_input,
+        "effect": float(found.mean),
+        "effect_spread": float(found.spread) if found.prompts > 1 else None,
+    }
+
+
+def path_patching(clean: TextView, pairs: torch.Tensor, options: dict) -> dict | None:
+    """Path patching into the receiver head: every sender into each of its q, k and v (a grid), and with a sender
+    and an intermediate, that two-step path into `receiver_input`."""
+    config = clean.lm.model.config
+    receiver = receiver_of(options.get("receiver"), config)
+    if receiver is None:
+        return None
+    receiver_input = str(options.get("receiver_input") or "k").strip().lower()
+    key = key_of(options.get("key_position"), list(clean.ids))
+    sender = sender_of(options.get("sender"), config.n_layer, config.n_head, receiver[0])
+    middle = intermediate_of(options.get("intermediate"), sender, config, receiver[0])
+    model = clean.lm.model
+    path = path_grid(model, pairs, receiver, key)
+    path["key_token"] = clean.tokens[path["key_position"]]
+    path["paths"] = [
+        {"sender": sender_name, "input": into, "effect": path["effects"][row][column],
+         "attention_patched": path["attention"][row][column]}
+        for row, sender_name in enumerate(path["senders"])
+        for column, into in enumerate(INPUTS)
+    ]  # fmt: skip
+    path["chosen"] = None if sender is None else {"sender": node_name(sender), "input": receiver_input}
+    path["two_step"] = None if middle is None else two_step(model, pairs, sender, middle, receiver, receiver_input, key)
+    return path
+
+
+PARTS = ("output", "q", "k", "v", "pattern")
+
+
+def checked_part(value) -> str:
+    part = str(value or "output").strip().lower()
+    if part not in PARTS:
+        raise VisitorError(f"part must be one of {', '.join(PARTS)}, got {shortened(value)}.")
+    return part
+
+
+def by_position(model, pairs: torch.Tensor, config, length: int) -> list | None:
+    """Each head at each position (layer x head x position), on the text itself, where its runs fit the work bound."""
+    if config.n_layer * config.n_head * length * pass_work(config, length) > PATCH_WORK:
+        return None
+    return patch_heads_by_position(model, pairs[0, 0], pairs[0, 1], batch_size=PATCH_BATCH).effects.tolist()
+
+
+def patching(clean: TextView, corrupted: TextView, options: dict, cores, progress: Progress = None) -> dict:
+    """Head patching (layer x head, the chosen `part` of each head), residual patching (layer x position), each head
+    at each position, and path patching (options: receiver, sender, intermediate, receiver_input, key_position), on
+    the text or on a prompt set of it and its variants (options["prompts"]); effect = (LD_patched - LD_corrupted) /
+    (LD_clean - LD_corrupted), LD = logit(clean answer) - logit(corrupted answer) at the last position."""
+    model, config = clean.lm.model, clean.lm.model.config
+    part, count = checked_part(options.get("part")), prompt_count(options.get("prompts"))
+    check_patch_length(clean, count)
+    pairs = text_variants(clean.lm, [list(clean.ids), list(corrupted.ids)], count)
+    tell, own = progress or (lambda fraction, what: None), []
+
+    def head_effects(pair):
+        found = patch_heads(model, pair[0], pair[1], part=part, batch_size=PATCH_BATCH)
+        own.append(found)  # the first: the text's own, its answers and LDs
+        return found.effects
+
+    with cores.threads_for(pass_work(config, len(clean.ids)) * PATCH_BATCH):
+        tell(0.0, "patching heads")
+        heads = over_prompts(head_effects, pairs, first_required=True)
+        tell(0.4, "patching the residual stream")
+        residual = over_prompts(
+            lambda pair: patch_residual(model, pair[0], pair[1]).effects, pairs, first_required=True
+        )
+        tell(0.6, "patching each head at each position")
+        positions = by_position(model, pairs, config, len(clean.ids)) if count == 1 else None
+        tell(0.8, "path patching")
+        path = path_patching(clean, pairs, options)
+    answers = [own[0].clean_token, own[0].corrupted_token]
+    clean_answer, corrupted_answer = labels_of(clean, answers)
+    answer = {
         **clean.about,
         "corrupted_text": corrupted.text,
         "corrupted_ids": list(corrupted.ids),
         "corrupted_tokens": corrupted.tokens,
+        "differing_positions": [i for i, (a, b) in enumerate(zip(clean.ids, corrupted.ids)) if a != b],
         "clean_answer": {"id": answers[0], "token": clean_answer},
         "corrupted_answer": {"id": answers[1], "token": corrupted_answer},
-        "clean_difference": heads.clean_difference,
-        "corrupted_difference": heads.corrupted_difference,
-        "heads": heads.effects.tolist(),
-        "residual": residual.effects.tolist(),
-        "path": paths,
+        "clean_difference": own[0].clean_difference,
+        "corrupted_difference": own[0].corrupted_difference,
+        "part": part,
+        "prompts": prompt_set(heads),
+        "heads": heads.mean.tolist(),
+        "heads_spread": heads.spread.tolist() if heads.prompts > 1 else None,
+        "residual": residual.mean.tolist(),
+        "heads_by_position": positions,
+        "path": path,
         "notes": clean.notes + corrupted.notes,
     }
+    answer["findings"] = patching_findings(answer)
+    return answer
+
+
+def prompt_set(found) -> dict:
+    return {"count": found.prompts, "left_out": found.left_out, "described": described(found.prompts, found.left_out)}
 
 
 def check_same_length(clean: TextView, corrupted: TextView) -> None:
@@ -222,15 +362,16 @@ def reads_back(lm, ids: list[int]) -> bool:
     return lm.tokenizer.encode(text, add_special_tokens=False, verbose=False) == ids[1:]
 
 
-def one_token_changed(view: TextView) -> tuple[list[int], str]:
-    """A corrupted text for patching: the token after the first occurrence of the text's repeated end (else the last
+def one_token_changed(view: TextView, before: int = 0) -> tuple[list[int], str]:
+    """A corrupted text for patching: the token after the first occurrence of the text's repeated end (what an
+    induction head copies; with `before` 1, the token before it: what tells the head where to look; else the last
     token but one) replaced by one the model finds likely there, such that the text keeps its token count and the
     model's top next token changes. Returns its ids and a note saying what changed."""
     lm, ids = view.lm, list(view.ids)
     if len(ids) < 3:
         raise VisitorError("The text is too short to corrupt: type at least two tokens (a repeated phrase works best).")
     where = repeated_source(ids)
-    where = where if where is not None and where < len(ids) else len(ids) - 2
+    where = where - before if where is not None and 0 < where - before < len(ids) else len(ids) - 2
     never = {lm.boundary_id, lm.eos_id, *lm.never_ids} - {None}
     candidates = head_insights.likely_replacements(lm.model, view.recorded, where, never, k=64)
     answer = int(view.recorded.logits(lm.model)[-1].argmax())
@@ -249,21 +390,41 @@ def one_token_changed(view: TextView) -> tuple[list[int], str]:
     )
 
 
-class CompositionCache:
-    """Composition scores and their baseline per model name (weights only: computed once, kept)."""
+class PerModel:
+    """What does not depend on the text, computed once per model and kept (the last few models): composition scores,
+    the heads the induction task needs. compute(lm) -> the answer; concurrent asks of one model compute it once."""
 
-    def __init__(self):
-        self.found: dict[tuple, dict] = {}
+    def __init__(self, compute: Callable, kept: int = 4):
+        self.compute, self.kept = compute, kept
+        self.found: dict[tuple, object] = {}
         self.lock = threading.Lock()
 
-    def scores(self, lm) -> dict:
+    def get(self, lm):
         key = (lm.name, id(lm.model))
         with self.lock:
             if key not in self.found:
-                model = lm.model
-                scores = {kind: composition_scores(model, kind) for kind in "qkv"}
-                self.found = {key: {"scores": scores, "baseline": composition_baseline(model, "q")}}
+                self.found[key] = self.compute(lm)
+                while len(self.found) > self.kept:
+                    self.found.pop(next(iter(self.found)))
             return self.found[key]
+
+
+def composition_of(lm) -> dict:
+    model = lm.model
+    return {
+        "scores": {kind: composition_scores(model, kind) for kind in "qkv"},
+        "baseline": composition_baseline(model, "q"),
+    }
+
+
+class CompositionCache(PerModel):
+    """Composition scores and their baseline per model (weights only: computed once, kept)."""
+
+    def __init__(self):
+        super().__init__(composition_of)
+
+    def scores(self, lm) -> dict:
+        return self.get(lm)
 
 
 def composition(lm, cache: CompositionCache) -> dict:
@@ -292,97 +453,4 @@ def composition(lm, cache: CompositionCache) -> dict:
         "scores": {kind: s.nan_to_num().tolist() for kind, s in scores.items()},
         "edges": edges[: 8 * TOP_NAMED],
         "strongest": edges[:TOP_NAMED],
-    }
-
-
-def head_circuit(view: TextView, layer, head, ablate) -> dict:
-    """The chosen head's OV circuit over tokens (the whole table for a small vocabulary; else the text's tokens' top
-    targets) with its copying score, its positional QK circuit, and its map on the text with the `ablate` heads
-    (earlier ones) ablated: before, after, and the weight on the induction stripe of each."""
-    config = view.lm.model.config
-    layer = layer_index(layer, config.n_layer)
-    head = head_index(head, config.n_head, average=False)
-    model, vocab = view.lm.model, view.lm.vocab_size
-    answer = {**view.about, "layer": layer, "head": head, "notes": view.notes}
-    if vocab <= MAX_OV_VOCABULARY:
-        ov = ov_circuit(model, layer, head)
-        labels = labels_of(view, list(range(vocab)))
-        scale = float(ov.abs().max()) or 1.0
-        answer["ov"] = {
-            "tokens": labels,
-            "image": heatmap_png(((ov / scale + 1) / 2).square().numpy(), masked=ov.abs() < -1),
-            "scale": scale,
-            "copying_score": copying_score(ov),
-            "whole": True,
-            "rows": [{"source": labels[s], "top": top_of(ov[s], labels)} for s in sorted(set(view.ids))],
-        }
-    else:
-        values, indices = ov_circuit(model, layer, head, top=OV_TOP)
-        rows = sorted(set(view.ids))
-        answer["ov"] = {
-            "whole": False,
-            "copying_score": None,
-            "rows": [
-                {
-                    "source": labels_of(view, [s])[0],
-                    "top": [
-                        {"token": t, "value": float(v)}
-                        for t, v in zip(labels_of(view, indices[s].tolist()), values[s].tolist())
-                    ],
-                }
-                for s in rows
-            ],
-        }
-    qk = positional_qk_circuit(model, layer, head)[:MAX_QK_POSITIONS, :MAX_QK_POSITIONS]
-    weights = qk.softmax(-1)  # each query position's attention from positions alone
-    answer["positional_qk"] = {
-        "positions": qk.shape[0],
-        "image": heatmap_png(weights.numpy()),
-        "previous_token": float(weights.diagonal(-1).mean()),
-        "argmax_offset": (torch.arange(qk.shape[0]) - qk.argmax(-1)).tolist(),
-    }
-    answer["ablation"] = ablated_map(view, layer, head, ablate)
-    return answer
-
-
-def top_of(row: torch.Tensor, labels: list[str], k: int = 3) -> list[dict]:
-    values, indices = row.topk(min(k, row.numel()))
-    return [{"token": labels[i], "value": float(v)} for v, i in zip(values.tolist(), indices.tolist())]
-
-
-def stripe(weights: torch.Tensor, ids: list[int]) -> float:
-    """The mean weight a (T, T) map puts on the induction stripe: from each token seen before, on the token that
-    followed its previous occurrence (0 when no token repeats)."""
-    found, last = [], {}
-    for i, token in enumerate(ids):
-        if token in last and last[token] + 1 < i:
-            found.append(float(weights[i, last[token] + 1]))
-        last[token] = i
-    return sum(found) / len(found) if found else 0.0
-
-
-def ablated_map(view: TextView, layer: int, head: int, ablate) -> dict | None:
-    """The head's map on the text as it is and with the `ablate` heads (of earlier layers) zero-ablated, through
-    `heads_ablated` (insights.ablated_pass): what the later head loses when an earlier one is gone."""
-    config = view.lm.model.config
-    heads = parse_heads(ablate or "", config.n_layer, config.n_head)
-    if not heads:
-        return None
-    if any(a >= layer for a, _ in heads):
-        raise VisitorError(
-            f"ablate must name heads of layers before {layer} (they write what head {layer}.{head} reads), got "
-            f"{shortened(ablate)}."
-        )
-    length = min(len(view.ids), MAX_ABLATED_MAP)
-    before = view.recorded.attentions[layer, head][:length, :length]
-    after_pass = head_insights.ablated_pass(view.lm.model, view.recorded, heads, "zero")
-    after = after_pass.attentions[layer, head][:length, :length]
-    ids = view.ids[:length]
-    return {
-        "ablated": [list(h) for h in heads],
-        "tokens": view.tokens[:length],
-        "before": before.double().round(decimals=6).tolist(),
-        "after": after.double().round(decimals=6).tolist(),
-        "stripe_before": stripe(before, ids),
-        "stripe_after": stripe(after, ids),
     }

@@ -8,6 +8,7 @@ import torch
 
 from minigpt.demo.attention_maps import token_labels
 from minigpt.demo.choices import clamped, number, parse_heads, parse_sampling, token_position
+from minigpt.demo.prompt_sets import resample_values
 from minigpt.demo.serving import Sampling, generate_in_this_thread
 from minigpt.demo.state import DemoState
 from minigpt.demo.texts import TextView, check_every_map, from_boundary, keep_context
@@ -106,7 +107,8 @@ class Insights:
         top_p: float = 1.0,
         seed: int = 0,
     ) -> dict:
-        """The text with `heads` ("1.2, 0.3") ablated (`mode` zero or mean over the text's positions): per-token losses
+        """The text with `heads` ("1.2, 0.3") ablated (`mode` zero; mean, each head's output averaged over the text's
+        positions; resample, its output on a variant of the text, the same repeats, other tokens): per-token losses
         before and after (entry t: the loss of token t + 1), their means, the top-5 next tokens at `position` before and
         after, and with `new_tokens` > 0, `prompt` continued with the same seed plain and ablated."""
         view = self.insight_view(text, model)
@@ -114,7 +116,8 @@ class Insights:
         chosen = parse_heads(heads, config.n_layer, config.n_head)
         position = self.position_of(view, position)
         before = view.recorded
-        after = head_insights.ablated_pass(view.lm.model, before, chosen, mode)
+        values = resample_values(view.lm, list(view.ids)) if head_insights.check_mode(mode) == "resample" else None
+        after = head_insights.ablated_pass(view.lm.model, before, chosen, mode, values)
         top = [head_insights.top_tokens(p.logits(view.lm.model, position), 5) for p in (before, after)]
         loss_before, loss_after = before.token_losses(view.lm.model), after.token_losses(view.lm.model)
         answer = {
@@ -145,10 +148,12 @@ class Insights:
         self, view: TextView, heads: list[tuple[int, int]], mode: str, prompt: str, new: int, sampling: Sampling
     ) -> dict:
         """`prompt` continued by the text loop twice with the same seed: plain, then with the heads ablated (mean
-        ablation puts in the means over the analysed text)."""
+        ablation puts in the means over the analysed text, resample the means over a variant of it)."""
         lm = view.lm
         ids = keep_context(lm, from_boundary(lm, prompt or "", "prompt"), "prompt", [])
         means = head_insights.head_means(view.recorded) if mode == "mean" else None
+        if mode == "resample":  # the variant's outputs averaged over its positions: the prompt has other positions
+            means = resample_values(lm, list(view.ids))[0].mean(dim=1)
         mask = head_insights.head_mask(heads, lm.model.config.n_layer, lm.model.config.n_head)
         generate = lambda: generate_in_this_thread(lm.model, lm.eos_id, lm.never_ids, ids, new, sampling)[0]  # noqa: E731
         plain = generate()
@@ -160,7 +165,8 @@ class Insights:
     def importance(self, text: str = "emma", model: str | None = None, mode: str = "zero") -> dict:
         """Per head (layer x head list), the rise of the mean loss over the text when that head alone is ablated."""
         view = self.insight_view(text, model)
-        scores, loss = head_insights.head_importance(view.lm.model, view.recorded, mode)
+        values = resample_values(view.lm, list(view.ids)) if head_insights.check_mode(mode) == "resample" else None
+        scores, loss = head_insights.head_importance(view.lm.model, view.recorded, mode, values)
         measured = head_insights.importance_tokens(view.lm.model.config, len(view.ids))
         if measured < len(view.ids):
             view.notes.append(

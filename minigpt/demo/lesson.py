@@ -171,23 +171,24 @@ LESSON = (
         "Where are this model's weights: how many in attention, how many in the MLPs?",
     ),
     LessonStep(
-        "Heads work together: the induction circuit",
+        "Heads work together: finding the circuit",
         ("circuits",),
         ("attention",),
-        'The specimen\'s induction head 1.1 does not work alone. On "Romeo and Juliet, Romeo and Jul" it is the head '
-        'that writes the answer "i" (attribution). Change one earlier letter ("Julaet") and the answer changes; '
-        "put back head 1.1's output from the first text and almost all of the answer returns (patching). But 1.1 "
-        "finds the right letter only because the previous-token head 0.2 wrote into each token's stream which token "
-        "came before it: 1.1 reads that through its keys. Switch 0.2 off and 1.1's stripe of attention fades.",
+        "No head works alone, and which heads work together, and how, is found by measuring, not by guessing. Four "
+        "measurements in turn: which head writes the answer into the output (attribution); which head's output, put "
+        "back from the text into a text with one token changed, brings the answer back (patching); through which of "
+        "that head's inputs, its query (what it looks for), its key (where it looks) or its value (what it copies), "
+        "and from which earlier parts the answer arrives (path patching); and which heads the model needs to copy "
+        "at all (ablation on random tokens written twice). Below, each of them on your text, in the model's numbers.",
         "Attribution: logit(t) = Σ_c LN_f(x_c) · W_U[t] over the components c (embeddings, each head's output "
         "W_O[h] z_h, each MLP) with the final norm's divisor frozen. Patching: effect = (LD_patched − LD_corrupted) / "
-        "(LD_clean − LD_corrupted), LD = logit(clean answer) − logit(corrupted answer). K-composition of 0.2 into 1.1, "
-        "‖W_V W_O · W_K W_Qᵀ‖ / (‖W_V W_O‖ ‖W_Q W_Kᵀ‖), is only a little above a random baseline of about 0.09 "
-        "(head 0.0 scores as much): the weights alone do not single out 0.2. Path patching does: the clean stream "
-        'into 1.1\'s key alone restores its attention on the first "b" of "Zorbak", into q or v it does not.',
-        "Open the Circuits section on the specimen: Attribution, then Patch with 'Change one token', then Ablate and "
-        "redraw.",
-        "Which input of head 1.1, its query, key or value, carries what head 0.2 wrote?",
+        "(LD_clean − LD_corrupted), LD = logit(clean answer) − logit(corrupted answer). Path patching: the receiver "
+        "computes one input, q, k or v, from corrupted stream + (clean − corrupted output of one sender); a two-step "
+        "path feeds a sender's difference to an intermediate (an MLP) and only the intermediate's change on. "
+        "Ablation: a head's output replaced by its mean over the prompts.",
+        "Show a text that repeats a phrase with its second copy cut short, then follow the steps below; open the "
+        "Circuits section to draw each one whole.",
+        "Which input of the head that carries the answer, its query, key or value, carries it on this text?",
     ),
 )
 

@@ -8,6 +8,7 @@ from minigpt.demo.choices import flag, number
 from minigpt.demo.insights import Insights
 from minigpt.demo.state import DemoState
 from minigpt.demo.step_words import worded
+from minigpt.errors import VISITORS_MISTAKES
 from minigpt.heads.block_steps import parameter_counts
 from minigpt.heads.steps import attention_steps, steps_json
 
@@ -16,10 +17,11 @@ SPECIMEN = "specimen"  # the shipped model whose heads lesson step 11 shows (an 
 
 class Steps:
     """The lesson's endpoint, on the demo's state. `roles` is the head roles' endpoint (text, model) -> its JSON,
-    which lesson step 11 draws (left out: the head tools' own, on `state`)."""
+    which lesson step 11 draws (left out: the head tools' own, on `state`); `walk` the circuit walk's, which step 13
+    draws (left out: step 13 has no walk)."""
 
-    def __init__(self, state: DemoState, roles=None):
-        self.state, self.roles = state, roles or Insights(state).head_roles
+    def __init__(self, state: DemoState, roles=None, walk=None):
+        self.state, self.roles, self.walk = state, roles or Insights(state).head_roles, walk
 
     def step(
         self,
@@ -56,4 +58,9 @@ class Steps:
             return dict(roles=self.roles(shown["text"], roles_of), roles_of=roles_of, text=shown["text"])
         if number == 12:
             return dict(weights=parameter_counts(self.state.picker.get(shown["model"]).model))
+        if number == 13 and self.walk is not None:
+            try:
+                return dict(walk=self.walk(shown["text"], shown["model"]), text=shown["text"])
+            except VISITORS_MISTAKES as error:  # a text too short or too long for the walk: the section says why
+                return dict(walk=str(error), text=shown["text"])
         return {}

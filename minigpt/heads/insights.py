@@ -167,10 +167,14 @@ def sampled_probabilities(logits: torch.Tensor, ids: list[int], warp=None, never
 # ---- ablation and importance ---------------------------------------------------------------------------------------
 
 
-def ablated_pass(model, recorded: ForwardPass, heads: list[tuple[int, int]], mode: str) -> ForwardPass:
-    """The text's forward pass again (the same eager path as `recorded`), with `heads` ablated."""
+def ablated_pass(model, recorded: ForwardPass, heads: list[tuple[int, int]], mode: str, values=None) -> ForwardPass:
+    """The text's forward pass again (the same eager path as `recorded`), with `heads` ablated: "zero", "mean" (each
+    head's output averaged over the text's positions, or `values`) or "resample" (`values`: what `ablation_values`
+    gives for a prompt set the text leads, its first row)."""
     config = model.config
-    means = head_means(recorded) if check_mode(mode) == "mean" else None
+    if check_mode(mode) == "resample" and values is None:
+        raise InstrumentError("Resample ablation puts in another prompt's activations: pass them as values.")
+    means = (head_means(recorded) if mode == "mean" else None) if values is None else values
     with heads_ablated(model, head_mask(heads, config.n_layer, config.n_head), means):
         return run_forward_pass(model, list(recorded.input_ids))
 
@@ -222,8 +226,9 @@ def importance_tokens(config, length: int) -> int:
     return tokens
 
 
-def head_importance(model, recorded: ForwardPass, mode: str = "zero") -> tuple[torch.Tensor, float]:
+def head_importance(model, recorded: ForwardPass, mode: str = "zero", values=None) -> tuple[torch.Tensor, float]:
     """(L, H) mean loss over the text with each head alone ablated, minus the plain model's, and the plain loss.
+    `mode` "zero", "mean" (over the text's positions) or "resample" (`values`: (1, L, T, C), another prompt's heads).
 
     One batched forward pass (the model's own attention implementation): row 0 ablates nothing (the reference, run in
     the same batch so that both sides are computed alike), row 1 + l * H + h ablates head h of layer l."""
@@ -231,8 +236,11 @@ def head_importance(model, recorded: ForwardPass, mode: str = "zero") -> tuple[t
     if len(recorded.input_ids) < 2:
         raise InstrumentError("The text is empty: head importance needs at least one token after the start token.")
     ablate = torch.cat([torch.zeros(1, L, H, dtype=torch.bool), torch.eye(L * H, dtype=torch.bool).view(-1, L, H)])
-    means = head_means(recorded) if check_mode(mode) == "mean" else None
-    ids = list(recorded.input_ids)[: importance_tokens(model.config, len(recorded.input_ids))]  # bounded work
+    if check_mode(mode) == "resample" and values is None:
+        raise InstrumentError("Resample ablation puts in another prompt's activations: pass them as values.")
+    length = importance_tokens(model.config, len(recorded.input_ids))
+    ids = list(recorded.input_ids)[:length]  # bounded work
+    means = (head_means(recorded) if mode == "mean" else None) if values is None else values[..., :length, :]
     losses = losses_per_row(model, ids, ablate, means).mean(dim=1)  # (1 + L * H,)
     return (losses[1:] - losses[0]).view(L, H), float(losses[0])
 

@@ -73,14 +73,19 @@ class OverPrompts:
     left_out: int
 
 
-def over_prompts(measure: Callable, prompts, can_fail: type[Exception] = InstrumentError) -> OverPrompts:
+def over_prompts(
+    measure: Callable, prompts, can_fail: type[Exception] = InstrumentError, first_required: bool = False
+) -> OverPrompts:
     """measure(prompt) -> a tensor (or float) for each prompt of `prompts` (an iterable); the prompts on which it
-    raises `can_fail` (an InstrumentError: nothing to measure there) are counted as left out."""
+    raises `can_fail` (an InstrumentError: nothing to measure there) are counted as left out, but for the first with
+    `first_required` (the text a set was made from: its refusal says what to change)."""
     found, left_out = [], 0
-    for prompt in prompts:
+    for index, prompt in enumerate(prompts):
         try:
             found.append(torch.as_tensor(measure(prompt), dtype=torch.float32))
         except can_fail:
+            if first_required and index == 0:
+                raise
             left_out += 1
     if not found:
         raise InstrumentError(f"None of the {left_out} prompts could be measured.")

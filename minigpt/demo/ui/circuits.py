@@ -9,19 +9,17 @@ import gradio as gr
 
 from minigpt.demo import circuits
 from minigpt.demo.choices import parse_heads
+from minigpt.demo.circuit_walk import circuit_walk, needed_heads
+from minigpt.demo.head_circuit import head_circuit
 from minigpt.demo.state import DemoState
 from minigpt.demo.texts import TextView
 from minigpt.demo.ui.components import drawn
 from minigpt.demo.ui.gradio_internals import unchecked
-from minigpt.demo.views.circuits import (
-    CIRCUITS_JS,
-    attribution_html,
-    composition_html,
-    head_circuit_html,
-    patching_html,
-)
-from minigpt.errors import VisitorError
+from minigpt.demo.views.circuits import CIRCUITS_JS, attribution_html, composition_html, patching_html
+from minigpt.demo.views.head_circuit import head_circuit_html
+from minigpt.errors import VisitorError, shortened
 
+PATCH_OPTIONS = ("sender", "receiver", "receiver_input", "key_position", "part", "intermediate", "prompts")
 PROGRESS = gr.Progress()  # Gradio fills a handler's progress parameter when its default is one
 
 
@@ -31,6 +29,7 @@ class Circuits:
     def __init__(self, state: DemoState):
         self.state = state
         self.compositions = circuits.CompositionCache()
+        self.needed = circuits.PerModel(needed_heads)  # the induction task's heads: one model's, whatever the text
 
     def view(self, text: str, model: str | None, what: str = "text") -> TextView:
         view = self.state.text_view(model or self.state.names_default, text or "")
@@ -41,12 +40,19 @@ class Circuits:
         return view
 
     def logit_attribution(
-        self, text: str = "emma", model: str | None = None, position: int = -1, token: str = "", other_token: str = ""
+        self,
+        text: str = "emma",
+        model: str | None = None,
+        position: int = -1,
+        token: str = "",
+        other_token: str = "",
+        prompts: int = 1,
     ) -> dict:
         """Each component's direct contribution (embeddings, every head, attention biases, MLPs) to the logit of
         `token` (a token's text; empty: the model's top-1 there) after `position` (from 0; -1: the last), or to
-        logit(token) - logit(other_token); the heads as a layer x head grid, the largest named."""
-        return circuits.attribution(self.view(text, model), position, token, other_token)
+        logit(token) - logit(other_token); the heads as a layer x head grid, the largest named. `prompts` > 1: the
+        mean and spread over the text and its variants (the same repeats, other tokens)."""
+        return circuits.attribution(self.view(text, model), position, token, other_token, prompts)
 
     def patching(
         self,
@@ -57,26 +63,47 @@ class Circuits:
         receiver: str = "",
         receiver_input: str = "k",
         key_position: int = -1,
+        part: str = "output",
+        intermediate: str = "",
+        prompts: int = 1,
     ) -> dict:
-        """Head patching (layer x head) and residual patching (layer x position) of `text` (clean) into
-        `corrupted_text` (the same token count, another top-1 answer; empty: one token changed for you): effect =
-        (LD_patched - LD_corrupted) / (LD_clean - LD_corrupted). With `receiver` (layer.head), path patching too: the
-        clean residual stream into its q, k and v in turn, and `sender` ('0.2', 'mlp 0', 'resid 1', 'embed') into its
-        `receiver_input` alone, with its attention from the last query on `key_position` (-1: the token after the
-        first copy of the text's repeated end)."""
-        return self.patched(text, corrupted_text, model, sender, receiver, receiver_input, key_position)
+        """Patching `text` (clean) into `corrupted_text` (the same token count, another top-1 answer; empty: one token
+        changed for you), effect = (LD_patched - LD_corrupted) / (LD_clean - LD_corrupted): each head's `part`
+        (output, q, k, v or pattern; layer x head), each head at each position, and the residual stream (layer x
+        position). With `receiver` (layer.head), path patching too: every sender (embed, each earlier head and MLP,
+        the whole stream) into each of its q, k and v, with its attention from the last query on `key_position` (-1:
+        the token after the first copy of the text's repeated end); with `sender` ('0.2', 'mlp 0', 'embed') and
+        `intermediate` ('mlp 0'), the two-step path sender -> intermediate -> its `receiver_input`. `prompts` > 1: the
+        mean and spread over the text and its variants."""
+        options = dict(
+            sender=sender, receiver=receiver, receiver_input=receiver_input, key_position=key_position, part=part,
+            intermediate=intermediate, prompts=prompts,
+        )  # fmt: skip
+        return self.patched(text, corrupted_text, model, options)
 
-    def patched(self, text, corrupted_text, model, sender, receiver, receiver_input, key_position, progress=None):
-        if str(receiver_input or "k").strip().lower() not in ("q", "k", "v"):
-            raise VisitorError(f"receiver_input must be 'q', 'k' or 'v', got {str(receiver_input)[:40]!r}.")
+    def patched(self, text, corrupted_text, model, options: dict, progress=None):
+        if str(options.get("receiver_input") or "k").strip().lower() not in ("q", "k", "v"):
+            raise VisitorError(f"receiver_input must be 'q', 'k' or 'v', got {shortened(options['receiver_input'])}.")
         clean = self.view(text, model)
         circuits.check_patch_length(clean)
         corrupted, note = self.corrupted_view(clean, corrupted_text)
         circuits.check_same_length(clean, corrupted)
-        path = dict(sender=sender, receiver=receiver, receiver_input=receiver_input, key_position=key_position)
-        answer = circuits.patching(clean, corrupted, path, self.state.cores, progress)
+        answer = circuits.patching(clean, corrupted, options, self.state.cores, progress)
         answer["notes"] += [note] if note else []
         return answer
+
+    def circuit_walk(self, text: str = "Romeo and Juliet, Romeo and Jul", model: str | None = None) -> dict:
+        """The measurements that find how heads work together on `text`, in order, each with the sentence its numbers
+        support: who writes the answer (attribution), what carries it (patching, one token changed), through which
+        input of that head, what to copy and where to look (path patching), how earlier parts reach it (two-step
+        paths), and which heads the model needs to copy (mean ablation on random tokens written twice)."""
+        view = self.view(text, model)
+        circuits.check_patch_length(view)
+        return circuit_walk(view, self.one_changed_view, self.state.cores, self.needed.get)
+
+    def one_changed_view(self, clean: TextView, before: int = 0) -> TextView:
+        ids, _ = circuits.one_token_changed(clean, before)
+        return self.view(clean.lm.tokenizer.decode(ids[1:], skip_special_tokens=False), clean.lm.name, "corrupted text")
 
     def corrupted_view(self, clean: TextView, corrupted_text: str) -> tuple[TextView, str | None]:
         """The corrupted text as the model reads it; empty: the clean text with one token changed (and a note)."""
@@ -92,25 +119,36 @@ class Circuits:
         return circuits.composition(self.state.picker.get(model or self.state.names_default), self.compositions)
 
     def head_circuit(
-        self, text: str = "emma", model: str | None = None, layer: int = 0, head: int = 0, ablate: str = ""
+        self,
+        text: str = "emma",
+        model: str | None = None,
+        layer: int = 0,
+        head: int = 0,
+        ablate: str = "",
+        source: str = "auto",
+        ablation: str = "zero",
     ) -> dict:
-        """One head's OV circuit over tokens (whole for a small vocabulary, else the text's rows' top targets) with
-        its copying score, its positional QK circuit, and with `ablate` (earlier heads, '0.2') its map on the text
-        before and after they are zero-ablated, with the weight on the induction stripe."""
-        return circuits.head_circuit(self.view(text, model), layer, head, ablate)
+        """One head's circuits: its OV circuit over tokens (whole for a small vocabulary, else the text's rows' top
+        targets) read through what earlier layers write (`source` auto: above layer 0; 'effective'; 'bare': the bare
+        embedding), with its copying scores against random circuits; how often its queries pick the key after their
+        own token; its positional QK circuit; and with `ablate` (earlier heads, '0.2') its map on the text before and
+        after they are ablated (`ablation`: zero, mean or resample), with its weight on induction targets."""
+        return head_circuit(self.view(text, model), layer, head, ablate, source, ablation)
 
     # ---- the page ----
 
-    def show_attribution(self, shown, position, token, other_token):
-        return drawn(shown, lambda t, m: attribution_html(self.logit_attribution(t, m, position, token, other_token)))
+    def show_attribution(self, shown, position, token, other_token, prompts):
+        draw = lambda t, m: attribution_html(self.logit_attribution(t, m, position, token, other_token, prompts))  # noqa: E731
+        return drawn(shown, draw)
 
-    def show_patching(self, shown, corrupted_text, sender, receiver, receiver_input, key_position, progress=PROGRESS):
-        """Patching's answer drawn, and kept (the composition view puts its path patching beside the scores)."""
-        kept = {}
+    def show_patching(self, shown, corrupted_text, *choices, progress=PROGRESS):
+        """Patching's answer drawn, and kept (the composition view puts its path patching beside the scores).
+        `choices`: the patching options in PATCH_OPTIONS' order, as the page's inputs give them."""
+        kept, options = {}, dict(zip(PATCH_OPTIONS, choices))
 
         def draw(text, model):
             tell = lambda fraction, what: progress(fraction, desc=what)  # noqa: E731
-            answer = self.patched(text, corrupted_text, model, sender, receiver, receiver_input, key_position, tell)
+            answer = self.patched(text, corrupted_text, model, options, tell)
             kept.update(answer)
             return patching_html(answer)
 
@@ -128,35 +166,59 @@ class Circuits:
     def show_composition(self, shown, evidence):
         return drawn(shown, lambda t, m: composition_html(self.composition(m), evidence))
 
-    def show_head(self, shown, chosen, ablate):
+    def show_head(self, shown, chosen, ablate, source="auto", ablation="zero"):
         def draw(text, model):
             config = self.state.picker.get(model).model.config
             heads = parse_heads(chosen or "", config.n_layer, config.n_head)
             if len(heads) != 1:
                 raise VisitorError(f"Name one head as layer.head (e.g. 1.1), got {str(chosen)[:40]!r}.")
-            return head_circuit_html(self.head_circuit(text, model, *heads[0], ablate))
+            return head_circuit_html(self.head_circuit(text, model, *heads[0], ablate, source, ablation))
 
         return drawn(shown, draw)
 
-    def pick_head(self, shown, ablate, event: gr.EventData):
+    def pick_head(self, shown, ablate, source, ablation, event: gr.EventData):
         chosen = f"{int(event.layer)}.{int(event.head)}"
-        return chosen, self.show_head(shown, chosen, ablate)
+        return chosen, self.show_head(shown, chosen, ablate, source, ablation)
 
     def layout(self, maps):
         """The section, on the text and model the maps show (`maps.shown`); it follows the page's head selection."""
         shown = maps.shown
         gr.Markdown(
             "## Circuits: how heads work together\nOn the text and model above. Which components write the answer "
-            "(attribution), which heads carry it (patching a corrupted text), how heads read each other "
-            "(composition), and what one head does to tokens and positions. Click a head in any grid or in the graph "
-            "to see its circuits. How to read each view: docs/circuits.md."
+            "(attribution), which heads carry it (patching a corrupted text), through which input and from where (path "
+            "patching), how heads read each other (composition), and what one head does to tokens and positions. "
+            "Click a head in any grid or in the graph to see its circuits. How to read each view: docs/circuits.md."
         )
+        prompts = unchecked(gr.Number(1, precision=0, label="Prompts (1: the text; up to 16: with its variants)"))
+        attribution = self.attribution_layout(shown, prompts)
+        patching, evidence = self.patching_layout(shown, prompts)
+        composition_button = gr.Button("Composition scores: the circuit graph", elem_id="circuit-composition-button")
+        composition_out = gr.HTML(js_on_load=CIRCUITS_JS, elem_id="circuit-composition")
+        head = self.head_layout(shown)
+        for endpoint in (self.logit_attribution, self.patching, self.composition, self.head_circuit, self.circuit_walk):
+            gr.api(endpoint, api_name=endpoint.__name__)
+        private = dict(api_visibility="private")
+        composition_button.click(self.show_composition, [shown, evidence], composition_out, **private)
+        for view in (attribution, patching, composition_out):
+            view.pick(
+                self.pick_head, [shown, head.ablate, head.source, head.ablation], [head.chosen, head.out], **private
+            )
+        follow = lambda layer, head: f"{layer}.{head}" if str(head).isdigit() else gr.skip()  # noqa: E731
+        maps.head.change(follow, [maps.layer, maps.head], head.chosen, **private)
+        return SimpleNamespace(attribution=attribution, patching=patching, head=head.out)
+
+    def attribution_layout(self, shown, prompts):
         with gr.Row():
             position = unchecked(gr.Number(-1, precision=0, label="Position (from 0; -1 = last)", scale=1))
             token = gr.Textbox("", label="Token (empty: the model's top-1)", scale=1, elem_id="circuit-token")
             other_token = gr.Textbox("", label="Minus the logit of (optional)", scale=1)
-            attribution_button = gr.Button("Attribution", scale=1, elem_id="circuit-attribution-button")
-        attribution_out = gr.HTML(js_on_load=CIRCUITS_JS, elem_id="circuit-attribution")
+            button = gr.Button("Attribution", scale=1, elem_id="circuit-attribution-button")
+        out = gr.HTML(js_on_load=CIRCUITS_JS, elem_id="circuit-attribution")
+        inputs = [shown, position, token, other_token, prompts]
+        button.click(self.show_attribution, inputs, out, api_visibility="private")
+        return out
+
+    def patching_layout(self, shown, prompts):
         gr.Markdown("### Patching: run the corrupted text with clean activations put back")
         with gr.Row(equal_height=True):
             corrupted = gr.Textbox(
@@ -166,36 +228,47 @@ class Circuits:
                 elem_id="circuit-corrupted",
             )
             change = gr.Button("Change one token", scale=1, elem_id="circuit-change")
+        part = gr.Radio(list(circuits.PARTS), value="output", label="Patch each head's", elem_id="circuit-part")
         with gr.Row():
             receiver = gr.Textbox("1.1", label="Path patching: receiver head (empty: none)", elem_id="circuit-receiver")
-            receiver_input = gr.Radio(["q", "k", "v"], value="k", label="Sender into its")
-            sender = gr.Textbox("0.2", label="Sender ('0.2', 'mlp 0', 'resid 1', 'embed')", elem_id="circuit-sender")
             key_position = unchecked(gr.Number(-1, precision=0, label="Key position (-1: after the repeat's 1st copy)"))
-        patch_button = gr.Button("Patch", variant="primary", elem_id="circuit-patch")
-        patching_out = gr.HTML(js_on_load=CIRCUITS_JS, elem_id="circuit-patching")
+        with gr.Row():
+            sender = gr.Textbox("", label="Two-step path: sender ('0.2', 'embed')", elem_id="circuit-sender")
+            intermediate = gr.Textbox("", label="through ('mlp 0', '0.3')", elem_id="circuit-intermediate")
+            receiver_input = gr.Radio(["q", "k", "v"], value="k", label="into the receiver's")
+        button = gr.Button("Patch", variant="primary", elem_id="circuit-patch")
+        out = gr.HTML(js_on_load=CIRCUITS_JS, elem_id="circuit-patching")
         evidence = gr.State(None)
-        composition_button = gr.Button("Composition scores: the circuit graph", elem_id="circuit-composition-button")
-        composition_out = gr.HTML(js_on_load=CIRCUITS_JS, elem_id="circuit-composition")
-        gr.Markdown("### One head: its OV and positional QK circuits, and its map with an earlier head ablated")
+        private = dict(api_visibility="private")
+        change.click(self.change_one_token, [shown], corrupted, **private)
+        choices = dict(
+            sender=sender, receiver=receiver, receiver_input=receiver_input, key_position=key_position, part=part,
+            intermediate=intermediate, prompts=prompts,
+        )  # fmt: skip
+        button.click(
+            self.show_patching, [shown, corrupted, *(choices[o] for o in PATCH_OPTIONS)], [out, evidence], **private
+        )
+        return out, evidence
+
+    def head_layout(self, shown) -> SimpleNamespace:
+        gr.Markdown("### One head: its OV and QK circuits, and its map with an earlier head ablated")
         with gr.Row():
             chosen = gr.Textbox("1.1", label="Head (layer.head)", elem_id="circuit-chosen")
             ablate = gr.Textbox("0.2", label="Ablate (earlier heads; empty: none)", elem_id="circuit-ablate")
-            head_button = gr.Button("Ablate and redraw", variant="primary", elem_id="circuit-head-button")
-        head_out = gr.HTML(elem_id="circuit-head")
-
-        for endpoint in (self.logit_attribution, self.patching, self.composition, self.head_circuit):
-            gr.api(endpoint, api_name=endpoint.__name__)
-        private = dict(api_visibility="private")
-        attribution_button.click(
-            self.show_attribution, [shown, position, token, other_token], attribution_out, **private
-        )
-        change.click(self.change_one_token, [shown], corrupted, **private)
-        patch_inputs = [shown, corrupted, sender, receiver, receiver_input, key_position]
-        patch_button.click(self.show_patching, patch_inputs, [patching_out, evidence], **private)
-        composition_button.click(self.show_composition, [shown, evidence], composition_out, **private)
-        head_button.click(self.show_head, [shown, chosen, ablate], head_out, **private)
-        for view in (attribution_out, patching_out, composition_out):
-            view.pick(self.pick_head, [shown, ablate], [chosen, head_out], **private)
-        follow = lambda layer, head: f"{layer}.{head}" if str(head).isdigit() else gr.skip()  # noqa: E731
-        maps.head.change(follow, [maps.layer, maps.head], chosen, **private)
-        return SimpleNamespace(attribution=attribution_out, patching=patching_out, head=head_out)
+            ablation = gr.Radio(
+                [("zeros", "zero"), ("its mean", "mean"), ("its output on a variant", "resample")],
+                value="zero",
+                label="Replace their output by",
+                elem_id="circuit-ablation",
+            )
+        with gr.Row():
+            source = gr.Radio(
+                [("through earlier layers (above layer 0)", "auto"), ("bare embedding", "bare")],
+                value="auto",
+                label="Read the tokens",
+                elem_id="circuit-source",
+            )
+            button = gr.Button("Ablate and redraw", variant="primary", elem_id="circuit-head-button")
+        out = gr.HTML(elem_id="circuit-head")
+        button.click(self.show_head, [shown, chosen, ablate, source, ablation], out, api_visibility="private")
+        return SimpleNamespace(chosen=chosen, ablate=ablate, source=source, ablation=ablation, out=out)

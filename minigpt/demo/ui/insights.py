@@ -100,7 +100,12 @@ class InsightsSection:
         gr.Markdown("### Ablate heads")
         with gr.Row():
             heads = gr.CheckboxGroup([], label="Heads to ablate (layer.head)", elem_id="ablate-heads", scale=3)
-            mode = gr.Radio(["zero", "mean"], value="zero", label="Replace their output by", scale=1)
+            mode = gr.Radio(
+                [("zeros", "zero"), ("its mean on the text", "mean"), ("its output on a variant", "resample")],
+                value="zero",
+                label="Replace their output by",
+                scale=1,
+            )
         with gr.Row():
             insight_prompt = gr.Textbox("", label="Prompt to generate again with the ablation", scale=3)
             new_tokens = unchecked(gr.Number(60, precision=0, label=f"New tokens (0-{MAX_INSIGHT_TOKENS})", scale=1))

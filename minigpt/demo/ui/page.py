@@ -53,7 +53,9 @@ def build_demo(state: DemoState) -> gr.Blocks:
             generated = generation.tabs()
             training = trainer.tab(demo)
         tab_from_link(demo, tabs)
-        maps_section, steps = AttentionSection(state), StepByStep(state, insights.insights.head_roles)
+        circuits = Circuits(state)
+        maps_section = AttentionSection(state)
+        steps = StepByStep(state, insights.insights.head_roles, circuits.circuit_walk)
         maps = maps_section.layout(demo, generated)
         lesson = steps.layout(maps)  # the basics right under the grid, before the head enlarged and the head tools
         maps.details.render()  # the chosen head enlarged, the line view, the export, the shape trace
@@ -68,7 +70,7 @@ def build_demo(state: DemoState) -> gr.Blocks:
                 generated.text_event,
             )
         with gr.Accordion("Circuits: how heads work together", open=False, elem_id="circuits"):
-            Circuits(state).layout(maps)
+            circuits.layout(maps)
         with gr.Accordion("Head Finder: every head over a corpus", open=False, elem_id="head-finder"):
             HeadFinder(state).layout(maps)
         Selection(maps_section, steps).wire(maps, lesson, [*tools.tables, lesson.view], tools.token_strip)

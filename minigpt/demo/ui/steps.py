@@ -21,8 +21,8 @@ class StepByStep:
     """The section on the demo's state: its page handlers draw the `step` endpoint's answers (`steps`, with the head
     roles' endpoint `roles` for lesson step 11); `layout` builds it on the page."""
 
-    def __init__(self, state: DemoState, roles=None):
-        self.state, self.steps = state, Steps(state, roles)
+    def __init__(self, state: DemoState, roles=None, walk=None):
+        self.state, self.steps = state, Steps(state, roles, walk)
 
     def step_view(
         self, shown: dict | None, layer, head, query, training, seed, lesson=1, depth="plain", arriving=False

@@ -5,10 +5,9 @@ The looks in circuits.css; circuits.js makes a head (a cell, a node) clickable. 
 or knows of Gradio."""
 
 import html
-from urllib.parse import urlencode
 
 from minigpt.demo.views.assets import asset
-from minigpt.demo.views.insights import diverging_css, head_table, map_table
+from minigpt.demo.views.insights import diverging_css, head_table
 
 CIRCUITS_CSS = asset("circuits.css")
 CIRCUITS_JS = asset("circuits.js")  # a click on a head (a cell of a grid, a node of the graph): the `pick` event
@@ -47,7 +46,7 @@ def attribution_html(answer: dict) -> str:
     named = ", ".join(f"<b>{esc(c['component'])}</b> ({c['value']:+.3f})" for c in answer["largest"])
     grid = head_table(answer["heads"], "Each head's direct contribution (click a head: its circuits)", True, 3)
     return (
-        f'<div class="insight circuits attribution"><p>After token {answer["position"]} '
+        f'<div class="insight circuits attribution">{findings_html(answer)}<p>After token {answer["position"]} '
         f"<b>{esc(answer['tokens'][answer['position']])}</b>: {target} = <b>{answer['logit']:.3f}</b>, the sum of "
         f"every component's direct share below and the final norm's bias ({answer['bias_term']:+.3f}). Largest: "
         f'{named}.</p><div class="maps"><figure><figcaption><b>Embeddings, attention biases, MLPs</b></figcaption>'
@@ -79,40 +78,106 @@ def residual_table(effects: list[list[float]], tokens: list[str]) -> str:
     )
 
 
+def findings_html(answer: dict) -> str:
+    """The sentences the answer's numbers support (circuit_words), first: what was measured and what it found."""
+    items = "".join(f"<li>{esc(sentence)}</li>" for sentence in answer.get("findings", []))
+    return f'<ul class="findings">{items}</ul>' if items else ""
+
+
+def effect_cell(value: float, attention: float | None, scale: float, title: str) -> str:
+    tip = f"{title}: effect {value:+.4f}" + ("" if attention is None else f", attention on the key {attention:.3f}")
+    return f'<td style="{diverging_css(value, scale)}" title="{esc(tip)}">{unsigned(value):+.2f}</td>'
+
+
 def path_html(path: dict | None) -> str:
+    """Every sender into each of the receiver's q, k and v: the effect on the answer in each cell (the receiver's
+    attention on the key in its tooltip), the whole stream last, and the two-step path where one was asked for."""
     if not path:
         return ""
     layer, head = path["receiver"]
-    rows = "".join(
-        f'<tr data-input="{row["input"]}" data-sender="{esc(row["sender"])}"><td>{esc(row["sender"])}</td>'
-        f"<td>{row['input']}</td><td>{row['attention_clean']:.3f}</td><td>{row['attention_corrupted']:.3f}</td>"
-        f'<td class="patched">{row["attention_patched"]:.3f}</td><td>{row["effect"]:+.3f}</td></tr>'
-        for row in path["paths"]
+    spread = path.get("effects_spread")
+    scale = max((abs(v) for row in path["effects"] for v in row), default=0.0) or 1.0
+    rows = []
+    for row, sender in enumerate(path["senders"]):
+        cells = "".join(
+            effect_cell(path["effects"][row][column], path["attention"][row][column], scale, f"{sender} into {into}")
+            + ("" if spread is None else f'<td class="spread">±{spread[row][column]:.2f}</td>')
+            for column, into in enumerate(path["inputs"])
+        )
+        whole = ' class="whole"' if row == len(path["senders"]) - 1 else ""
+        rows.append(f'<tr data-sender="{esc(sender)}"{whole}><th>{esc(sender)}</th>{cells}</tr>')
+    columns = "".join(f"<th>{into}</th>" + ("" if spread is None else "<th></th>") for into in path["inputs"])
+    step = path.get("two_step")
+    two = (
+        f'<p class="two-step">Two-step: {esc(step["sender"])} → {esc(step["intermediate"])} → {layer}.{head}\'s '
+        f"{step['input']}: <b>{step['effect']:+.3f}</b></p>"
+        if step
+        else ""
     )
     return (
-        f'<figure class="path"><figcaption><b>Path patching into head {layer}.{head}</b>: its attention from the last '
-        f"query on key {path['key_position']} ({esc(repr(path['key_token']))})</figcaption><table><tr><th>sender "
-        "(clean)</th><th>into</th><th>clean</th><th>corrupted</th><th>patched</th><th>effect on the answer</th></tr>"
-        f"{rows}</table><p>'resid {layer}' is the whole clean stream entering layer {layer}, fed to one input of the "
-        "head alone; every other head reads the corrupted text. The input that restores the attention is the one "
-        "the earlier heads compose with.</p></figure>"
+        f'<figure class="path"><figcaption><b>Path patching into head {layer}.{head}</b>: each sender\'s clean output '
+        f"fed to one input of the head alone (rows: sender; columns: its query, key, value). Cell: the share of the "
+        f"answer restored. Its attention from the last query on key {path['key_position']} "
+        f"({esc(repr(path['key_token']))}): {path['attention_clean']:.3f} clean, {path['attention_corrupted']:.3f} "
+        f"corrupted (each cell's patched value on hover).</figcaption><div class='scroll'><table class='grid'>"
+        f"<tr><th>sender</th>{columns}</tr>{''.join(rows)}</table></div>{two}<p>'resid {layer}' is the whole clean "
+        f"stream entering layer {layer}; every other head reads the corrupted text.</p></figure>"
     )
+
+
+def corrupted_html(answer: dict) -> str:
+    """The corrupted text the patching ran on, and where it differs from the text."""
+    differing = answer.get("differing_positions", [])
+    changes = ", ".join(
+        f"{i}: {esc(repr(answer['tokens'][i]))} → {esc(repr(answer['corrupted_tokens'][i]))}" for i in differing
+    )
+    count = f"{len(differing)} position{'s' if len(differing) != 1 else ''} differ{'s' if len(differing) == 1 else ''}"
+    return f'<p class="corrupted">Corrupted text: “{esc(answer["corrupted_text"])}” ({count}: {changes}).</p>'
+
+
+def by_position_html(answer: dict, threshold: float = 0.05) -> str:
+    """Each head at each position, for the heads that matter somewhere (an effect of `threshold` or more)."""
+    cells = answer.get("heads_by_position")
+    if not cells:
+        return ""
+    tokens = answer["tokens"]
+    shown = [
+        (layer, head, row) for layer, heads in enumerate(cells) for head, row in enumerate(heads)
+        if max(abs(v) for v in row) >= threshold
+    ]  # fmt: skip
+    if not shown:
+        return ""
+    scale = max(abs(v) for _, _, row in shown for v in row) or 1.0
+    header = "<tr><th></th>" + "".join(f'<th title="position {i}">{esc(t)}</th>' for i, t in enumerate(tokens))
+    rows = "".join(
+        f'<tr><th class="pick" data-layer="{layer}" data-head="{head}" tabindex="0" role="button">{layer}.{head}</th>'
+        + "".join(effect_cell(v, None, scale, f"{layer}.{head} at position {i}") for i, v in enumerate(row))
+        + "</tr>"
+        for layer, head, row in shown
+    )
+    return (
+        "<figure><figcaption><b>Each head patched at one position</b> (the heads with an effect of 0.05 or more "
+        f"somewhere)</figcaption><div class='scroll'><table class='residual'>{header}</tr>{rows}</table></div></figure>"
+    )
+
+
+PART_TITLES = {"output": "output", "q": "query", "k": "key", "v": "value", "pattern": "attention pattern"}
 
 
 def patching_html(answer: dict) -> str:
-    """The head map and the residual map of patching, and the path patching table."""
+    """What the numbers say, the corrupted text used, the head map of the chosen part, each head at each position,
+    path patching's grid and the residual map."""
     clean, corrupted = answer["clean_answer"]["token"], answer["corrupted_answer"]["token"]
-    heads = answer["heads"]
-    best = max(((v, layer, h) for layer, row in enumerate(heads) for h, v in enumerate(row)), default=(0, 0, 0))
-    grid = head_table(heads, "Heads patched one at a time (click a head: its circuits)", True, 3)
+    title = f"Each head's {PART_TITLES[answer['part']]} patched alone (click a head: its circuits)"
+    grid = head_table(answer["heads"], title, True, 3)
     notes = "".join(f"<p>{esc(note)}</p>" for note in answer["notes"])
     return (
-        f'<div class="insight circuits patching">{notes}<p>Clean text predicts {esc(repr(clean))}, corrupted text '
-        f"{esc(repr(corrupted))}. LD = logit({esc(repr(clean))}) − logit({esc(repr(corrupted))}): "
-        f"{answer['clean_difference']:.3f} on the clean text, {answer['corrupted_difference']:.3f} on the corrupted "
-        "one. Each cell: (LD patched − LD corrupted) / (LD clean − LD corrupted): 1 restores the clean answer, 0 "
-        f"changes nothing. Head <b>{best[1]}.{best[2]}</b> restores the most: <b>{best[0]:.1%}</b>.</p>"
-        f'<div class="maps">{grid}{path_html(answer["path"])}</div>'
+        f'<div class="insight circuits patching">{findings_html(answer)}{corrupted_html(answer)}{notes}<p>Clean text '
+        f"predicts {esc(repr(clean))}, corrupted text {esc(repr(corrupted))}. LD = logit({esc(repr(clean))}) − "
+        f"logit({esc(repr(corrupted))}): {answer['clean_difference']:.3f} on the clean text, "
+        f"{answer['corrupted_difference']:.3f} on the corrupted one. Each cell: (LD patched − LD corrupted) / "
+        "(LD clean − LD corrupted): 1 restores the clean answer, 0 changes nothing.</p>"
+        f'<div class="maps">{grid}{path_html(answer["path"])}</div>{by_position_html(answer)}'
         f"{residual_table(answer['residual'], answer['tokens'])}</div>"
     )
 
@@ -178,81 +243,7 @@ def composition_html(answer: dict, evidence: dict | None = None) -> str:
         f"<p>Strongest (layer norm weights folded into W_Q, W_K, W_V):</p><ol>{named}</ol>"
         "<p><b>How to read the scores.</b> A composition score ‖A B‖ / (‖A‖ ‖B‖) measures how much of what an earlier "
         "head writes (its OV circuit A) a later head reads with its query, key or value (B). Random matrices of this "
-        f"width already score about {baseline:.3f}: only the distance above that baseline means anything, and on a "
-        "small model it is modest. On the specimen, the previous-token head 0.2 → the induction head 1.1 is a "
-        "K-composition edge only a little above the baseline, and head 0.0 scores about as much: the weights alone "
-        "do not single out the previous-token head. Path patching on a text does (the key input restores 1.1's "
-        "attention, q and v do not).</p></div>"
-    )
-
-
-def top_row(row: dict) -> str:
-    """One source token and the logits it raises most, each with its value."""
-    cells = [f"<td>{esc(t['token'])} <small>{t['value']:+.2f}</small></td>" for t in row["top"]]
-    return f"<tr><th>{esc(row['source'])}</th>{''.join(cells)}</tr>"
-
-
-def ov_html(ov: dict) -> str:
-    rows = "".join(map(top_row, ov["rows"]))
-    if ov["whole"]:
-        return (
-            f"<figure><figcaption><b>OV circuit</b>: token attended to (rows) × logit raised (columns), all "
-            f"{len(ov['tokens'])} tokens (yellow: raised, purple: lowered; ±{ov['scale']:.2f}). Copying score "
-            f'<b data-copying="{ov["copying_score"]!r}">{ov["copying_score"]:.3f}</b> (1: it raises what it attends '
-            f'to).</figcaption><img class="ov" src="{ov["image"]}" alt="OV circuit">'
-            f"<table><tr><th>the text's tokens</th><th colspan='3'>raise most</th></tr>{rows}</table></figure>"
-        )
-    return (
-        "<figure><figcaption><b>OV circuit</b>, the text's tokens' rows (the vocabulary is too large to draw whole): "
-        f"the logits each raises most.</figcaption><div class='scroll'><table>{rows}</table></div></figure>"
-    )
-
-
-def ablation_html(ablation: dict | None, layer: int, head: int) -> str:
-    if not ablation:
-        return ""
-    gone = ", ".join(f"{a}.{b}" for a, b in ablation["ablated"])
-    figures = "".join(
-        f'<figure data-map="{key}"><figcaption><b>{title}</b>: stripe {ablation[f"stripe_{key}"]:.3f}</figcaption>'
-        f"{map_table(ablation[key], ablation['tokens'], key)}</figure>"
-        for key, title in (("before", f"Head {layer}.{head}"), ("after", f"Head {layer}.{head} with {gone} ablated"))
-    )
-    return (
-        f'<div class="ablation"><p>Head {layer}.{head}\'s map on this text, then again with <b>{esc(gone)}</b> '
-        "switched off (zero ablation). Stripe: its mean weight from each repeated token on the token that followed "
-        f"its earlier copy, {ablation['stripe_before']:.3f} → <b>{ablation['stripe_after']:.3f}</b>.</p>"
-        f'<div class="maps">{figures}</div></div>'
-    )
-
-
-def head_circuit_html(answer: dict) -> str:
-    """The chosen head's OV circuit and copying score, its positional QK circuit, and its map with a head ablated."""
-    layer, head, qk = answer["layer"], answer["head"], answer["positional_qk"]
-    positional = (
-        f"<figure><figcaption><b>Positional QK circuit</b>: attention from position embeddings alone, first "
-        f"{qk['positions']} positions (rows: the query; yellow: its most attended key). Weight on the previous "
-        f"position: {qk['previous_token']:.3f} on average; rows whose top key is the previous position: "
-        f"{sum(o == 1 for o in qk['argmax_offset'])} of {qk['positions']}.</figcaption>"
-        f'<img class="qk" src="{qk["image"]}" alt="positional QK circuit"></figure>'
-    )
-    return (
-        f'<div class="insight circuits head-circuit" data-layer="{layer}" data-head="{head}">'
-        f"<h4>Head {layer}.{head}</h4>"
-        f'<div class="maps">{ov_html(answer["ov"])}{positional}</div>'
-        f"{ablation_html(answer['ablation'], layer, head)}</div>"
-    )
-
-
-def lesson_section_html(number: int, model: str) -> str:
-    """The lesson's circuits step: where to see it on the page, with a link that opens the specimen's example."""
-    link = "?" + urlencode({"model": "specimen", "text": SPECIMEN_TEXT, "layer": 1, "head": 1, "step": number})
-    return (
-        f'<section class="wide" data-step="circuits"><h4>{number}. The induction circuit, in the Circuits views</h4>'
-        f'<p>Open <a href="{esc(link)}">“{esc(SPECIMEN_TEXT)}” on the specimen</a> (shown now: the '
-        f"{esc(model)} model), then the <b>Circuits</b> section below the head tools: <b>Attribution</b> names 1.1 "
-        "as the head that writes “i”; <b>Patch</b> with the corrupted text “Romeo and Julaet, Romeo and Jul” "
-        "shows head 1.1 restoring almost all of the answer; on “Then Zorbak spoke. Then Zor” against “Then "
-        "Zoxbak spoke. Then Zor”, path patching the clean stream into 1.1's key alone restores most of its "
-        "attention on the first “b”, its query or value almost none; <b>Ablate and redraw</b> with 0.2 ablated "
-        "shows 1.1's stripe fade; <b>Composition</b> shows the weights' side, barely above chance.</p></section>"
+        f"width already score about {baseline:.3f}: only the distance above that baseline means anything. The scores "
+        "come from the weights alone and compare single heads: they miss a route through an MLP, and they do not say "
+        "what a text makes the heads do. Path patching (the grid of senders above) measures it on a text.</p></div>"
     )

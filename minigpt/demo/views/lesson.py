@@ -8,7 +8,8 @@ from urllib.parse import urlencode
 
 from minigpt.demo.lesson import LESSON, LessonStep
 from minigpt.demo.views.assets import asset
-from minigpt.demo.views.circuits import lesson_section_html
+from minigpt.demo.views.circuit_walk import walk_html
+from minigpt.demo.views.circuits import SPECIMEN_TEXT
 from minigpt.demo.views.insights import roles_html
 from minigpt.demo.views.steps import heading_html, section_html
 
@@ -95,9 +96,11 @@ def lesson_html(
     weights: list | None = None,
     roles_of: str = "",
     text: str = "",
+    walk: dict | str | None = None,
 ) -> str:
     """Lesson step `number` on the step view's answer `numbers` (of `text`); `roles` (the head_roles answer of the
-    model named `roles_of`) for step 11, `weights` (block_steps.parameter_counts) for step 12."""
+    model named `roles_of`) for step 11, `weights` (block_steps.parameter_counts) for step 12, `walk` (the
+    circuit_walk answer on the text, or why it could not run) for step 13."""
     step = LESSON[number - 1]
     parts = []
     for name in step.sections:
@@ -106,7 +109,7 @@ def lesson_html(
         elif name == "weights":
             parts.append(weights_html(weights, numbers["model"]))
         elif name == "circuits":
-            parts.append(lesson_section_html(number, numbers["model"]))
+            parts.append(walk_section(number, walk, numbers["model"], text))
         else:
             parts.append(section_html(numbers, name, number, depth, explained=False))
     diagram = diagram_html(step.boxes, numbers["sizes"], numbers["layer"], numbers["head"])
@@ -150,4 +153,22 @@ def roles_section(number: int, roles: dict, roles_of: str, model: str, text: str
     return (
         f'<section class="wide" data-step="roles"{" data-pick" if own else ""}><h4>{number}. Head roles of the '
         f"{html.escape(roles_of)} model on this text</h4>{note}{roles_html(roles, click=click)}</section>"
+    )
+
+
+def walk_section(number: int, walk: dict | str | None, model: str, text: str) -> str:
+    """Lesson step 13's own picture: the circuit walk on the text shown (its measured sentences and numbers), or why
+    it could not run, and a link to the specimen's example for a text without a repeat."""
+    link = "?" + urlencode({"model": "specimen", "text": SPECIMEN_TEXT, "layer": 1, "head": 1, "step": number})
+    example = f'<a href="{html.escape(link)}">“{html.escape(SPECIMEN_TEXT)}” on the specimen</a>'
+    if not isinstance(walk, dict):
+        body = f"<p>{html.escape(str(walk or 'The walk did not run.'))} Try {example}.</p>"
+    else:
+        body = walk_html(walk)
+    return (
+        f'<section class="wide" data-step="circuits"><h4>{number}. How the heads of the {html.escape(model)} model '
+        f"work together on “{html.escape(text[:60])}”</h4><p>Each sentence below is written from the model's numbers "
+        f"on this text (a text that repeats a phrase shows induction: {example}). The Circuits section below the "
+        "head tools draws each measurement whole.</p>"
+        f"{body}</section>"
     )

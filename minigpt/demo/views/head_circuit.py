@@ -1,0 +1,116 @@
+"""HTML for one head's circuits (the `head_circuit` answer): what its numbers say first, then its OV circuit over
+tokens (the picture with its axes named and the text's tokens marked, and each of the text's tokens' top targets), its
+QK circuit's match of previous tokens, its positional QK circuit, and its map before and after earlier heads are
+ablated. The looks in circuits.css. Nothing here computes a model's numbers or knows of Gradio."""
+
+from minigpt.demo.views.circuits import esc, findings_html
+from minigpt.demo.views.insights import map_table
+
+MAP_SIZE = 316  # px: the OV circuit's picture
+MARGIN = 44  # px: room for the axes' labels
+
+
+def top_row(row: dict) -> str:
+    """One source token and the logits it raises most, each with its value."""
+    cells = [f"<td>{esc(t['token'])} <small>{t['value']:+.2f}</small></td>" for t in row["top"]]
+    return f"<tr><th>{esc(row['source'])}</th>{''.join(cells)}</tr>"
+
+
+def marked_axes_svg(ov: dict) -> str:
+    """The OV picture with its axes named (rows: the token attended to; columns: the logit raised) and a tick with
+    the token's label at the row and the column of each of the text's tokens."""
+    V, size = len(ov["tokens"]), MAP_SIZE
+    cell = size / V
+    ticks = []
+    for token in ov["text_tokens"]:
+        label, at = esc(ov["tokens"][token]), (token + 0.5) * cell
+        ticks.append(
+            f'<line x1="{MARGIN - 4}" y1="{MARGIN + at:.1f}" x2="{MARGIN}" y2="{MARGIN + at:.1f}" class="tick"/>'
+            f'<text x="{MARGIN - 6}" y="{MARGIN + at + 3.5:.1f}" class="row-label">{label}</text>'
+            f'<line x1="{MARGIN + at:.1f}" y1="{MARGIN - 4}" x2="{MARGIN + at:.1f}" y2="{MARGIN}" class="tick"/>'
+            f'<text x="{MARGIN + at:.1f}" y="{MARGIN - 7}" class="column-label">{label}</text>'
+        )
+    full = MARGIN + size
+    return (
+        f'<svg class="ov-map" viewBox="0 0 {full} {full + 16}" width="{full}" height="{full + 16}" role="img" '
+        'aria-label="OV circuit: rows, the token attended to; columns, the logit it raises">'
+        f'<image href="{ov["image"]}" x="{MARGIN}" y="{MARGIN}" width="{size}" height="{size}" '
+        'preserveAspectRatio="none" style="image-rendering: pixelated"/>'
+        f"{''.join(ticks)}"
+        f'<text x="{MARGIN + size / 2}" y="{full + 13}" class="axis">columns: the logit raised →</text>'
+        f'<text x="10" y="{MARGIN + size / 2}" class="axis" transform="rotate(-90 10 {MARGIN + size / 2})">'
+        "rows: the token attended to →</text></svg>"
+    )
+
+
+def ov_html(ov: dict) -> str:
+    rows = "".join(map(top_row, ov["rows"]))
+    read = "through what the layers before it write (the effective embedding)" if ov["source"] == "effective" else (
+        "from the bare token embedding"
+    )  # fmt: skip
+    if not ov["whole"]:
+        return (
+            f"<figure><figcaption><b>OV circuit</b>, read {read}: the text's tokens' rows (the vocabulary is too "
+            f"large to draw whole), the logits each raises most.</figcaption><div class='scroll'><table>{rows}"
+            "</table></div></figure>"
+        )
+    baseline = ov["baseline"]
+    return (
+        f"<figure><figcaption><b>OV circuit</b>, read {read}: all {len(ov['tokens'])} tokens (yellow: raised, "
+        f"purple: lowered; ±{ov['scale']:.2f}); the text's tokens marked on the axes. Copying score "
+        f'<b data-copying="{ov["copying_score"]!r}">{ov["copying_score"]:.3f}</b> (its eigenvalues\' positive share; '
+        f"random circuits of its shape: {baseline['positive_share']:.3f}); Elhage et al.'s Σλ/Σ|λ| "
+        f"{ov['elhage_score']:+.3f} (random: {baseline['elhage']:+.3f}); {ov['self_top']} of {ov['rows_counted']} "
+        f"tokens raise themselves most.</figcaption>{marked_axes_svg(ov)}"
+        f"<table><tr><th>the text's tokens</th><th colspan='3'>raise most</th></tr>{rows}</table></figure>"
+    )
+
+
+def qk_html(answer: dict) -> str:
+    qk, positional = answer.get("token_qk"), answer["positional_qk"]
+    matching = (
+        f"<p><b>QK circuit over tokens</b>: a query's pick among keys that follow each token — its own token for "
+        f"<b>{qk['matching']:.0%}</b> of tokens (chance {qk['chance']:.1%}).</p>"
+        if qk
+        else ""
+    )
+    return (
+        f"<figure>{matching}<figcaption><b>Positional QK circuit</b> (the bare position embeddings: what earlier "
+        f"layers write is left out): attention from positions alone, first {positional['positions']} positions "
+        f"(rows: the query; yellow: its most attended key). Weight on the previous position: "
+        f"{positional['previous_token']:.3f} on average; rows whose top key is the previous position: "
+        f"{sum(o == 1 for o in positional['argmax_offset'])} of {positional['positions']}.</figcaption>"
+        f'<img class="qk" src="{positional["image"]}" alt="positional QK circuit"></figure>'
+    )
+
+
+def ablation_html(ablation: dict | None, layer: int, head: int) -> str:
+    if not ablation:
+        return ""
+    gone = ", ".join(f"{a}.{b}" for a, b in ablation["ablated"])
+    on_targets = lambda key: (  # noqa: E731
+        "" if ablation[f"induction_{key}"] is None else f": {ablation[f'induction_{key}']:.3f} on induction targets"
+    )
+    figures = "".join(
+        f'<figure data-map="{key}"><figcaption><b>{title}</b>{on_targets(key)}</figcaption>'
+        f"{map_table(ablation[key], ablation['tokens'], key)}</figure>"
+        for key, title in (
+            ("before", f"Head {layer}.{head}"),
+            ("after", f"Head {layer}.{head} with {gone} ablated ({ablation['mode']})"),
+        )
+    )
+    return (
+        f'<div class="ablation"><p>Head {layer}.{head}\'s map on this text, then again with <b>{esc(gone)}</b> '
+        f'switched off ({esc(ablation["mode"])} ablation).</p><div class="maps">{figures}</div></div>'
+    )
+
+
+def head_circuit_html(answer: dict) -> str:
+    """The chosen head's circuits: the sentences first, then its OV and QK circuits and its map with heads ablated."""
+    layer, head = answer["layer"], answer["head"]
+    return (
+        f'<div class="insight circuits head-circuit" data-layer="{layer}" data-head="{head}">'
+        f"<h4>Head {layer}.{head}</h4>{findings_html(answer)}"
+        f'<div class="maps">{ov_html(answer["ov"])}{qk_html(answer)}</div>'
+        f"{ablation_html(answer['ablation'], layer, head)}</div>"
+    )
