@@ -43,7 +43,8 @@ def formula_metrics(attentions: list[torch.Tensor], windows: list[list[int]]) ->
                 a = A[:, :, i, j]
                 total["entropy"] -= torch.where(a > 0, a * a.clamp(min=1e-300).log(), 0.0)
                 histogram[:, :, i - j] += a
-            earlier = [j for j in range(i) if tokens[j] == tokens[i]]
+            # induction: earlier j whose last 3 tokens are i's last 3 (a repeated run of 3, the one definition)
+            earlier = [j for j in range(2, i) if i >= 2 and tokens[j - 2 : j + 1] == tokens[i - 2 : i + 1]]
             if earlier:
                 copies_seen += 1
                 induction += sum(A[:, :, i, j + 1] for j in earlier)

@@ -243,7 +243,7 @@ def test_induction_is_measured_on_the_learners_text_when_it_repeats(client):
     """Issue 41: the induction score never used the learner's text, even when it repeats and the map shows the
     stripe. On the specimen, a line written twice: the score on the text (the same formula, the text's own pattern)
     beside the probe's, its chance level from even attention, head 1.1 the best on both; a text with no repeated
-    token has none, and the page says to write a line twice."""
+    run of 3 tokens has none, and the page offers a text that repeats a phrase."""
     from minigpt.demo.views.insights import roles_html
     from minigpt.heads.insights import chance_level, induction_pattern
 
@@ -257,7 +257,7 @@ def test_induction_is_measured_on_the_learners_text_when_it_repeats(client):
     assert roles["induction_on_text_chance"] == pytest.approx(chance_level(pattern))
     assert "Induction on your text" in roles_html(roles) and "on the probe" in roles_html(roles)
     plain = call(client, "/head_roles", text="abc", model="specimen")
-    assert "induction_on_text" not in plain and "write a line twice" in roles_html(plain)
+    assert "induction_on_text" not in plain and "A text that repeats a phrase shows it" in roles_html(plain)
 
 
 def test_heads_in_other_digits_are_refused_by_the_one_head_parser(client):

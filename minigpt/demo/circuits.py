@@ -277,6 +277,18 @@ def by_position(model, pairs: torch.Tensor, config, length: int) -> list | None:
     return patch_heads_by_position(model, pairs[0, 0], pairs[0, 1], batch_size=PATCH_BATCH).effects.tolist()
 
 
+def check_options(clean: TextView, options: dict) -> None:
+    """The visitor's patching choices, checked before anything runs (a corrupted text is searched for after)."""
+    config = clean.lm.model.config
+    checked_part(options.get("part"))
+    check_patch_length(clean, prompt_count(options.get("prompts")))
+    receiver = receiver_of(options.get("receiver"), config)
+    if receiver is not None:
+        key_of(options.get("key_position"), list(clean.ids))
+        sender = sender_of(options.get("sender"), config.n_layer, config.n_head, receiver[0])
+        intermediate_of(options.get("intermediate"), sender, config, receiver[0])
+
+
 def patching(clean: TextView, corrupted: TextView, options: dict, cores, progress: Progress = None) -> dict:
     """Head patching (layer x head, the chosen `part` of each head), residual patching (layer x position), each head
     at each position, and path patching (options: receiver, sender, intermediate, receiver_input, key_position), on

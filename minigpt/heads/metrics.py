@@ -10,7 +10,8 @@ window's tokens:
     previous_token   A[i, i-1]
     self             A[i, i]
     sink             A[i, 0]                          the first token of the window: the start token, where a head rests
-    induction        sum of A[i, j+1] over j < i with t[j] = t[i], over the queries whose token appeared before
+    induction        sum of A[i, j+1] over j < i whose last 3 tokens are i's last 3 (insights.induction_pattern,
+                     the one definition of induction on a text), over the queries ending such a repeated run
     entropy          -sum_j A[i, j] log A[i, j]      in nats; log(i + 1) when spread evenly
     distance_mean    sum_j A[i, j] (i - j)           the mean of the pooled distance histogram
     distance_spread  its standard deviation          (the histogram: the weight at each distance, over all queries)

@@ -85,7 +85,7 @@ class Circuits:
         if str(options.get("receiver_input") or "k").strip().lower() not in ("q", "k", "v"):
             raise VisitorError(f"receiver_input must be 'q', 'k' or 'v', got {shortened(options['receiver_input'])}.")
         clean = self.view(text, model)
-        circuits.check_patch_length(clean)
+        circuits.check_options(clean, options)
         corrupted, note = self.corrupted_view(clean, corrupted_text)
         circuits.check_same_length(clean, corrupted)
         answer = circuits.patching(clean, corrupted, options, self.state.cores, progress)

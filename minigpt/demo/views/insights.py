@@ -7,6 +7,7 @@ Nothing here computes a model's numbers or knows of Gradio.
 """
 
 import html
+from urllib.parse import urlencode
 
 from minigpt.demo.attention_maps import COLOURS
 from minigpt.demo.views.assets import asset
@@ -295,22 +296,37 @@ def roles_html(answer: dict, click: str | None = CLICK_A_CELL) -> str:
     )
 
 
+INDUCTION_EXAMPLE = "Romeo and Juliet, Romeo and Jul"  # a text that shows induction: a phrase written twice
+
+
 def text_induction_html(answer: dict) -> str:
-    """Induction on the learner's own text, when it repeats a token, beside the probe's: "on your text, 0.62 (its 12
-    repeated tokens); on the probe, 0.92: it copies when something repeats"."""
+    """Induction on the learner's own text (the one definition: queries ending a repeated run of 3 tokens, on the
+    token after that run's earlier copy), beside the probe's; a layer-0 head's score said for what it is; a text
+    without such a run gets a one-click example."""
+    example = "?" + urlencode({"model": answer["model"], "text": INDUCTION_EXAMPLE, "step": 11})
     if "induction_on_text" not in answer:
-        return "<p>Your text repeats no token: induction is measured on the probe alone (write a line twice).</p>"
+        return (
+            "<p>No token of your text ends a run of 3 tokens seen before, so induction is measured on the probe alone. "
+            f'A text that repeats a phrase shows it: <a href="{html.escape(example)}">“{INDUCTION_EXAMPLE}”</a>.</p>'
+        )
     scores, chance = answer["induction_on_text"], answer["induction_on_text_chance"]
     best = max((score, layer, head) for layer, row in enumerate(scores) for head, score in enumerate(row))
     probe = answer["induction"][best[1]][best[2]]
     clear = chance + (1 - chance) / 2  # halfway from chance to 1, as every role's outline
     marked = {(layer, head) for layer, row in enumerate(scores) for head, score in enumerate(row) if score >= clear}
+    layer_zero = (
+        f" Head {best[1]}.{best[2]} is in layer 0: it sees tokens and positions only, so its weight there is a match "
+        "of tokens, not induction (which needs an earlier head's work)."
+        if best[1] == 0
+        else ""
+    )
     return (
-        f'<div class="role"><p><b>Induction on your text</b>: the same score on the {answer["repeated_queries"]} '
-        "tokens of your text seen before (what followed their last occurrence).</p>"
+        f'<div class="role"><p><b>Induction on your text</b>: each head\'s weight, from the '
+        f"{answer['repeated_queries']} tokens of your text that end a run of 3 tokens seen before, on the token that "
+        "followed that run's earlier copy (what an induction head copies).</p>"
         f"{head_table(scores, 'Score of each head on your text', marked=marked)}"
         f"<p>Chance: {chance:.2f}. Head {best[1]}.{best[2]}: {best[0]:.2f} on your text, {probe:.2f} on the probe's "
-        "random tokens written twice.</p></div>"
+        f"random tokens written twice.{layer_zero}</p></div>"
     )
 
 
