@@ -7,7 +7,7 @@ from minigpt.demo.views.circuits import esc, findings_html
 from minigpt.demo.views.insights import map_table
 
 MAP_SIZE = 316  # px: the OV circuit's picture
-MARGIN = 44  # px: room for the axes' labels
+MARGIN = 60  # px: room for the axes' labels, in two lanes
 
 
 def top_row(row: dict) -> str:
@@ -16,19 +16,34 @@ def top_row(row: dict) -> str:
     return f"<tr><th>{esc(row['source'])}</th>{''.join(cells)}</tr>"
 
 
+def lanes(places: list[float], gap: float = 10.0) -> list[int]:
+    """0 or 1 for each of `places` (sorted): the second lane where a label would touch the one before it."""
+    found, last = [], {0: -gap, 1: -gap}
+    for place in places:
+        lane = 0 if place - last[0] >= gap else 1
+        found.append(lane)
+        last[lane] = place
+    return found
+
+
 def marked_axes_svg(ov: dict) -> str:
     """The OV picture with its axes named (rows: the token attended to; columns: the logit raised) and a tick with
-    the token's label at the row and the column of each of the text's tokens."""
+    the token's label (its first 3 characters, all of it on hover) at the row and the column of each of the text's
+    tokens, labels that would touch set a lane further out."""
     V, size = len(ov["tokens"]), MAP_SIZE
     cell = size / V
+    tokens = sorted(ov["text_tokens"])
+    places = [(token + 0.5) * cell for token in tokens]
     ticks = []
-    for token in ov["text_tokens"]:
-        label, at = esc(ov["tokens"][token]), (token + 0.5) * cell
+    for token, at, lane in zip(tokens, places, lanes(places)):
+        whole = esc(ov["tokens"][token])
+        label = esc(ov["tokens"][token][:3])
         ticks.append(
-            f'<line x1="{MARGIN - 4}" y1="{MARGIN + at:.1f}" x2="{MARGIN}" y2="{MARGIN + at:.1f}" class="tick"/>'
-            f'<text x="{MARGIN - 6}" y="{MARGIN + at + 3.5:.1f}" class="row-label">{label}</text>'
-            f'<line x1="{MARGIN + at:.1f}" y1="{MARGIN - 4}" x2="{MARGIN + at:.1f}" y2="{MARGIN}" class="tick"/>'
-            f'<text x="{MARGIN + at:.1f}" y="{MARGIN - 7}" class="column-label">{label}</text>'
+            f'<g><title>{whole}</title><line x1="{MARGIN - 4}" y1="{MARGIN + at:.1f}" x2="{MARGIN}" '
+            f'y2="{MARGIN + at:.1f}" class="tick"/><text x="{MARGIN - 6 - 18 * lane}" y="{MARGIN + at + 3.5:.1f}" '
+            f'class="row-label">{label}</text><line x1="{MARGIN + at:.1f}" y1="{MARGIN - 4}" x2="{MARGIN + at:.1f}" '
+            f'y2="{MARGIN}" class="tick"/><text x="{MARGIN + at:.1f}" y="{MARGIN - 7 - 12 * lane}" '
+            f'class="column-label">{label}</text></g>'
         )
     full = MARGIN + size
     return (
@@ -38,7 +53,7 @@ def marked_axes_svg(ov: dict) -> str:
         'preserveAspectRatio="none" style="image-rendering: pixelated"/>'
         f"{''.join(ticks)}"
         f'<text x="{MARGIN + size / 2}" y="{full + 13}" class="axis">columns: the logit raised →</text>'
-        f'<text x="10" y="{MARGIN + size / 2}" class="axis" transform="rotate(-90 10 {MARGIN + size / 2})">'
+        f'<text x="8" y="{MARGIN + size / 2}" class="axis" transform="rotate(-90 8 {MARGIN + size / 2})">'
         "rows: the token attended to →</text></svg>"
     )
 
