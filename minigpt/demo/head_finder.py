@@ -168,14 +168,20 @@ def clear_roles(values: dict, chance: dict) -> list[str]:
 PROBE_TOKENS = 257  # the induction probe's length at most: the start token and two copies of 128 random tokens
 
 
-def probe_induction(lm: LanguageModel, layer: int, head: int) -> dict:
-    """The head's induction score on the Head roles view's probe (random tokens written twice, as lesson step 11 and
-    training's roles log measure it), beside the corpus's: a corpus of prose has few repeats to copy."""
+def probe_inductions(lm: LanguageModel) -> dict:
+    """Every head's induction score on the Head roles view's probe (random tokens written twice, as lesson step 11 and
+    training's roles log measure it): (L, H) as lists, and the probe's chance level."""
     special = set(lm.tokenizer.all_special_ids)
     vocabulary = [i for i in range(len(lm.tokenizer)) if i not in special]
     probes = induction_probe(vocabulary, lm.boundary_id, min(lm.block_size, PROBE_TOKENS), ROLE_PROBES)
     scores = induction_scores(lm.model, probes)
-    return {"induction": float(scores["induction"][layer, head]), "chance": scores["induction_chance"]}
+    return {"induction": scores["induction"].tolist(), "chance": scores["induction_chance"]}
+
+
+def probe_induction(lm: LanguageModel, layer: int, head: int) -> dict:
+    """One head's induction score on the probe, beside the corpus's: a corpus of prose has few repeats to copy."""
+    found = probe_inductions(lm)
+    return {"induction": found["induction"][layer][head], "chance": found["chance"]}
 
 
 def snippet(lm: LanguageModel, passes: ForwardPassCache, window: list[int], query: int, layer: int, head: int) -> dict:

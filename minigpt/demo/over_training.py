@@ -7,6 +7,8 @@ from minigpt.demo.choices import head_index, layer_index
 from minigpt.demo.models import snapshot_choices, split_snapshot_name
 from minigpt.demo.state import DemoState
 from minigpt.errors import VisitorError, shortened
+from minigpt.heads import induction_pattern, role_score
+from minigpt.heads.insights import previous_token_pattern
 
 MAX_CELLS = 128  # a map of a longer text is max-pooled to at most this many cells a side (as the grid's tiles are)
 
@@ -28,6 +30,7 @@ def head_over_training(state: DemoState, model: str, text: str, layer=0, head=0)
     config = final.lm.model.config
     layer, head = layer_index(layer, config.n_layer), head_index(head, config.n_head, average=False)
     factor = pool_factor(len(final.ids), MAX_CELLS)
+    role, pattern = telling_pattern(list(final.ids))
     return {
         "model": base,
         "layer": layer,
@@ -35,11 +38,33 @@ def head_over_training(state: DemoState, model: str, text: str, layer=0, head=0)
         "tokens": final.tokens,
         "ids": final.ids,
         "pooled": factor,
+        "score_name": role,
+        "most_changed": most_changed(views[0][2], final, pattern),
         "steps": [
-            {"label": label, "model": name, "weights": pooled_map(view, layer, head, factor)}
+            {
+                "label": label,
+                "model": name,
+                "weights": pooled_map(view, layer, head, factor),
+                "score": float(role_score(view.recorded.attentions[layer, head], pattern)),
+            }
             for label, name, view in views
         ],
     }
+
+
+def telling_pattern(ids: list[int]) -> tuple[str, object]:
+    """The role each step's thumbnail is scored by: induction (the one definition) where the text has a query ending a
+    repeated run of 3 tokens, else previous token."""
+    induction = induction_pattern(ids)
+    return ("induction", induction) if induction.any() else ("previous token", previous_token_pattern(len(ids)))
+
+
+def most_changed(first, final, pattern) -> dict:
+    """The head whose score on the text (the thumbnails' role, `pattern`) rises most from the first snapshot to the
+    end of training: the head that training taught this text's role, and how much its score rose."""
+    rise = role_score(final.recorded.attentions, pattern) - role_score(first.recorded.attentions, pattern)  # (L, H)
+    layer, head = divmod(int(rise.argmax()), rise.shape[1])
+    return {"layer": layer, "head": head, "change": float(rise.max())}
 
 
 def pooled_map(view, layer: int, head: int, factor: int) -> list[list[float]]:

@@ -95,9 +95,10 @@ class AttentionSection:
         )
 
     def step_choices(self, shown: dict | None):
-        """The training steps the shown model has snapshots of ("name@N"; "final" last), shown only if it has any."""
+        """The training steps the shown model has snapshots of ("name@N"; "final" last), shown only if it has any;
+        none after a text that could not be shown (the steps of the model shown before would name another model)."""
         if not shown:
-            return gr.skip()
+            return gr.Dropdown(choices=[], value=None, visible=False)
         choices = snapshot_choices(self.state.picker, shown["model"])
         return gr.Dropdown(choices=choices, value=shown["model"] if choices else None, visible=bool(choices))
 
@@ -299,5 +300,6 @@ class AttentionSection:
         gr.api(self.attention_export, api_name="attention_export")
         gr.api(self.maps.attention_values, api_name="attention_values")
         parts = dict(shown=shown, grid=grid, large=large, layer=layer, head=head, text=text, model=model, link=link)
-        parts.update(lines=lines, lines_of=lines_of, details=details)
+        parts.update(lines=lines, lines_of=lines_of, details=details, over_training=over_training)
+        parts.update(notes=notes, trace=trace, selected=selected)
         return SimpleNamespace(**parts)

@@ -15,8 +15,10 @@ from minigpt.demo.state import DemoState
 from minigpt.demo.texts import TextView
 from minigpt.demo.ui.components import drawn
 from minigpt.demo.ui.gradio_internals import unchecked
+from minigpt.demo.views.circuit_walk import walk_html
 from minigpt.demo.views.circuits import CIRCUITS_JS, attribution_html, composition_html, patching_html
 from minigpt.demo.views.head_circuit import head_circuit_html
+from minigpt.demo.views.insights import belongs_to
 from minigpt.errors import VisitorError, shortened
 
 PATCH_OPTIONS = ("sender", "receiver", "receiver_input", "key_position", "part", "intermediate", "prompts")
@@ -101,6 +103,11 @@ class Circuits:
         circuits.check_patch_length(view)
         return circuit_walk(view, self.one_changed_view, self.state.cores, self.needed.get)
 
+    def show_walk(self, text: str, model: str) -> str:
+        """The walk drawn, marked with the text it belongs to (greyed once another text is shown)."""
+        view = self.view(text, model)
+        return belongs_to(view.key, view.label, walk_html(self.circuit_walk(text, model)))
+
     def one_changed_view(self, clean: TextView, before: int = 0) -> TextView:
         ids, _ = circuits.one_token_changed(clean, before)
         return self.view(clean.lm.tokenizer.decode(ids[1:], skip_special_tokens=False), clean.lm.name, "corrupted text")
@@ -177,8 +184,29 @@ class Circuits:
         return drawn(shown, draw)
 
     def pick_head(self, shown, ablate, source, ablation, event: gr.EventData):
-        chosen = f"{int(event.layer)}.{int(event.head)}"
-        return chosen, self.show_head(shown, chosen, ablate, source, ablation)
+        """A click on a head of a circuits view: its circuits, with the Ablate box kept to the heads that come before
+        it (a layer-0 head reads no earlier head: the box empties), so that a click never meets an error."""
+        layer, head = int(event.layer), int(event.head)
+        kept = self.earlier_heads(shown, ablate, layer)
+        chosen = f"{layer}.{head}"
+        return chosen, kept, self.show_head(shown, chosen, kept, source, ablation)
+
+    def earlier_heads(self, shown, ablate, layer: int) -> str:
+        """The heads of `ablate` in layers before `layer` (what the box may keep for a head of that layer)."""
+        if not shown:
+            return ablate or ""
+        config = self.state.picker.get(shown["model"]).model.config
+        try:
+            heads = parse_heads(ablate or "", config.n_layer, config.n_head)
+        except VisitorError:
+            return ""
+        return ", ".join(f"{a}.{b}" for a, b in heads if a < layer)
+
+    def followed_head(self, shown, layer, head, ablate):
+        """The page's selection moved: the chosen head follows, the Ablate box keeps only the heads before it."""
+        if not str(head).isdigit():  # the layer's average: no one head
+            return gr.skip(), gr.skip()
+        return f"{layer}.{head}", self.earlier_heads(shown, ablate, int(layer))
 
     def layout(self, maps):
         """The section, on the text and model the maps show (`maps.shown`); it follows the page's head selection."""
@@ -191,7 +219,7 @@ class Circuits:
         )
         prompts = unchecked(gr.Number(1, precision=0, label="Prompts (1: the text; up to 16: with its variants)"))
         attribution = self.attribution_layout(shown, prompts)
-        patching, evidence = self.patching_layout(shown, prompts)
+        patching, evidence, patching_corrupted = self.patching_layout(shown, prompts)
         composition_button = gr.Button("Composition scores: the circuit graph", elem_id="circuit-composition-button")
         composition_out = gr.HTML(js_on_load=CIRCUITS_JS, elem_id="circuit-composition")
         head = self.head_layout(shown)
@@ -199,13 +227,15 @@ class Circuits:
             gr.api(endpoint, api_name=endpoint.__name__)
         private = dict(api_visibility="private")
         composition_button.click(self.show_composition, [shown, evidence], composition_out, **private)
+        picked = [shown, head.ablate, head.source, head.ablation]
         for view in (attribution, patching, composition_out):
-            view.pick(
-                self.pick_head, [shown, head.ablate, head.source, head.ablation], [head.chosen, head.out], **private
-            )
-        follow = lambda layer, head: f"{layer}.{head}" if str(head).isdigit() else gr.skip()  # noqa: E731
-        maps.head.change(follow, [maps.layer, maps.head], head.chosen, **private)
-        return SimpleNamespace(attribution=attribution, patching=patching, head=head.out)
+            view.pick(self.pick_head, picked, [head.chosen, head.ablate, head.out], **private)
+        selection = [maps.shown, maps.layer, maps.head, head.ablate]
+        maps.head.change(self.followed_head, selection, [head.chosen, head.ablate], **private)
+        # Inputs that belong to a text are cleared when another text is shown: a corrupted text of the same length
+        # would otherwise be patched against the new text without a word
+        maps.shown.change(lambda shown: "", maps.shown, patching_corrupted, **private)
+        return SimpleNamespace(attribution=attribution, patching=patching, composition=composition_out, head=head.out)
 
     def attribution_layout(self, shown, prompts):
         with gr.Row():
@@ -248,7 +278,7 @@ class Circuits:
         button.click(
             self.show_patching, [shown, corrupted, *(choices[o] for o in PATCH_OPTIONS)], [out, evidence], **private
         )
-        return out, evidence
+        return out, evidence, corrupted
 
     def head_layout(self, shown) -> SimpleNamespace:
         gr.Markdown("### One head: its OV and QK circuits, and its map with an earlier head ablated")

@@ -9,7 +9,7 @@ import gradio as gr
 from minigpt.demo.attention_maps import token_labels
 from minigpt.demo.choices import head_index, layer_index
 from minigpt.demo.head_corpus import Corpus, check_measurable, default_corpus, text_corpus
-from minigpt.demo.head_finder import DEFINITIONS, dashboard, head_rows
+from minigpt.demo.head_finder import DEFINITIONS, dashboard, head_rows, probe_inductions
 from minigpt.demo.models import LanguageModel, split_snapshot_name
 from minigpt.demo.state import DemoState
 from minigpt.demo.ui.components import drawn
@@ -72,6 +72,7 @@ class HeadFinder:
                 "metrics": result["metrics"],
                 "chance": result["chance"],
                 "heads": head_rows(result),
+                "probe": probe_inductions(lm),  # where a head's corpus role hides what it does on repeats
                 "definitions": DEFINITIONS,
                 "queries": result["queries"],
                 "ablation_tokens": result["ablation_tokens"],

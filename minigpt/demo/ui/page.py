@@ -32,9 +32,14 @@ looks; columns: the tokens it looks at; grey: future tokens it cannot see). Clic
 
 **Start here:** generate a few names, then follow the *Lesson* below the maps: thirteen steps through the whole model,
 from your name's letters to its next-letter probabilities, each with the model's real numbers on your text, in plain
-words or with formulas. Click a map to see it large, and a row of it to follow that token through the lesson. The
-`specimen` model (pick it in *Model*) has a previous-token head and an induction head (lesson step 11).
+words or with formulas. Click a map to see it large, and a row of it to follow that token through the lesson.
+
+**Or see heads work together:** the button below shows the `specimen` model on a text written twice and finds, step
+by step in its own numbers, which heads copy the repeated part and how (the induction circuit; lesson step 13).
 """
+
+WALK_TEXT = "Then Zorbak spoke. Then Zor"  # a phrase written twice, its second copy cut short: the specimen copies "b"
+WALK_MODEL = "specimen"
 
 
 THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
@@ -48,6 +53,10 @@ def build_demo(state: DemoState) -> gr.Blocks:
     state.exports = upload_folder() / "minigpt-exports"  # in Gradio's cache: served from there, not copied
     with gr.Blocks(title="MiniGPT attention explorer", delete_cache=(600, 1800)) as demo:
         gr.Markdown(INTRO)
+        walk_button = gr.Button(
+            "See how heads work together: the induction circuit, found step by step", elem_id="walk-button"
+        )
+        walk_out = gr.HTML(elem_id="walk-first-screen")
         generation, trainer, insights = GenerationTabs(state), Training(state), InsightsSection(state)
         with gr.Tabs() as tabs:
             generated = generation.tabs()
@@ -70,13 +79,29 @@ def build_demo(state: DemoState) -> gr.Blocks:
                 generated.text_event,
             )
         with gr.Accordion("Circuits: how heads work together", open=False, elem_id="circuits"):
-            circuits.layout(maps)
+            circuit_views = circuits.layout(maps)
         with gr.Accordion("Head Finder: every head over a corpus", open=False, elem_id="head-finder"):
             HeadFinder(state).layout(maps)
-        Selection(maps_section, steps).wire(maps, lesson, [*tools.tables, lesson.view], tools.token_strip)
+        picking = [*tools.tables, lesson.view, circuit_views.attribution, circuit_views.patching, maps.over_training]
+        Selection(maps_section, steps).wire(maps, lesson, [*picking, circuit_views.composition], tools.token_strip)
+        first_screen_walk(state, walk_button, walk_out, maps, maps_section, circuits)
         pickers_follow_training(demo, state, training)
     every_function_wrapped(demo, under_the_rule)  # the error rule, alike on every event and endpoint
     return demo
+
+
+def first_screen_walk(state, button, out, maps, maps_section, circuits) -> None:
+    """The first screen's one click to the circuit: the maps show the specimen on a text written twice, and right under
+    the button the circuit walk on it (each step's sentence from the model's numbers, its picture beside it). Only
+    where the specimen is offered."""
+    if WALK_MODEL not in state.picker.names:
+        button.visible, out.visible = False, False
+        return
+    private = dict(api_visibility="private")
+    outputs = [maps.notes, maps.grid, maps.large, maps.trace, maps.layer, maps.head, maps.shown]
+    shown = button.click(lambda: (WALK_TEXT, WALK_MODEL), None, [maps.text, maps.model], **private)
+    shown = shown.then(maps_section.attention, [maps.text, maps.model, maps.selected], outputs, **private)
+    shown.then(lambda: circuits.show_walk(WALK_TEXT, WALK_MODEL), None, out, **private)
 
 
 def share_link(maps, lesson) -> None:

@@ -83,7 +83,7 @@ class StepByStep:
         gr.Markdown(
             "## Lesson: the block, step by step\nHow the model turns your text into next-token probabilities, one step "
             "at a time, with its real numbers on the text above: pick a lesson step (or every step at once), a layer, "
-            "a head and the query token, or click a row of the enlarged head above, or a box of the diagram."
+            "a head and the query token, or click a row of the enlarged head below, or a box of the diagram."
         )
         with gr.Row(equal_height=True):
             back = gr.Button("◀ Back", scale=1, elem_id="lesson-back")

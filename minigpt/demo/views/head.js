@@ -192,3 +192,14 @@ element.addEventListener('keydown', (event) => {
     choose(figure, cell.q);
   }
 });
+// The row picker (views/maps.py row_picker): a tap on a token's button chooses its row's query, in the chosen head's
+// map (the first figure), as a tap on the row does.
+element.addEventListener('click', (event) => {
+  const button = event.target.closest && event.target.closest('.row-picker button[data-query]');
+  if (!button) return;
+  const root = button.closest('.attn-large'), figure = root && root.querySelector('figure[data-layer]');
+  if (!figure) return;
+  root.querySelectorAll('.row-picker .chosen').forEach((b) => b.classList.remove('chosen'));
+  button.classList.add('chosen');
+  choose(figure, Number(button.dataset.query));
+});

@@ -70,14 +70,16 @@ def ov_html(ov: dict) -> str:
             "</table></div></figure>"
         )
     baseline = ov["baseline"]
+    scores = (
+        f'copying score <b data-copying="{ov["copying_score"]!r}">{ov["copying_score"]:.3f}</b> (random circuits: '
+        f"{baseline['positive_share']:.3f}); Elhage et al.'s Σλ/Σ|λ| {ov['elhage_score']:+.3f} (random: "
+        f"{baseline['elhage']:+.3f}); {ov['self_top']} of {ov['rows_counted']} tokens raise themselves most"
+    )
     return (
         f"<figure><figcaption><b>OV circuit</b>, read {read}: all {len(ov['tokens'])} tokens (yellow: raised, "
-        f"purple: lowered; ±{ov['scale']:.2f}); the text's tokens marked on the axes. Copying score "
-        f'<b data-copying="{ov["copying_score"]!r}">{ov["copying_score"]:.3f}</b> (its eigenvalues\' positive share; '
-        f"random circuits of its shape: {baseline['positive_share']:.3f}); Elhage et al.'s Σλ/Σ|λ| "
-        f"{ov['elhage_score']:+.3f} (random: {baseline['elhage']:+.3f}); {ov['self_top']} of {ov['rows_counted']} "
-        f"tokens raise themselves most.</figcaption>{marked_axes_svg(ov)}"
-        f"<table><tr><th>the text's tokens</th><th colspan='3'>raise most</th></tr>{rows}</table></figure>"
+        f"purple: lowered; ±{ov['scale']:.2f}), the text's tokens marked.</figcaption>{marked_axes_svg(ov)}"
+        f"<p class='scores'>{scores}.</p><details><summary>The text's tokens: the logits each raises most</summary>"
+        f"<table><tr><th>the text's tokens</th><th colspan='3'>raise most</th></tr>{rows}</table></details></figure>"
     )
 
 
@@ -89,13 +91,14 @@ def qk_html(answer: dict) -> str:
         if qk
         else ""
     )
+    previous = sum(offset == 1 for offset in positional["argmax_offset"])
     return (
-        f"<figure>{matching}<figcaption><b>Positional QK circuit</b> (the bare position embeddings: what earlier "
-        f"layers write is left out): attention from positions alone, first {positional['positions']} positions "
-        f"(rows: the query; yellow: its most attended key). Weight on the previous position: "
-        f"{positional['previous_token']:.3f} on average; rows whose top key is the previous position: "
-        f"{sum(o == 1 for o in positional['argmax_offset'])} of {positional['positions']}.</figcaption>"
-        f'<img class="qk" src="{positional["image"]}" alt="positional QK circuit"></figure>'
+        f"<figure>{matching}<details><summary><b>Positional QK circuit</b></summary><figcaption>From the bare "
+        "position embeddings (what earlier layers write is left out): attention from positions alone, first "
+        f"{positional['positions']} positions (rows: the query; yellow: its most attended key). Weight on the "
+        f"previous position: {positional['previous_token']:.3f} on average; rows whose top key is the previous "
+        f"position: {previous} of {positional['positions']}.</figcaption>"
+        f'<img class="qk" src="{positional["image"]}" alt="positional QK circuit"></details></figure>'
     )
 
 

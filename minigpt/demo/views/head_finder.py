@@ -66,7 +66,7 @@ def finder_html(answer: dict) -> str:
     body = "".join(
         f'<tr data-layer="{r["layer"]}" data-head="{r["head"]}" data-order="{order}">'
         f'<td data-value="{r["layer"]}">{r["layer"]}</td><td data-value="{r["head"]}">{r["head"]}</td>'
-        f"<td>{html.escape(HEADINGS.get(r['role'], '') if r['role'] else '')}</td>"
+        f"<td>{role_cell(r, answer.get('probe'))}</td>"
         + "".join(
             f'<td data-value="{"nan" if r[name] is None else r[name]}" '
             f'style="{shade(name, r[name], chance[name], largest[name])}">{number(r[name])}</td>'
@@ -85,11 +85,29 @@ def finder_html(answer: dict) -> str:
         f"{answer['ablation_tokens']:,} predicted tokens (plain loss {answer['plain_loss']:.3f}); {said}.</p>"
         f"{f'<ul>{notes}</ul>' if notes else ''}"
         "<p>Click a heading to sort the heads by it; click a head to open its dashboard below. Colours: the roles "
-        "from chance (dark) to 1 (bright); the other columns against their largest value.</p>"
+        "from chance (dark) to 1 (bright); the other columns against their largest value. A role is what the head "
+        "does on this corpus; “copies on the probe”: on random tokens written twice (Head roles, lesson step 11) it "
+        "is an induction head too.</p>"
         "<div class='scroll'><table><thead><tr><th data-sort='1' data-column='0'>layer</th>"
         f"<th data-sort='1' data-column='1'>head</th><th>role</th>{headings}</tr>{chance_row}</tr></thead>"
         f"<tbody>{body}</tbody></table></div>{definitions_html(answer['definitions'])}</div>"
     )
+
+
+def role_cell(row: dict, probe: dict | None) -> str:
+    """A head's role on the corpus, and "copies on the probe" where random tokens written twice (Head roles, lesson
+    step 11) show it doing induction the corpus gives no chance to: two roles, each with what it was measured on."""
+    role = html.escape(HEADINGS.get(row["role"], "") if row["role"] else "")
+    if probe is None or row["role"] == "induction":
+        return role
+    score = probe["induction"][row["layer"]][row["head"]]
+    if not above_chance(score, probe["chance"]):
+        return role
+    copies = (
+        f'<span class="probe" title="induction {score:.2f} on random tokens written twice (chance '
+        f'{probe["chance"]:.2f}): lesson step 11">copies on the probe</span>'
+    )
+    return f"{role}{' · ' if role else ''}{copies}"
 
 
 def definitions_html(definitions: dict) -> str:

@@ -187,11 +187,24 @@ def head_html(
     note = f'<p class="attn-moved" role="status">{html.escape(moved)}</p>' if moved else ""
     return (
         f'{note}<div class="attn-large" {data}>{zoom}{figures}<div class="attn-tip" hidden></div>'
-        '<p class="attn-value" aria-live="polite"></p></div>'
+        f'<p class="attn-value" aria-live="polite"></p>{row_picker(tokens, query)}</div>'
         f"{legend_html()}"
         "<p class='attn-help'>Rows: the token that looks (query). Columns: the tokens it looks at (keys). Hover, tap "
         "or click a cell for its exact weight (shown under the maps); a click or tap also chooses that row's query "
         "token. With the keyboard: Tab to a map, the arrow keys move the query row, Enter chooses it.</p>"
+    )
+
+
+def row_picker(tokens: list[str], query) -> str:
+    """The query rows as buttons a finger can hit (a map's rows are a few pixels tall on a phone): a tap chooses that
+    row's query token, as a tap on the row does (head.js). Shown on narrow or touch screens (maps.css)."""
+    buttons = "".join(
+        f'<button type="button" class="query-pick{" chosen" if i == query else ""}" data-query="{i}" '
+        f'title="query {i}">{html.escape(token)}</button>'
+        for i, token in enumerate(tokens)
+    )
+    return (
+        f'<div class="row-picker" role="group" aria-label="Choose the query row"><span>Query row:</span>{buttons}</div>'
     )
 
 
@@ -221,11 +234,12 @@ def over_training_html(answer: dict, shown_model: str, roles_curve: str | None =
     for step in answer["steps"]:
         image = heatmap_png(torch.tensor(step["weights"]).numpy(), masked)
         now = " now" if step["model"] == shown_model else ""
-        title = f"{head_caption(layer, str(head))} at {step['label']}: show the page at this step"
+        score = f"{answer['score_name']} {step['score']:.2f}"
+        title = f"{head_caption(layer, str(head))} at {step['label']} ({score}): show the page at this step"
         attrs = f'tabindex="0" role="button" aria-label="{html.escape(title)}"'
         figures.append(
             f'<figure class="step-map{now}" data-model="{html.escape(step["model"])}" {attrs}>'
-            f"<figcaption>{html.escape(step['label'])}</figcaption>"
+            f"<figcaption>{html.escape(step['label'])} <small>{html.escape(score)}</small></figcaption>"
             f"{heatmap_svg(image, labels, labels, STRIP_MAP, title)}</figure>"
         )
     curve = (
@@ -234,9 +248,19 @@ def over_training_html(answer: dict, shown_model: str, roles_curve: str | None =
         if roles_curve
         else ""
     )
+    moving = answer["most_changed"]
+    cue = (
+        f'<p class="most-changed">Across these snapshots, <b>head {moving["layer"]}.{moving["head"]}</b>\'s '
+        f"{answer['score_name']} score on this text rises the most (by {moving['change']:.2f}). "
+        f'<button type="button" class="follow" data-layer="{moving["layer"]}" data-head="{moving["head"]}">Follow '
+        f"head {moving['layer']}.{moving['head']}</button></p>"
+        if (moving["layer"], moving["head"]) != (layer, head)
+        else f"<p class='most-changed'>Of every head, this one's {answer['score_name']} score on this text rises "
+        "the most across these snapshots.</p>"
+    )
     return (
-        f'<div class="over-training"><p>{html.escape(head_caption(layer, str(head)))} of '
-        f"{html.escape(answer['model'])} on this text, at each saved training step: click one to show the page at "
-        "that step.</p>"
+        f'<div class="over-training">{cue}<p>{html.escape(head_caption(layer, str(head)))} of '
+        f"{html.escape(answer['model'])} on this text, at each saved training step, with its {answer['score_name']} "
+        "score on the text: click one to show the page at that step.</p>"
         f'<div class="side"><div class="strip">{"".join(figures)}</div>{curve}</div></div>'
     )

@@ -11,3 +11,8 @@ element.addEventListener('keydown', (event) => {
   event.preventDefault();
   trigger('go', {model: step.dataset.model});
 });
+// "Follow head L.H", the head that changes most across the snapshots: the page's selection moves to it (`pick`).
+element.addEventListener('click', (event) => {
+  const follow = event.target.closest && event.target.closest('button.follow[data-layer]');
+  if (follow) trigger('pick', {layer: Number(follow.dataset.layer), head: follow.dataset.head});
+});
