@@ -162,8 +162,9 @@ class AttentionSection:
         is marked as belonging to an earlier text."""
         label = text_label(str(text or ""), str(model or self.state.names_default))
         # No shape trace or notes of the earlier text; the maps stay, greyed. Every output of the failed event is
-        # written (the maps with gr.skip()), which also takes Gradio's error badge off each.
-        return None, lost_html(label), None, "", gr.skip(), gr.skip()
+        # written (the maps with gr.skip()), which also takes Gradio's error badge off each. The step picker goes:
+        # its steps were the earlier model's, and the model box may name another now.
+        return None, lost_html(label), None, "", gr.skip(), gr.skip(), self.step_choices(None)
 
     def attention_of_sample(self, sample: str, model: str, selected: dict | None = None):
         """After generating: the maps of what was generated (the first name, or the text), on the selected head."""
@@ -280,9 +281,10 @@ class AttentionSection:
         ]
         opened = demo.load(self.open_link, asked, [text, model, *outputs, link], **private)
         # a link that cannot be shown: the message, the boxes and the line name what the link asked for
-        opened.failure(self.link_not_shown, asked, [text, model, shown, current, trace, notes, grid, large], **private)
+        lost = [shown, current, trace, notes, grid, large, at_step]
+        opened.failure(self.link_not_shown, asked, [text, model, *lost], **private)
         for event, inputs in shows:
-            event.failure(self.not_shown, inputs, [shown, current, trace, notes, grid, large], **private)
+            event.failure(self.not_shown, inputs, lost, **private)
         shown.change(self.current_line, shown, current, **private)
         shown.change(self.step_choices, shown, at_step, **private)  # a model with snapshots: its maps at step N
         at_step.select(self.attention, [text, at_step, selected], outputs, **private)

@@ -1,0 +1,133 @@
+"""The learner's third pass (issue 52), in a real browser (Debian Chromium driven by Playwright, on the shared fixture
+server, which offers the shipped specimen and induction models too): one click from the first screen draws the
+induction circuit found on the specimen, in view; a click on a head of a circuits view moves the page's one selection
+and never meets a stale Ablate box; a new text clears the corrupted one; a tile click brings the enlarged map into view
+with the focus on it; the strip over training scores each snapshot and follows the head whose score rises most; the
+step picker follows the model shown; at a phone's width the circuits views keep their text at 11 px or more, one head's
+view near one screen high, and a finger picks a query row. Screenshots go to MINIGPT_SCREENSHOT_DIR when it is set."""
+
+import os
+from urllib.parse import quote
+
+from helpers import chromium_page, needs_chromium
+
+pytestmark = needs_chromium
+
+ZORBAK = "Then Zorbak spoke. Then Zor"
+# The size of every piece of text in the circuits section as it is drawn on the screen: an SVG's text scaled with the
+# SVG; text set to 0 px (hidden on purpose: the ablated maps' labels on a phone) left out.
+SMALLEST_TEXT = """() => {
+  const found = [];
+  document.querySelectorAll('#circuits *').forEach((node) => {
+    const text = [...node.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    const box = node.getBoundingClientRect();
+    if (!text || !box.width || !box.height) return;
+    let size = parseFloat(getComputedStyle(node).fontSize);
+    const svg = node.closest('svg');
+    if (svg && svg.viewBox.baseVal && svg.viewBox.baseVal.width) {
+      size *= svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+    }
+    if (size > 0 && size < 10.95) found.push([node.tagName, node.textContent.trim().slice(0, 12), size.toFixed(1)]);
+  });
+  return found;
+}"""
+
+
+def screenshot(page, name: str) -> None:
+    if os.environ.get("MINIGPT_SCREENSHOT_DIR"):
+        page.screenshot(path=os.path.join(os.environ["MINIGPT_SCREENSHOT_DIR"], name))
+
+
+def test_one_click_from_the_first_screen_draws_the_circuit_found_in_view(page_url):
+    from playwright.sync_api import expect
+
+    with chromium_page(1440, 900) as page:
+        page.goto(page_url)
+        button = page.locator("#walk-button")
+        assert button.bounding_box()["y"] < 900  # on the first screen
+        button.click()
+        walk = page.locator("#walk-first-screen ol.walk")
+        expect(walk).to_be_visible()
+        expect(walk).to_contain_text("0.2 → mlp 0 → 1.1's key")  # where to look: 0.2's work through MLP 0
+        expect(walk).to_contain_text("1.1's value")  # what to copy
+        expect(walk).to_contain_text("0.0, 0.2, 1.1")  # the heads the model needs
+        assert walk.bounding_box()["y"] < 900  # the walk starts on the first screen, under the button
+        expect(page.locator("#current-text")).to_contain_text("Zorbak")  # the maps show the same text
+        screenshot(page, "walk_desktop.png")
+
+
+def test_circuits_clicks_move_the_selection_and_inputs_never_go_stale(page_url):
+    from playwright.sync_api import expect
+
+    with chromium_page(1440, 900) as page:
+        page.goto(f"{page_url}?model=specimen&text={quote(ZORBAK)}")
+        expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(10)
+        page.locator("#circuits").get_by_text("Circuits: how heads work together").first.click()
+        page.locator("#circuit-attribution-button").click()
+        page.locator('#circuit-attribution td.pick[data-layer="0"][data-head="2"]').click()  # a layer-0 head
+        expect(page.locator("#circuit-chosen textarea")).to_have_value("0.2")
+        expect(page.locator("#circuit-ablate textarea")).to_have_value("")  # "0.2" cannot be ablated before 0.2
+        expect(page.locator("#circuit-head .head-circuit")).to_have_attribute("data-head", "2")
+        expect(page.locator("#circuit-head .view-error")).to_have_count(0)
+        expect(page.locator("#attention-head figcaption").first).to_have_text("layer 0, head 2")  # the selection
+        # A corrupted text belongs to its text: another text empties it
+        page.locator("#circuit-corrupted textarea").fill("Then Zoxbak spoke. Then Zor")
+        page.get_by_label("Text to look at (filled in by each generation)").fill("Then Zorbek spoke. Then Zor")
+        page.get_by_role("button", name="Show attention").click()
+        expect(page.locator("#current-text")).to_contain_text("Zorbek")
+        expect(page.locator("#circuit-corrupted textarea")).to_have_value("")
+        # A tile click: the enlarged map in view, outlined a moment, with the keyboard's focus on it
+        page.locator("#attention-grid").scroll_into_view_if_needed()
+        page.locator('#attention-grid svg[data-layer="1"][data-head="1"]').click()
+        expect(page.locator("#attention-head figcaption").first).to_have_text("layer 1, head 1")
+        expect(page.locator("#attention-head")).to_be_in_viewport()
+        page.wait_for_function("document.querySelector('#attention-head').contains(document.activeElement)")
+
+
+def test_over_training_follows_the_head_that_forms_and_the_step_picker_follows_the_model(page_url):
+    from playwright.sync_api import expect
+
+    with chromium_page(1440, 900) as page:
+        page.goto(f"{page_url}?model=induction&text=abcdefgh.abcdefgh")
+        strip = page.locator("#head-over-training")
+        follow = strip.locator("button.follow")
+        expect(follow).to_have_text("Follow head 1.2")  # the lab's induction head rises most on this text
+        expect(strip.locator(".step-map figcaption small").first).to_contain_text("induction 0.")
+        follow.click()
+        expect(page.locator("#attention-head figcaption").first).to_have_text("layer 1, head 2")
+        expect(strip.locator("p.most-changed")).to_contain_text("rises the most")
+        picker = page.get_by_label("At training step (the model's snapshots)")
+        expect(picker).to_be_visible()
+        # A text the model cannot read: no view claims it, and the picker offers no other model's steps
+        page.get_by_label("Text to look at (filled in by each generation)").fill("zoë")
+        page.get_by_role("button", name="Show attention").click()
+        expect(picker).to_be_hidden()
+
+
+def test_at_a_phones_width_the_circuits_keep_their_text_readable_and_a_finger_picks_a_row(page_url):
+    from playwright.sync_api import expect
+
+    with chromium_page(390, 844, is_mobile=True, has_touch=True) as page:
+        page.goto(f"{page_url}?model=specimen&text={quote(ZORBAK)}")
+        expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(10)
+        picker = page.locator("#attention-head .row-picker")
+        expect(picker).to_be_visible()
+        chip = picker.locator('button[data-query="9"]')
+        assert chip.bounding_box()["height"] >= 28  # a finger's target
+        chip.tap()
+        expect(page.locator("#step-view")).to_contain_text("query token 9")
+        page.locator("#circuits").get_by_text("Circuits: how heads work together").first.tap()
+        for button, view in (
+            ("#circuit-attribution-button", "#circuit-attribution .findings"),
+            ("#circuit-patch", "#circuit-patching .findings"),
+            ("#circuit-composition-button", "#circuit-composition svg.graph"),
+            ("#circuit-head-button", "#circuit-head .findings"),
+        ):
+            page.locator(button).tap()
+            expect(page.locator(view)).to_be_visible()
+        assert page.evaluate(SMALLEST_TEXT) == []
+        assert page.locator("#circuit-head").bounding_box()["height"] < 1300  # about one phone screen and a half
+        assert page.locator("#circuit-patching").bounding_box()["height"] < 1200
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, width  # nothing wider than the page (wide tables scroll in their own boxes)
+        screenshot(page, "circuits_phone.png")
