@@ -1,8 +1,9 @@
 """The pictures of docs/lesson.md: every lesson step on the names model and "emma", at a desktop's width (1440) and a
-phone's (390), as the page first shows it (colour squares, no digits). Needs Debian's chromium and playwright (never
-`playwright install`). Run from the repository's root:
+phone's (390), as the page first shows it (colour squares, no digits); step 13 on the specimen and a text written
+twice. Needs Debian's chromium and playwright (never `playwright install`). Run from the repository's root:
 
     python docs/lesson_screenshots.py            # writes docs/lesson/step-N-desktop.png and step-N-phone.png
+    python docs/lesson_screenshots.py 13         # step 13 alone (the specimen on a text written twice)
 
 It starts the demo on a free port, opens each step by its link, and prints each picture's height in CSS pixels (the
 lesson's length on a phone is one of its checks)."""
@@ -21,6 +22,8 @@ OUT = ROOT / "docs" / "lesson"
 WIDTHS = {"desktop": (1440, 900), "phone": (390, 844)}
 STEPS = 13
 LINK = "?model=names&text=emma&layer=2&head=1&query=3&step={step}"
+# Step 13 finds how heads work together: on a model that has a circuit to find, on a text written twice
+LINKS = {13: "?model=specimen&text=Then%20Zorbak%20spoke.%20Then%20Zor&layer=1&head=1&step=13"}
 
 
 def free_port() -> int:
@@ -39,7 +42,7 @@ def small_png(path: Path) -> None:
     Image.open(path).convert("RGB").quantize(128, dither=Image.Dither.NONE).save(path, optimize=True)
 
 
-def main() -> None:
+def main(steps: list[int]) -> None:
     OUT.mkdir(exist_ok=True)
     port = free_port()
     server = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=ROOT)
@@ -54,8 +57,8 @@ def main() -> None:
             for kind, (width, height) in WIDTHS.items():
                 page = browser.new_page(viewport={"width": width, "height": height}, is_mobile=kind == "phone")
                 page.set_default_timeout(120_000)
-                for step in range(1, STEPS + 1):
-                    page.goto(f"http://127.0.0.1:{port}/" + LINK.format(step=step))
+                for step in steps:
+                    page.goto(f"http://127.0.0.1:{port}/" + LINKS.get(step, LINK.format(step=step)))
                     lesson = page.locator(f'#step-view .lesson[data-lesson-step="{step}"]')
                     lesson.wait_for()
                     page.wait_for_timeout(500)  # the view's scripts draw after it is attached
@@ -71,4 +74,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main([int(step) for step in sys.argv[1:]] or list(range(1, STEPS + 1)))

@@ -89,12 +89,9 @@ def effect_cell(value: float, attention: float | None, scale: float, title: str)
     return f'<td style="{diverging_css(value, scale)}" title="{esc(tip)}">{unsigned(value):+.2f}</td>'
 
 
-def path_html(path: dict | None) -> str:
-    """Every sender into each of the receiver's q, k and v: the effect on the answer in each cell (the receiver's
-    attention on the key in its tooltip), the whole stream last, and the two-step path where one was asked for."""
-    if not path:
-        return ""
-    layer, head = path["receiver"]
+def path_table(path: dict) -> str:
+    """Path patching's grid: a row per sender, a column per input of the receiver (q, k, v), the effect in each cell
+    (the receiver's attention on the key on hover), the spread over prompts beside it where there is one."""
     spread = path.get("effects_spread")
     scale = max((abs(v) for row in path["effects"] for v in row), default=0.0) or 1.0
     rows = []
@@ -107,6 +104,15 @@ def path_html(path: dict | None) -> str:
         whole = ' class="whole"' if row == len(path["senders"]) - 1 else ""
         rows.append(f'<tr data-sender="{esc(sender)}"{whole}><th>{esc(sender)}</th>{cells}</tr>')
     columns = "".join(f"<th>{into}</th>" + ("" if spread is None else "<th></th>") for into in path["inputs"])
+    return f"<table class='grid'><tr><th>sender</th>{columns}</tr>{''.join(rows)}</table>"
+
+
+def path_html(path: dict | None) -> str:
+    """Every sender into each of the receiver's q, k and v: the effect on the answer in each cell (the receiver's
+    attention on the key in its tooltip), the whole stream last, and the two-step path where one was asked for."""
+    if not path:
+        return ""
+    layer, head = path["receiver"]
     step = path.get("two_step")
     two = (
         f'<p class="two-step">Two-step: {esc(step["sender"])} → {esc(step["intermediate"])} → {layer}.{head}\'s '
@@ -119,9 +125,9 @@ def path_html(path: dict | None) -> str:
         f"fed to one input of the head alone (rows: sender; columns: its query, key, value). Cell: the share of the "
         f"answer restored. Its attention from the last query on key {path['key_position']} "
         f"({esc(repr(path['key_token']))}): {path['attention_clean']:.3f} clean, {path['attention_corrupted']:.3f} "
-        f"corrupted (each cell's patched value on hover).</figcaption><div class='scroll'><table class='grid'>"
-        f"<tr><th>sender</th>{columns}</tr>{''.join(rows)}</table></div>{two}<p>'resid {layer}' is the whole clean "
-        f"stream entering layer {layer}; every other head reads the corrupted text.</p></figure>"
+        f"corrupted (each cell's patched value on hover).</figcaption><div class='scroll'>{path_table(path)}</div>"
+        f"{two}<p>'resid {layer}' is the whole clean stream entering layer {layer}; every other head reads the "
+        "corrupted text.</p></figure>"
     )
 
 
