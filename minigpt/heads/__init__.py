@@ -14,17 +14,23 @@ transformers only: no Gradio, nothing of the demo (which is built on this, as tr
     heads.patch_heads(model, clean_ids, corrupted_ids)  # activation patching; patch_residual too
     heads.patch_paths(model, clean_ids, corrupted_ids, (1, 1))  # every sender into 1.1's q, k, v; patch_two_step
     heads.composition_scores(model, "k")                # (L, H, L, H) Q/K/V composition between heads
+    heads.find_circuit(model)                           # the edges that keep induction, found by EAP-IG and checked
+    heads.attribution_patching(model, clean_ids, corrupted_ids)  # (L, H, T) patching estimated from one backward
 
 Modules: `recorded_pass` (the pass), `hooks` (hooks on the model's modules for the calling thread alone), `insights`
 (probabilities, ablation, importance, roles, logit lens, comparison), `attribution` (direct logit attribution),
 `patching` (activation and path patching), `weights` (per-head weights, composition, QK and OV circuits; `circuits`
-names these three modules' instruments in one place, as it always did), `steps` and `block_steps` (the block step by
-step), `shapes` (the shape trace), `metrics` (head metrics over a corpus), `role_log` (roles at each evaluation and
-weight snapshots, for training runs).
+names these three modules' instruments in one place, as it always did), `graph`, `circuit_tasks`, `edge_attribution`
+and `discovery` (the circuit found: the graph of senders and receivers, prompt sets and their metrics, EAP and EAP-IG
+scores, the search and its exact check), `steps` and `block_steps` (the block step by step), `shapes` (the shape
+trace), `metrics` (head metrics over a corpus), `role_log` (roles at each evaluation and weight snapshots, for training
+runs).
 """
 
 from minigpt.heads.attribution import Attribution, logit_attribution
 from minigpt.heads.block_steps import block_parts, embedding_parts, parameter_counts, probability_parts
+from minigpt.heads.discovery import Edge, FoundCircuit, circuit_faithfulness, faithfulness_curve, find_circuit
+from minigpt.heads.edge_attribution import attribution_patching
 from minigpt.heads.insights import (
     ablated_pass,
     ablation_values,
@@ -63,6 +69,12 @@ from minigpt.heads.token_circuits import (
 from minigpt.heads.weights import composition_baseline, composition_scores
 
 __all__ = [
+    "Edge",
+    "FoundCircuit",
+    "attribution_patching",
+    "circuit_faithfulness",
+    "faithfulness_curve",
+    "find_circuit",
     "ablation_values",
     "variants",
     "repeated_tokens",

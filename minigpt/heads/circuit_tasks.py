@@ -1,0 +1,138 @@
+"""What a circuit is found for: a prompt set (clean prompts, and corrupted ones of the same length that break the
+behaviour) and the metric that measures the behaviour on a run's logits, averaged over the prompts.
+
+- "induction": random tokens written twice (`prompts.repeated_tokens`); the corrupted prompt keeps the second half
+  after another random first half, so that copying cannot work. Metric: the mean log-probability of the second
+  copy's tokens from its second on (the first follows the first copy's last token: no copying predicts it), the part
+  `tests/test_prompts.py` measures the loss on.
+- "pairs": clean and corrupted texts given. Metric: the mean over prompts of the logit difference at the last
+  position, logit(the clean prompt's top-1 answer) - logit(the corrupted prompt's), the answers fixed by the model's
+  own runs; a pair whose answers are the same is left out (nothing to restore).
+
+Ids: a (T,) list or tensor for one prompt, a list of lists or an (N, T) tensor for a set.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch.nn import functional as F
+
+from minigpt.heads.errors import InstrumentError
+from minigpt.heads.prompts import repeated_tokens
+from minigpt.heads.runs import last_logits
+
+TASKS = ("induction", "pairs")
+METRICS = {"induction": "log-probability of the repeated half", "pairs": "logit difference"}
+
+
+@dataclass
+class Task:
+    """A prompt set and its metric."""
+
+    name: str  # "induction" or "pairs"
+    clean: torch.Tensor  # (N, T) long
+    corrupted: torch.Tensor  # (N, T) long
+    answers: torch.Tensor | None  # (N, 2) the clean and corrupted answers of each pair ("pairs"), else None
+    left_out: int = 0  # pairs left out: the same answer after both texts
+
+    @property
+    def metric(self) -> str:
+        return METRICS[self.name]
+
+    def measure(self, logits: torch.Tensor) -> torch.Tensor:
+        """The metric (a 0-dim tensor, differentiable) of a run's logits on the prompts: (N, T, V)."""
+        logits = logits.float()
+        if self.name == "pairs":
+            answers = self.answers.to(logits.device)
+            last = logits[:, -1]
+            return (last.gather(1, answers[:, :1]) - last.gather(1, answers[:, 1:])).mean()
+        half = (self.clean.shape[1] - 1) // 2
+        targets = self.clean[:, half + 2 :].to(logits.device)  # the second copy's tokens, its first left out
+        predicted = F.log_softmax(logits[:, half + 1 : -1], dim=-1)  # the positions that predict them
+        return predicted.gather(-1, targets[..., None]).mean()
+
+
+def as_prompts(ids, name: str = "prompts") -> torch.Tensor:
+    """(N, T) long of one prompt (a list or (T,) tensor) or a set (a list of lists, an (N, T) tensor)."""
+    try:
+        ids = torch.as_tensor(ids, dtype=torch.long)
+    except (TypeError, ValueError):
+        raise InstrumentError(f"The {name} must be token ids, all of the same length.") from None
+    ids = ids[None] if ids.dim() == 1 else ids
+    if ids.dim() != 2 or 0 in ids.shape:
+        raise InstrumentError(f"The {name} must be one prompt or a set of prompts, not a tensor of {tuple(ids.shape)}.")
+    return ids
+
+
+def allowed_tokens(config) -> list[int]:
+    """The tokens a random prompt may hold: every token but the special ones (start, end, padding)."""
+    special = {config.bos_token_id, config.eos_token_id, config.pad_token_id}
+    return [token for token in range(config.vocab_size) if token not in special]
+
+
+def repeated_or_refused(clean: torch.Tensor) -> int:
+    """Half the length of prompts that are a start token and a half written twice; anything else is refused."""
+    half = (clean.shape[1] - 1) // 2
+    if clean.shape[1] < 5 or clean.shape[1] % 2 == 0 or not torch.equal(clean[:, 1 : half + 1], clean[:, half + 1 :]):
+        raise InstrumentError(
+            "The induction task's prompts are a start token and random tokens written twice (heads.repeated_tokens), "
+            "at least two tokens a copy."
+        )
+    return half
+
+
+def induction_task(model, clean_ids=None, corrupted_ids=None, count: int = 20, half: int = 20, seed: int = 0) -> Task:
+    """The induction task: `count` prompts of `half` random tokens written twice after the start token (or the
+    prompts given), each corrupted by another random first half (seeded) unless corrupted prompts are given."""
+    config = model.config
+    allowed, start = allowed_tokens(config), config.bos_token_id if config.bos_token_id is not None else 0
+    if clean_ids is None:
+        if count < 1 or half < 2:
+            raise InstrumentError("The induction task needs at least one prompt of at least two tokens a copy.")
+        clean = repeated_tokens(allowed, start, count, half, seed)
+    else:
+        clean = as_prompts(clean_ids, "clean prompts")
+    half = repeated_or_refused(clean)
+    if corrupted_ids is None:
+        other = repeated_tokens(allowed, start, len(clean), half, seed + 1)[:, 1 : half + 1]
+        corrupted = torch.cat([clean[:, :1], other, clean[:, half + 1 :]], dim=1)
+    else:
+        corrupted = as_prompts(corrupted_ids, "corrupted prompts")
+    if corrupted.shape != clean.shape:
+        raise InstrumentError("Each clean prompt needs a corrupted prompt of the same length.")
+    return Task("induction", clean, corrupted, None)
+
+
+def pairs_task(model, clean_ids, corrupted_ids) -> Task:
+    """Clean and corrupted texts, pair by pair; each pair's answers are the model's top-1 next tokens after each
+    (one forward pass of both), a pair with the same answer left out."""
+    clean, corrupted = as_prompts(clean_ids, "clean texts"), as_prompts(corrupted_ids, "corrupted texts")
+    if clean.shape != corrupted.shape:
+        raise InstrumentError(
+            f"The clean texts are {tuple(clean.shape)} and the corrupted ones {tuple(corrupted.shape)}: each clean "
+            "text needs a corrupted one of the same number of tokens."
+        )
+    logits, _ = last_logits(model, torch.cat([clean, corrupted]))
+    answers = torch.stack(logits.argmax(-1).chunk(2), dim=1)  # (N, 2)
+    differ = answers[:, 0] != answers[:, 1]
+    if not differ.any():
+        raise InstrumentError(
+            "After every pair the model's top next token is the same for the clean and the corrupted text: there is "
+            "no difference for a circuit to carry. Change the corrupted texts so that the answer changes."
+        )
+    return Task("pairs", clean[differ], corrupted[differ], answers[differ], int((~differ).sum()))
+
+
+def task_of(model, clean_ids, corrupted_ids, task: str | None, count: int, half: int, seed: int) -> Task:
+    """The task a call names: "pairs" when corrupted texts are given, else "induction", unless `task` says."""
+    task = task if task is not None else ("pairs" if corrupted_ids is not None else "induction")
+    if task not in TASKS:
+        raise InstrumentError(f"The task is 'induction' or 'pairs', not {task!r}.")
+    if task == "induction":
+        return induction_task(model, clean_ids, corrupted_ids, count, half, seed)
+    if clean_ids is None or corrupted_ids is None:
+        raise InstrumentError("The pairs task takes clean texts and corrupted texts of the same lengths.")
+    return pairs_task(model, clean_ids, corrupted_ids)
+
+
+__all__ = ["METRICS", "TASKS", "Task", "induction_task", "pairs_task", "task_of"]

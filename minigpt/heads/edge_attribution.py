@@ -1,0 +1,131 @@
+"""Attribution patching: the effect of patching estimated from gradients, one backward pass instead of one run per
+patched part.
+
+- Edge attribution patching (EAP, Syed et al. 2023): every edge s -> r of the graph (`graph`) scored at once,
+  score(s -> r) = sum over prompts and positions of (clean_out_s - corrupted_out_s) . d metric / d input_r, the
+  gradient taken at the corrupted run: the first-order estimate of what the clean edge restores there. Where the
+  circuit is checked with mean ablation, the reference is the mean instead of the corrupted run (the mean outputs, the
+  gradient at the run on the mean embeddings): the edge is scored for what the ablation takes away. Each receiver
+  reads its own copy of the stream, stream + a zero tensor that requires grad, so that one backward pass gives
+  d metric / d input_r for every receiver r; the zeros add nothing, and the pass's values are the model's.
+- EAP with integrated gradients (EAP-IG, Hanna et al. 2024): the same with the gradient averaged over `steps` runs
+  whose input embeddings (the first block's input) lie between the reference run's and the clean run's (at
+  (k + 1/2) / steps of the way, k = 0 .. steps - 1: the midpoints of the path integral), which makes the scores
+  faithful where the metric bends between the two runs.
+- `attribution_patching`: each head's output at each position, in the normalised units of exact patching
+  (`patching.patch_heads_by_position`): from one forward pass on each text and one backward pass.
+
+Gradients are taken with `torch.autograd.grad` for the zero tensors alone: the model's parameters get no `.grad`.
+"""
+
+import torch
+
+from minigpt.heads.circuit_tasks import Task
+from minigpt.heads.errors import InstrumentError
+from minigpt.heads.graph import Graph, graph_hooks
+from minigpt.heads.hooks import Hook, hooks
+from minigpt.heads.patching import answers_of, texts_pair
+from minigpt.heads.runs import last_logits
+
+METHODS = ("eap", "eap-ig")
+
+
+def recorded_outputs(model, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One plain pass over (N, T) prompts: every sender's output (S, N, T, C), in the graph's order, and the logits
+    (N, T, V)."""
+    written = []
+    with hooks(*graph_hooks(model, write=written.append)), torch.no_grad():
+        logits = model(input_ids=ids.to(model.device), use_cache=False).logits
+    return torch.cat(written), logits
+
+
+def graph_gradients(model, graph: Graph, ids: torch.Tensor, task: Task, embeds: torch.Tensor | None = None):
+    """One forward and one backward pass over (N, T) prompts with every receiver reading stream + its own zeros:
+    the metric (float), d metric / d input_r for every receiver (R, N, T, C) and the pass's logits (N, T, V),
+    detached. `embeds` (N, T, C), when given, replaces the first block's input (the embeddings)."""
+    N, T = ids.shape
+    shape = (len(graph.receivers), N, T, model.config.n_embd)
+    zeros = torch.zeros(shape, device=model.device, dtype=model.dtype, requires_grad=True)
+
+    def read(stream, receivers, before):
+        return stream[None] + zeros[receivers]
+
+    registrations = graph_hooks(model, read=read)
+    if embeds is not None:  # before the hooks that read the first block's input
+        registrations.insert(0, Hook(model.model.layers[0], "pre", lambda m, args: (embeds, *args[1:]), True))
+    with hooks(*registrations), torch.enable_grad():
+        logits = model(input_ids=ids.to(model.device), use_cache=False).logits
+        value = task.measure(logits)
+        (gradients,) = torch.autograd.grad(value, zeros)
+    return float(value.detach()), gradients, logits.detach()
+
+
+def checked_method(method: str, steps: int) -> None:
+    if method not in METHODS:
+        raise InstrumentError(f"The method is 'eap' or 'eap-ig', not {method!r}.")
+    if method == "eap-ig" and steps < 1:
+        raise InstrumentError(f"EAP-IG averages gradients over at least one step, not {steps}.")
+
+
+def edge_scores(model, graph: Graph, task: Task, clean_out, reference_out, method: str, steps: int) -> torch.Tensor:
+    """(S, R) every edge's score (0 where there is no edge): (clean_out_s - reference_out_s) . d metric / d input_r,
+    summed over prompts and positions; the gradient at the reference run ("eap": the run on the reference's
+    embeddings) or averaged over `steps` runs on embeddings interpolated from the reference's to the clean run's
+    ("eap-ig"). The reference is what ablation puts in (S, N or 1, T, C): the corrupted run's outputs (the papers'
+    EAP), or the prompts' mean outputs for mean ablation, so that an edge scores what ablating it takes away."""
+    checked_method(method, steps)
+    start = reference_out[0].expand_as(clean_out[0])  # the embeddings (N, T, C)
+    way = clean_out[0] - start
+    alphas = [0.0] if method == "eap" else [(k + 0.5) / steps for k in range(steps)]
+    gradients = sum(graph_gradients(model, graph, task.corrupted, task, start + a * way)[1] for a in alphas)
+    scores = torch.einsum("sntc,rntc->sr", clean_out - reference_out, gradients / len(alphas))
+    return torch.where(graph.exists.to(scores.device), scores, 0.0).cpu()
+
+
+# ---- attribution patching of each head at each position -------------------------------------------------------------
+
+
+def merged_heads_recorded(model, ids: torch.Tensor, zeros: torch.Tensor | None = None):
+    """A pass over one text (1, T) keeping each layer's merged heads (out_proj's input, (L, T, C)); with `zeros`
+    ((L, T, C), requiring grad) each layer's merged heads + its zeros go on, so that their gradient is the merged
+    heads'. Gives the last position's logits (V,) (with their graph when `zeros` are given) and the merged heads."""
+    layers, seen = model.model.layers, []
+
+    def kept(layer):
+        def hook(module, args):
+            seen.append(args[0][0].detach())
+            return None if zeros is None else (args[0] + zeros[layer], *args[1:])
+
+        return hook
+
+    with hooks(*[(block.attn.out_proj, "pre", kept(layer)) for layer, block in enumerate(layers)]):
+        if zeros is None:
+            logits = last_logits(model, ids.to(model.device))[0][0]
+        else:
+            with torch.enable_grad():
+                logits = model(input_ids=ids.to(model.device), use_cache=False, logits_to_keep=1).logits[0, -1]
+    return logits.float(), torch.stack(seen)
+
+
+def attribution_patching(model, clean_ids, corrupted_ids) -> torch.Tensor:
+    """(L, H, T) the estimated effect of patching each head's output at each position from the clean text into the
+    corrupted one, in exact patching's units (`patch_heads_by_position`): (d LD / d head output at the corrupted run)
+    . (clean head output - corrupted head output) at that position, / (LD_clean - LD_corrupted), LD the logit
+    difference between the clean and corrupted texts' top-1 answers at the last position. One forward pass on each
+    text, one backward pass. Raises InstrumentError for texts of different lengths or with the same answer."""
+    pair = texts_pair(clean_ids, corrupted_ids)
+    L, H, C = model.config.n_layer, model.config.n_head, model.config.n_embd
+    clean_logits, clean_merged = merged_heads_recorded(model, pair[:1])
+    zeros = torch.zeros(L, pair.shape[1], C, device=model.device, dtype=model.dtype, requires_grad=True)
+    corrupted_logits, corrupted_merged = merged_heads_recorded(model, pair[1:], zeros)
+    answers = answers_of(torch.stack([clean_logits.cpu(), corrupted_logits.detach().cpu()]))
+    corrupted_ld = corrupted_logits[answers[0]] - corrupted_logits[answers[1]]
+    (gradients,) = torch.autograd.grad(corrupted_ld, zeros)  # (L, T, C): d LD / d merged heads
+    # A head's output is its merged slice through its columns of out_proj: the dot product over its output equals
+    # the dot product over its slice, gradient . difference.
+    estimate = (gradients * (clean_merged - corrupted_merged)).unflatten(-1, (H, -1)).sum(-1)  # (L, T, H)
+    clean_ld = clean_logits[answers[0]] - clean_logits[answers[1]]
+    return (estimate.transpose(1, 2) / (clean_ld - corrupted_ld.detach())).cpu()
+
+
+__all__ = ["METHODS", "attribution_patching", "edge_scores", "graph_gradients", "recorded_outputs"]
