@@ -77,6 +77,7 @@ def edge_scores(model, graph: Graph, task: Task, clean_out, reference_out, metho
     start = reference_out[0].expand_as(clean_out[0])  # the embeddings (N, T, C)
     way = clean_out[0] - start
     alphas = [0.0] if method == "eap" else [(k + 0.5) / steps for k in range(steps)]
+    # The runs read the interpolated embeddings; the corrupted ids they are given only set the prompts' shape.
     gradients = sum(graph_gradients(model, graph, task.corrupted, task, start + a * way)[1] for a in alphas)
     scores = torch.einsum("sntc,rntc->sr", clean_out - reference_out, gradients / len(alphas))
     return torch.where(graph.exists.to(scores.device), scores, 0.0).cpu()
