@@ -93,6 +93,8 @@ LOADING_ENDPOINTS = [
     "/head_circuit",
     "/circuit_walk",
     "/head_over_training",
+    "/exercises",
+    "/grade",
 ]
 
 
@@ -243,6 +245,21 @@ MISTAKES = {
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
         (dict(text=""), "The text is empty"),
     ],
+    "/exercises": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(kinds="colours"), "Unknown kind 'colours': give kinds (head, number, choice) or question types"),
+        (dict(ids="writer-xyz"), "Cannot read the question id 'writer-xyz'"),
+        (dict(text=""), "The text is empty"),
+    ],
+    "/grade": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(question=""), "question must be one question id"),
+        (dict(question="writer-0123456789"), "writer-0123456789 is not a question of this text on the specimen model"),
+        (dict(question="writer-6a46ef106c", answer="9.9"), "There is no head 9.9"),
+        (dict(question="writer-6a46ef106c", answer=""), "answer is empty: pick a head"),
+        (dict(question="writer-6a46ef106c", answer="1" * 100_000), "answer is 100,000 characters long"),
+        (dict(question="ov_top-0123456789", answer="i"), "is not a question of this text"),
+    ],
     "/head_over_training": [
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
         (dict(model="tiny-names"), "The model 'tiny-names' has no training snapshots"),
@@ -342,6 +359,9 @@ WRONG_TYPES = [
     ("/ablate", dict(heads=["0.1"])),
     ("/compare", dict(other_text=5)),
     ("/attention_export", dict(what=["map.png"])),
+    ("/grade", dict(answer=["1.1"])),
+    ("/grade", dict(answer={"head": "1.1"})),
+    ("/grade", dict(answer=True)),
 ]
 
 

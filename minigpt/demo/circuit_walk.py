@@ -66,7 +66,7 @@ def carrying_input(view: TextView, corrupted: TextView, head: str, what: str) ->
     pairs = torch.tensor([[list(view.ids), list(corrupted.ids)]])
     path = circuits.path_patching(view, pairs, {"receiver": head})
     said = f"With “{corrupted.text}” as the corrupted text ({what}): " + " ".join(path_sentences(path, {}))
-    return step("input", title, said, path=path, corrupted_text=corrupted.text), path
+    return step("input", title, said, path=path, corrupted_text=corrupted.text, what=what), path
 
 
 def best_input_and_feeder(path: dict) -> tuple[str, str]:

@@ -5,6 +5,7 @@ draw them. No Gradio here."""
 
 from minigpt.demo.attention_maps import token_labels
 from minigpt.demo.choices import flag, number
+from minigpt.demo.exercises import walk_question
 from minigpt.demo.insights import Insights
 from minigpt.demo.state import DemoState
 from minigpt.demo.step_words import worded
@@ -50,9 +51,9 @@ class Steps:
         return worded(steps_json(steps, view.tokens, model=model, notes=view.notes, label=label))
 
     def lesson_parts(self, number: int, shown: dict) -> dict:
-        """What lesson steps 11 and 12 show besides the step view's numbers: the head roles, by the head roles' own
-        endpoint, of the specimen model (the one with an induction head; else the model shown) on the text, and where
-        the shown model's weights are."""
+        """What lesson steps 11 to 13 show besides the step view's numbers: the head roles, by the head roles' own
+        endpoint, of the specimen model (the one with an induction head; else the model shown) on the text; where the
+        shown model's weights are; the circuit walk on the text, and the question it answers (the exercises')."""
         if number == 11:
             roles_of = SPECIMEN if SPECIMEN in self.state.picker.names else shown["model"]
             return dict(roles=self.roles(shown["text"], roles_of), roles_of=roles_of, text=shown["text"])
@@ -60,7 +61,8 @@ class Steps:
             return dict(weights=parameter_counts(self.state.picker.get(shown["model"]).model))
         if number == 13 and self.walk is not None:
             try:
-                return dict(walk=self.walk(shown["text"], shown["model"]), text=shown["text"])
+                walk = self.walk(shown["text"], shown["model"])
             except VISITORS_MISTAKES as error:  # a text too short or too long for the walk: the section says why
                 return dict(walk=str(error), text=shown["text"])
+            return dict(walk=walk, text=shown["text"], question=walk_question(walk))  # asked before the walk is shown
         return {}

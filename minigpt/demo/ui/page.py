@@ -10,6 +10,7 @@ from minigpt.demo.state import DemoState
 from minigpt.demo.ui.attention import AttentionSection
 from minigpt.demo.ui.circuits import Circuits
 from minigpt.demo.ui.errors import under_the_rule
+from minigpt.demo.ui.exercises import ExercisesSection
 from minigpt.demo.ui.generation import GenerationTabs
 from minigpt.demo.ui.gradio_internals import components, every_function_wrapped, unchecked, upload_folder
 from minigpt.demo.ui.head_finder import HeadFinder
@@ -19,6 +20,7 @@ from minigpt.demo.ui.steps import StepByStep
 from minigpt.demo.ui.training import Training
 from minigpt.demo.views.assets import asset
 from minigpt.demo.views.circuits import CIRCUITS_CSS
+from minigpt.demo.views.exercises import EXERCISES_CSS
 from minigpt.demo.views.head_finder import FINDER_CSS
 from minigpt.demo.views.insights import INSIGHT_CSS
 from minigpt.demo.views.maps import MAPS_CSS
@@ -43,7 +45,7 @@ WALK_MODEL = "specimen"
 
 
 THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
-CSS = MAPS_CSS + INSIGHT_CSS + FINDER_CSS + CIRCUITS_CSS  # the step view carries its own (css_template)
+CSS = MAPS_CSS + INSIGHT_CSS + FINDER_CSS + CIRCUITS_CSS + EXERCISES_CSS  # the step view carries its own (css_template)
 
 
 def build_demo(state: DemoState) -> gr.Blocks:
@@ -62,11 +64,12 @@ def build_demo(state: DemoState) -> gr.Blocks:
             generated = generation.tabs()
             training = trainer.tab(demo)
         tab_from_link(demo, tabs)
-        circuits = Circuits(state)
+        circuits, exercises = Circuits(state), ExercisesSection(state)
         maps_section = AttentionSection(state)
         steps = StepByStep(state, insights.insights.head_roles, circuits.circuit_walk)
         maps = maps_section.layout(demo, generated)
         lesson = steps.layout(maps)  # the basics right under the grid, before the head enlarged and the head tools
+        exercises.carrier()  # the grades of the lesson's question and the Exercises section's (hidden)
         maps.details.render()  # the chosen head enlarged, the line view, the export, the shape trace
         share_link(maps, lesson)
         with gr.Accordion("Head tools: what does this head do?", open=False, elem_id="head-tools"):
@@ -80,6 +83,9 @@ def build_demo(state: DemoState) -> gr.Blocks:
             )
         with gr.Accordion("Circuits: how heads work together", open=False, elem_id="circuits"):
             circuit_views = circuits.layout(maps)
+        with gr.Accordion("Exercises: predict, then see the model's answer", open=False, elem_id="exercises") as folded:
+            exercises.layout(demo, maps, folded)
+        exercises.lesson_mode(lesson.view)
         with gr.Accordion("Head Finder: every head over a corpus", open=False, elem_id="head-finder"):
             HeadFinder(state).layout(maps)
         picking = [*tools.tables, lesson.view, circuit_views.attribution, circuit_views.patching, maps.over_training]

@@ -78,20 +78,24 @@ def head_table(
     digits: int = 2,
     marked: set | frozenset = frozenset(),
     relative: bool = False,
+    pickable: bool = True,
 ) -> str:
     """A layer x head grid of numbers, each cell coloured by its value (0..1 on viridis, or red / blue for +/-); a
-    click on a cell opens that head's map (pick_head.js). `marked` (layer, head) cells are outlined."""
+    click on a cell opens that head's map (pick_head.js), unless not `pickable`. `marked` (layer, head) cells are
+    outlined."""
     scale = max((abs(v) for row in scores for v in row), default=0.0)
     colour = (lambda v: diverging_css(v, scale)) if diverging else viridis_css
     if relative and scale > 0:  # small scores coloured against the largest, not all dark
         colour = lambda v: viridis_css(v / scale)  # noqa: E731
     shown = f"{{:{'+' if diverging else ''}.{digits}f}}"  # signed for a change, plain for a score
     rows = ["<tr><th></th>" + "".join(f"<th>head {h}</th>" for h in range(len(scores[0]))) + "</tr>"]
+    pick = ' tabindex="0" role="button"' if pickable else ""
+    click = " (click: its map)" if pickable else ""
     for layer, row in enumerate(scores):
         cells = "".join(
-            f'<td class="pick{" marked" if (layer, h) in marked else ""}" data-layer="{layer}" data-head="{h}" '
-            f'tabindex="0" role="button" style="{colour(v)}" '
-            f'title="layer {layer}, head {h}: {v:.4f} (click: its map)">{shown.format(v)}</td>'
+            f'<td class="{"pick" if pickable else "score"}{" marked" if (layer, h) in marked else ""}" '
+            f'data-layer="{layer}" data-head="{h}"{pick} style="{colour(v)}" '
+            f'title="layer {layer}, head {h}: {v:.4f}{click}">{shown.format(v)}</td>'
             for h, v in enumerate(row)
         )
         rows.append(f"<tr><th>layer {layer}</th>{cells}</tr>")

@@ -10,11 +10,12 @@ from minigpt.demo.lesson import LESSON, LessonStep
 from minigpt.demo.views.assets import asset
 from minigpt.demo.views.circuit_walk import walk_html
 from minigpt.demo.views.circuits import SPECIMEN_TEXT
+from minigpt.demo.views.exercises import EXERCISES_JS, card_html
 from minigpt.demo.views.insights import roles_html
 from minigpt.demo.views.steps import heading_html, section_html
 
 LESSON_CSS = asset("lesson.css")
-LESSON_JS = asset("exact_value.js") + asset("lesson.js")
+LESSON_JS = asset("exact_value.js") + asset("lesson.js") + EXERCISES_JS  # step 13's question: exercises.js
 
 # The diagram's boxes: (box, label, the lesson step it opens); in reading order, each list a column or a row.
 OUTSIDE_BEFORE = [("tokens", "text → tokens", 1), ("embed", "token embedding + position embedding", 1)]
@@ -97,10 +98,12 @@ def lesson_html(
     roles_of: str = "",
     text: str = "",
     walk: dict | str | None = None,
+    question: dict | None = None,
 ) -> str:
     """Lesson step `number` on the step view's answer `numbers` (of `text`); `roles` (the head_roles answer of the
     model named `roles_of`) for step 11, `weights` (block_steps.parameter_counts) for step 12, `walk` (the
-    circuit_walk answer on the text, or why it could not run) for step 13."""
+    circuit_walk answer on the text, or why it could not run) and the `question` it answers (exercises.walk_question)
+    for step 13."""
     step = LESSON[number - 1]
     parts = []
     for name in step.sections:
@@ -109,7 +112,7 @@ def lesson_html(
         elif name == "weights":
             parts.append(weights_html(weights, numbers["model"]))
         elif name == "circuits":
-            parts.append(walk_section(number, walk, numbers["model"], text))
+            parts.append(walk_section(number, walk, numbers["model"], text, question))
         else:
             parts.append(section_html(numbers, name, number, depth, explained=False))
     diagram = diagram_html(step.boxes, numbers["sizes"], numbers["layer"], numbers["head"])
@@ -156,15 +159,19 @@ def roles_section(number: int, roles: dict, roles_of: str, model: str, text: str
     )
 
 
-def walk_section(number: int, walk: dict | str | None, model: str, text: str) -> str:
+def walk_section(number: int, walk: dict | str | None, model: str, text: str, question: dict | None = None) -> str:
     """Lesson step 13's own picture: the circuit walk on the text shown (its measured sentences and numbers), or why
-    it could not run, and a link to the specimen's example for a text without a repeat."""
+    it could not run, and a link to the specimen's example for a text without a repeat. With a `question` (the one
+    the walk answers), the learner answers it first: the walk stays folded until then (exercises.js unfolds it)."""
     link = "?" + urlencode({"model": "specimen", "text": SPECIMEN_TEXT, "layer": 1, "head": 1, "step": number})
     example = f'<a href="{html.escape(link)}">“{html.escape(SPECIMEN_TEXT)}” on the specimen</a>'
     if not isinstance(walk, dict):
         body = f"<p>{html.escape(str(walk or 'The walk did not run.'))} Try {example}.</p>"
     else:
         body = walk_html(walk)
+    if question:
+        asked = f'<p class="ex-first"><b>Predict first.</b></p>{card_html(question, model, text)}'
+        body = f'{asked}<details class="ex-after"><summary>The walk (it answers the question)</summary>{body}</details>'
     return (
         f'<section class="wide" data-step="circuits"><h4>{number}. How the heads of the {html.escape(model)} model '
         f"work together on “{html.escape(text[:60])}”</h4><p>Each sentence below is written from the model's numbers "
