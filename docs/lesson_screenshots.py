@@ -42,16 +42,20 @@ def small_png(path: Path) -> None:
     Image.open(path).convert("RGB").quantize(128, dither=Image.Dither.NONE).save(path, optimize=True)
 
 
+def wait_until_up(port: int, server: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 180
+    while not serving(port):
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("the demo did not start")
+        time.sleep(0.5)
+
+
 def main(steps: list[int]) -> None:
     OUT.mkdir(exist_ok=True)
     port = free_port()
     server = subprocess.Popen([sys.executable, "app.py", "--port", str(port)], cwd=ROOT)
     try:
-        deadline = time.monotonic() + 180
-        while not serving(port):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the demo did not start")
-            time.sleep(0.5)
+        wait_until_up(port, server)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
             for kind, (width, height) in WIDTHS.items():
