@@ -13,8 +13,10 @@ prompt count (and, for the induction task, the prompts' length) shrinks to fit; 
 refused with what to change. Answers are kept per (model, task, prompts, options): a bounded, thread-safe cache that
 computes each once under concurrent asks. No Gradio here."""
 
+import functools
 import threading
 from collections import OrderedDict
+from types import SimpleNamespace
 
 import torch
 
@@ -67,9 +69,15 @@ def checked_prompts(value, task: str) -> int:
     return count
 
 
+@functools.cache
+def total_edges(n_layer: int, n_head: int) -> int:
+    """The edges of a model of this shape (graph_of builds its whole graph: once a shape)."""
+    return graph_of(SimpleNamespace(n_layer=n_layer, n_head=n_head)).total_edges
+
+
 def token_budget(config) -> int:
     """The tokens a prompt set may hold on this model: EDGE_WORK / (edges x width)."""
-    return int(EDGE_WORK // (graph_of(config).total_edges * config.n_embd))
+    return int(EDGE_WORK // (total_edges(config.n_layer, config.n_head) * config.n_embd))
 
 
 def fewest_prompts(ablation: str) -> int:
@@ -90,10 +98,15 @@ def induction_shape(lm, asked: int, ablation: str) -> tuple[int, int]:
             count = min(INDUCTION_PROMPTS, FEW_PROMPTS)
             half = min(half, (budget // count - 1) // 2)
     if half < 2 or count < fewest_prompts(ablation):
-        fits = max(1, budget // 5)
+        fits = budget // 5
+        what = (
+            f"Ask for {fits} prompts or fewer (0: as many as fit)."
+            if fits >= fewest_prompts(ablation)
+            else "Ask for it on a smaller model."
+        )
         raise VisitorError(
             f"The {lm.name} model is too large for {count} induction prompts on this server: a prompt set may hold "
-            f"{budget} tokens here (at least 5 a prompt). Ask for {fits} prompts or fewer (0: as many as fit)."
+            f"{budget} tokens here (at least 5 a prompt). {what}"
         )
     return count, half
 
@@ -108,8 +121,8 @@ def text_count(lm, length: int, asked: int, ablation: str) -> int:
         raise VisitorError(
             f"The text is {length} tokens: on the {lm.name} model a prompt set may hold {budget} tokens on this "
             f"server, so {fits} prompt{'s' if fits != 1 else ''} of it fit. Ask for fewer prompts (0: as many as fit), "
-            f"or shorten the text to {shorter} tokens or fewer."
-            + (" With one prompt, ablate to the corrupted text (ablation 'corrupted')." if fits == 1 else "")
+            f"or shorten the text to {shorter} tokens or fewer"
+            + (", or ablate to the corrupted text (ablation 'corrupted': one prompt is enough)." if fits == 1 else ".")
         )
     return count
 
@@ -275,9 +288,15 @@ def text_answer(view, corrupted, note: str | None, options: dict, cache: FoundCa
 
 
 def checked_options(task, prompts, ablation, method, target) -> tuple[str, dict]:
+    """The task and the options of a `find_circuit` call, as a visitor typed them, checked before any pass runs."""
     task = choice("task", task, TASKS)
     options = dict(
         prompts=checked_prompts(prompts, task), ablation=choice("ablation", ablation, ABLATIONS),
         method=choice("method", method, METHODS), target=checked_target(target),
     )  # fmt: skip
+    if options["prompts"] == 1 and options["ablation"] == "mean":
+        raise VisitorError(
+            "With one prompt, mean ablation ablates nothing (the mean over one prompt is that prompt): ask for more "
+            "prompts (0: as many as fit), or ablate to the corrupted text (ablation 'corrupted')."
+        )
     return task, options
