@@ -154,7 +154,7 @@ def curve_svg(answer: dict, index: int, width: int = 320, height: int = 130) -> 
         for i, p in enumerate(curve)
         if i in (0, len(curve) - 1) or p["k"] == answer["found_k"]
     )
-    axis = "".join(f'<text class="axis" x="{left - 4}" y="{y(v) + 4:.1f}">{v:g}</text>' for v in (0, 1))
+    axis = "".join(f'<text class="axis" x="{left - 10}" y="{y(v) + 4:.1f}">{v:g}</text>' for v in (0, 1))
     target = y(answer["target"])
     return (
         f'<svg class="curve" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
