@@ -218,7 +218,7 @@ class Circuits:
         shown, against the Patching part's corrupted text)."""
         corrupted_text = corrupted_text if task == "text" else ""
         draw = lambda t, m: found_circuit_html(self.find_circuit(t, m, task, corrupted_text, 0, ablation))  # noqa: E731
-        return drawn(shown, draw, of_model=task == "induction")
+        return drawn(shown, draw, of_model=task == "induction", measured_on="random tokens written twice")
 
     def pick_head(self, shown, ablate, source, ablation, event: gr.EventData):
         """A click on a head of a circuits view: its circuits, with the Ablate box kept to the heads that come before
