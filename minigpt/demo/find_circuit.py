@@ -174,12 +174,13 @@ def curve_points(model, found, ks: list[int]) -> list[dict]:
 
 
 def answer_of(lm, found, prompts: dict) -> dict:
-    """The found circuit as JSON (its edges, the ranking's top MAX_DRAWN, the curve), with its findings."""
+    """The found circuit as JSON: its edges, the ranking's top MAX_DRAWN, the curve (the findings are the caller's,
+    once the prompt set is described); `passes` are the finding's, the curve's runs (one a k) besides."""
     rank = {(e.sender, e.receiver, e.input): i for i, e in enumerate(found.ranking)}
     edges = [edge_json(e, rank[(e.sender, e.receiver, e.input)]) for e in found.edges]
     found_k = 1 + max((e["rank"] for e in edges), default=-1)
     config = lm.model.config
-    answer = {
+    return {
         "model": lm.name,
         "n_layer": config.n_layer,
         "n_head": config.n_head,
@@ -202,7 +203,6 @@ def answer_of(lm, found, prompts: dict) -> dict:
         "passes": {"forward": found.forward_passes, "backward": found.backward_passes},
         "prompt_ids": {"clean": found.clean.tolist(), "corrupted": found.corrupted.tolist()},
     }
-    return answer
 
 
 def found_answer(lm, clean, corrupted, task: str, options: dict, prompts: dict, cores) -> dict:
