@@ -131,3 +131,53 @@ def test_at_a_phones_width_the_circuits_keep_their_text_readable_and_a_finger_pi
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, width  # nothing wider than the page (wide tables scroll in their own boxes)
         screenshot(page, "circuits_phone.png")
+
+
+def test_the_circuit_found_is_drawn_its_slider_redraws_and_a_head_click_moves_the_selection(page_url):
+    """Find the circuit (issue 51): the specimen's circuit drawn with its faithfulness; the slider (keys, as a keyboard
+    moves it) redraws the graph and the faithfulness from the answer's curve; a head of the graph moves the page's
+    selection; at a phone's width it fits the screen with its text readable and a finger moves the slider."""
+    from playwright.sync_api import expect
+
+    with chromium_page(1440, 900) as page:
+        page.goto(f"{page_url}?model=specimen&text={quote(ZORBAK)}")
+        expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(10)
+        page.locator("#circuits").get_by_text("Circuits: how heads work together").first.click()
+        page.locator("#found-button").click()
+        found = page.locator("#found-circuit .found-circuit")
+        expect(found.locator("svg.circuit-graph")).to_be_visible()
+        expect(found.locator("ul.findings")).to_contain_text("4 of its 8 heads")
+        shown = found.locator("path.edge:not(.hidden)")
+        kept = int(found.locator(".readout .kept").inner_text())
+        assert shown.count() == kept <= 110 / 3
+        assert float(found.locator(".readout .faith").inner_text()) >= 0.9
+        expect(found.locator('text.port:not(.hidden)[data-port="1.1 k"]')).to_have_count(1)  # an edge into 1.1's key
+        screenshot(page, "find_circuit.png")
+        slider = found.locator("input.keep-edges")
+        slider.focus()
+        page.keyboard.press("Home")  # no edge kept: what every edge ablated does
+        expect(found.locator(".readout .faith")).to_have_text("0.000")
+        expect(shown).to_have_count(0)
+        page.keyboard.press("End")  # every edge kept: the model itself
+        expect(found.locator(".readout .faith")).to_have_text("1.000")
+        expect(shown).to_have_count(110)
+        found.locator('.node.head[data-name="1.1"]').click()
+        expect(page.locator("#attention-head figcaption").first).to_have_text("layer 1, head 1")
+        expect(page.locator("#circuit-chosen textarea")).to_have_value("1.1")
+    with chromium_page(390, 844, is_mobile=True, has_touch=True) as page:
+        page.goto(f"{page_url}?model=specimen&text={quote(ZORBAK)}")
+        expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(10)
+        page.locator("#circuits").get_by_text("Circuits: how heads work together").first.tap()
+        page.locator("#found-button").tap()
+        found = page.locator("#found-circuit .found-circuit")
+        expect(found.locator("svg.circuit-graph")).to_be_visible()
+        assert page.evaluate(SMALLEST_TEXT) == []
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        slider = found.locator("input.keep-edges")
+        slider.scroll_into_view_if_needed()
+        box = slider.bounding_box()
+        assert box["height"] >= 28  # a finger's target
+        page.touchscreen.tap(box["x"] + 4, box["y"] + box["height"] / 2)  # the slider's left end: no edge
+        expect(found.locator(".readout .faith")).to_have_text("0.000")
+        found.scroll_into_view_if_needed()
+        screenshot(page, "find_circuit_phone.png")

@@ -92,6 +92,7 @@ LOADING_ENDPOINTS = [
     "/composition",
     "/head_circuit",
     "/circuit_walk",
+    "/find_circuit",
     "/head_over_training",
     "/exercises",
     "/grade",
@@ -244,6 +245,19 @@ MISTAKES = {
     "/circuit_walk": [
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
         (dict(text=""), "The text is empty"),
+    ],
+    "/find_circuit": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(task="colours"), "task must be 'induction' or 'text', got 'colours'"),
+        (dict(ablation="zero"), "ablation must be 'mean' or 'corrupted', got 'zero'"),
+        (dict(method="acdc"), "method must be 'eap-ig' or 'eap', got 'acdc'"),
+        (dict(target=1.5), "target must be above 0 and at most 1"),
+        (dict(prompts=99), "prompts must be 0 (as many as fit) or 1 to 64 random prompts, got 99"),
+        (dict(task="text", prompts=17), "prompts must be 0 (as many as fit) or 1 to 16 prompts"),
+        (dict(task="text", text=""), "The text is empty"),
+        (dict(task="text", text="emma", corrupted_text="em"), "give a corrupted text of the same token count"),
+        (dict(task="text", text="emma", corrupted_text="emma"), "The corrupted text is the text itself"),
+        (dict(task="text", text="emma", corrupted_text="emmy", prompts=1), "ablate to the corrupted text"),
     ],
     "/exercises": [
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),

@@ -1,13 +1,15 @@
 """The circuits section, on the text and model the maps show: direct logit attribution, activation and path patching
 against a corrupted text (with a "change one token" helper), composition scores drawn as a circuit graph, and one
-head's OV and positional QK circuits with its map redrawn after an earlier head is ablated. Endpoints:
-/logit_attribution, /patching, /composition, /head_circuit (plain JSON; the page draws those same answers)."""
+head's OV and positional QK circuits with its map redrawn after an earlier head is ablated, and the circuit found
+(edge attribution over a prompt set, checked by exact runs). Endpoints: /logit_attribution, /patching, /composition,
+/head_circuit, /circuit_walk, /find_circuit (plain JSON; the page draws those same answers)."""
 
 from types import SimpleNamespace
 
 import gradio as gr
 
 from minigpt.demo import circuits
+from minigpt.demo import find_circuit as found_circuit
 from minigpt.demo.choices import parse_heads
 from minigpt.demo.circuit_walk import circuit_walk, needed_heads
 from minigpt.demo.head_circuit import head_circuit
@@ -17,6 +19,7 @@ from minigpt.demo.ui.components import drawn
 from minigpt.demo.ui.gradio_internals import unchecked
 from minigpt.demo.views.circuit_walk import walk_html
 from minigpt.demo.views.circuits import CIRCUITS_JS, attribution_html, composition_html, patching_html
+from minigpt.demo.views.find_circuit import FIND_CIRCUIT_CSS, FIND_CIRCUIT_JS, found_circuit_html
 from minigpt.demo.views.head_circuit import head_circuit_html
 from minigpt.demo.views.insights import belongs_to
 from minigpt.errors import VisitorError, shortened
@@ -32,6 +35,7 @@ class Circuits:
         self.state = state
         self.compositions = circuits.CompositionCache()
         self.needed = circuits.PerModel(needed_heads)  # the induction task's heads: one model's, whatever the text
+        self.found = found_circuit.FoundCache()  # circuits found, per model, task and options
 
     def view(self, text: str, model: str | None, what: str = "text") -> TextView:
         view = self.state.text_view(model or self.state.names_default, text or "")
@@ -142,6 +146,32 @@ class Circuits:
         after they are ablated (`ablation`: zero, mean or resample), with its weight on induction targets."""
         return head_circuit(self.view(text, model), layer, head, ablate, source, ablation)
 
+    def find_circuit(
+        self,
+        text: str = "Romeo and Juliet, Romeo and Jul",
+        model: str | None = None,
+        task: str = "induction",
+        corrupted_text: str = "",
+        prompts: int = 0,
+        ablation: str = "mean",
+        method: str = "eap-ig",
+        target: float = 0.9,
+    ) -> dict:
+        """The circuit found, not told: every edge of the model's graph (embed, each head's q, k, v and output, each
+        MLP, the logits) scored on a prompt set by `method` (eap-ig or eap), the fewest top edges kept whose exact run
+        keeps `target` of the behaviour, every other edge ablated (`ablation`: mean over the prompts, or the corrupted
+        prompt's output). `task` induction: random tokens written twice (the text is not read); text: `text` against
+        `corrupted_text` (empty: one token changed for you), with variants of the pair. `prompts` 0: as many as fit.
+        Answers the edges, faithfulness, kept and total edges and heads, and the faithfulness at a set of k (top k
+        edges kept) for a slider."""
+        task, options = found_circuit.checked_options(task, prompts, ablation, method, target)
+        if task == "induction":
+            lm = self.state.picker.get(model or self.state.names_default)
+            return found_circuit.induction_answer(lm, options, self.found, self.state.cores)
+        view = self.view(text, model)
+        corrupted, note = self.corrupted_view(view, corrupted_text)
+        return found_circuit.text_answer(view, corrupted, note, options, self.found, self.state.cores)
+
     # ---- the page ----
 
     def show_attribution(self, shown, position, token, other_token, prompts):
@@ -183,6 +213,13 @@ class Circuits:
 
         return drawn(shown, draw)
 
+    def show_found(self, shown, task, ablation, corrupted_text):
+        """The circuit found for the model shown (the induction task: of the model alone; the text task: of the text
+        shown, against the Patching part's corrupted text)."""
+        corrupted_text = corrupted_text if task == "text" else ""
+        draw = lambda t, m: found_circuit_html(self.find_circuit(t, m, task, corrupted_text, 0, ablation))  # noqa: E731
+        return drawn(shown, draw, of_model=task == "induction", measured_on="random tokens written twice")
+
     def pick_head(self, shown, ablate, source, ablation, event: gr.EventData):
         """A click on a head of a circuits view: its circuits, with the Ablate box kept to the heads that come before
         it (a layer-0 head reads no earlier head: the box empties), so that a click never meets an error."""
@@ -222,20 +259,50 @@ class Circuits:
         patching, evidence, patching_corrupted = self.patching_layout(shown, prompts)
         composition_button = gr.Button("Composition scores: the circuit graph", elem_id="circuit-composition-button")
         composition_out = gr.HTML(js_on_load=CIRCUITS_JS, elem_id="circuit-composition")
+        found = self.found_layout(shown, patching_corrupted)
         head = self.head_layout(shown)
-        for endpoint in (self.logit_attribution, self.patching, self.composition, self.head_circuit, self.circuit_walk):
+        endpoints = (self.logit_attribution, self.patching, self.composition, self.head_circuit, self.circuit_walk)
+        for endpoint in (*endpoints, self.find_circuit):
             gr.api(endpoint, api_name=endpoint.__name__)
         private = dict(api_visibility="private")
         composition_button.click(self.show_composition, [shown, evidence], composition_out, **private)
         picked = [shown, head.ablate, head.source, head.ablation]
-        for view in (attribution, patching, composition_out):
+        for view in (attribution, patching, composition_out, found):
             view.pick(self.pick_head, picked, [head.chosen, head.ablate, head.out], **private)
         selection = [maps.shown, maps.layer, maps.head, head.ablate]
         maps.head.change(self.followed_head, selection, [head.chosen, head.ablate], **private)
         # Inputs that belong to a text are cleared when another text is shown: a corrupted text of the same length
         # would otherwise be patched against the new text without a word
         maps.shown.change(lambda shown: "", maps.shown, patching_corrupted, **private)
-        return SimpleNamespace(attribution=attribution, patching=patching, composition=composition_out, head=head.out)
+        return SimpleNamespace(
+            attribution=attribution, patching=patching, composition=composition_out, found=found, head=head.out
+        )
+
+    def found_layout(self, shown, corrupted):
+        """ "Find the circuit": the task, the ablation, the button, the circuit drawn (`corrupted`: the Patching part's
+        corrupted text, which the text task reads)."""
+        gr.Markdown(
+            "### Find the circuit: the fewest edges that keep the behaviour\nEvery edge between the model's parts "
+            "scored at once (attribution), the top ones kept until an exact run keeps 90% of the behaviour. Move the "
+            "slider to keep more or fewer edges; click a head to select it."
+        )
+        with gr.Row():
+            task = gr.Radio(
+                [("random tokens written twice", "induction"), ("the text shown, against the corrupted text", "text")],
+                value="induction",
+                label="Task",
+                elem_id="found-task",
+            )
+            ablation = gr.Radio(
+                [("their mean over the prompts", "mean"), ("the corrupted prompt's", "corrupted")],
+                value="mean",
+                label="Replace the outputs of edges left out by",
+                elem_id="found-ablation",
+            )
+        button = gr.Button("Find the circuit", variant="primary", elem_id="found-button")
+        out = gr.HTML(js_on_load=FIND_CIRCUIT_JS, css_template=FIND_CIRCUIT_CSS, elem_id="found-circuit")
+        button.click(self.show_found, [shown, task, ablation, corrupted], out, api_visibility="private")
+        return out
 
     def attribution_layout(self, shown, prompts):
         with gr.Row():

@@ -89,7 +89,8 @@ def build_demo(state: DemoState) -> gr.Blocks:
         with gr.Accordion("Head Finder: every head over a corpus", open=False, elem_id="head-finder"):
             HeadFinder(state).layout(maps)
         picking = [*tools.tables, lesson.view, circuit_views.attribution, circuit_views.patching, maps.over_training]
-        Selection(maps_section, steps).wire(maps, lesson, [*picking, circuit_views.composition], tools.token_strip)
+        picking += [circuit_views.composition, circuit_views.found]
+        Selection(maps_section, steps).wire(maps, lesson, picking, tools.token_strip)
         first_screen_walk(state, walk_button, walk_out, maps, maps_section, circuits)
         pickers_follow_training(demo, state, training)
     every_function_wrapped(demo, under_the_rule)  # the error rule, alike on every event and endpoint

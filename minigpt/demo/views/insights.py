@@ -25,10 +25,10 @@ def belongs_to(key: str, label: str, body: str) -> str:
     return f'<div class="view-of" data-view="{html.escape(key)}" data-label="{html.escape(label)}">{body}</div>'
 
 
-def belongs_to_model(model: str, body: str) -> str:
-    """A view that depends on the model alone, not on the text (the Head Finder: its corpus is the model's): greyed
-    by CURRENT_JS only when the page shows another model."""
-    label = f"the {model} model and its corpus"
+def belongs_to_model(model: str, body: str, measured_on: str = "its corpus") -> str:
+    """A view that depends on the model alone, not on the text (the Head Finder: its corpus is the model's; the
+    circuit found on random tokens): greyed by CURRENT_JS only when the page shows another model."""
+    label = f"the {model} model and {measured_on}"
     return f'<div class="view-of" data-model-view="{html.escape(model)}" data-label="{html.escape(label)}">{body}</div>'
 
 
