@@ -15,6 +15,7 @@ from minigpt.demo.views.insights import error_html, head_table
 
 EXERCISES_CSS = asset("exercises.css")
 EXERCISES_JS = asset("exercises.js")  # the cards: answering (the `answer` event), progress, summary, class link
+WALK_FOLDED = "The walk (it answers the question)"  # the circuit walk's fold, under the question it answers
 REVEAL_JS = asset("exercise_reveal.js")  # the grades drawn in #exercise-reveal: kept, then handed to the cards
 
 
@@ -33,7 +34,7 @@ def head_grid(answer_with: dict) -> str:
         + "</tr>"
         for layer in range(answer_with["n_layer"])
     )
-    return f'<table class="ex-heads" aria-label="pick a head">{rows}</table>'
+    return f'<div class="ex-heads-box"><table class="ex-heads" aria-label="pick a head">{rows}</table></div>'
 
 
 def number_input(answer_with: dict) -> str:
@@ -72,6 +73,15 @@ def card_html(question: dict, model: str, text: str, number: int | None = None, 
         f'<p class="ex-actions"><button type="button" class="ex-check">Check my answer</button>'
         f'<span class="ex-id">{esc(question["id"])}</span>{own}</p>'
         '<div class="ex-reveal" aria-live="polite"></div></article>'
+    )
+
+
+def asked_first_html(question: dict, model: str, text: str, body: str, what: str) -> str:
+    """A view folded under the question it answers (`what`: the fold's words): the learner predicts first;
+    exercises.js unfolds the view once the answer is graded (or kept from before)."""
+    return (
+        f'<div class="ex-asked-first"><p class="ex-first"><b>Predict first.</b></p>{card_html(question, model, text)}'
+        f'<details class="ex-after"><summary>{esc(what)}</summary>{body}</details></div>'
     )
 
 
