@@ -354,6 +354,27 @@ def test_a_choice_may_be_written_as_its_word(client, asked):
     assert graded(client, ROMEO, question, word)["correct"] and graded(client, ROMEO, question, word)["answer"] == truth
 
 
+def test_a_set_asks_a_question_that_does_not_depend_on_the_text_once_per_model():
+    from minigpt.demo.exercises import asked_once
+
+    formed = {"type": "formation_step", "parameters": {"head": "1.1"}}
+    writer = {"type": "writer", "parameters": {"token": 3}}
+    parts = [
+        {"model": "m", "questions": [writer, formed]},
+        {"model": "m", "questions": [writer, formed]},  # another text: the writer asked again, the step not
+        {"model": "other", "questions": [formed]},
+        {"model": "m", "error": "The text is empty"},
+    ]
+    kept = asked_once(parts)
+    assert [[q["type"] for q in part.get("questions", [])] for part in kept] == [
+        ["writer", "formation_step"],
+        ["writer"],
+        ["formation_step"],
+        [],
+    ]
+    assert kept[3] == parts[3] and len(parts[1]["questions"]) == 2  # the answers given are left as they were
+
+
 def test_a_link_keeps_the_exercise_keys_cut_to_their_lengths():
     from minigpt.demo.links import read_link
 
