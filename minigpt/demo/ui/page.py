@@ -38,7 +38,7 @@ words or with formulas. Click a map to see it large, and a row of it to follow t
 
 **Or see heads work together:** the button below shows the `specimen` model on a text written twice and finds, step
 by step in its own numbers, which heads copy the repeated part and how (the induction circuit; lesson step 13). The
-button beside it asks you to predict first; the *Exercises* section below asks more, on any text.
+second button asks you to predict first; the *Exercises* section below asks more, on any text.
 """
 
 WALK_TEXT = "Then Zorbak spoke. Then Zor"  # a phrase written twice, its second copy cut short: the specimen copies "b"
