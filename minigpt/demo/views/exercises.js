@@ -34,7 +34,7 @@ const show = (card, result) => {  // a card's reveal, from a grade just made or 
   });
   const box = card.querySelector('input.ex-number');
   if (box && box.value === '') box.value = result.answer;
-  const asked = card.closest('.ex-asked-first');  // the circuit walk (lesson step 13, the first screen): folded until answered
+  const asked = card.closest('.ex-asked-first');  // a view folded under its question (the walk): unfolded now
   const walk = asked && asked.querySelector('details.ex-after');
   if (walk) walk.open = true;
 };

@@ -136,8 +136,8 @@ def number_picture(question: dict, evidence: dict, answer: float, truth: float) 
     where = lambda v: 10 + 300 * (v - low) / ((high - low) or 1)  # noqa: E731
     left, right = where(max(low, truth - asked["tolerance"])), where(min(high, truth + asked["tolerance"]))
     band = f'<rect class="band" x="{left:.1f}" y="18" height="12" width="{right - left:.1f}"/>'
-    first = "end" if answer <= truth else "start"  # the answer's name on its side of the truth's
-    marks = [("answer", answer, "you", first, 46), ("truth", truth, "model", {"end": "start"}.get(first, "end"), 46)]
+    mine, theirs = ("end", "start") if answer <= truth else ("start", "end")  # each name on its own side
+    marks = [("answer", answer, "you", mine, 46), ("truth", truth, "model", theirs, 46)]
     if "before" in evidence:
         marks.insert(0, ("before", evidence["before"], "before", "middle", 11))
     drawn = "".join(
