@@ -39,6 +39,7 @@ KINDS = {
     "carrying_input": "choice",
     "ov_top": "choice",
 }  # each question type's kind, in the order a set asks them
+TEXT_FREE = {"formation_step"}  # types whose question does not depend on the text: a set asks them once per model
 TIE = 1e-3  # heads (or choices) within this share of the largest are tied: any of them is right
 TOLERANCE = 0.1  # of a probability or an attention weight (exercise_words.TOLERANCE_WHY says why)
 OV_CHOICES = 4  # the OV question's choices: the top token and three of the text's
@@ -134,11 +135,13 @@ class Measurements:
 
     @cached_property
     def corrupted(self) -> list[tuple[TextView, str]]:
-        """The text with one token changed, for each of the walk's corruptions that changes the answer."""
+        """The text with one token changed, for each of the walk's corruptions that changes the answer; on a text
+        whose end repeats nothing, the one change it makes (the last token but one), said as such."""
+        repeats = repeated_source(self.ids) is not None
         found = []
-        for before, what in CORRUPTIONS:
+        for before, what in CORRUPTIONS if repeats else CORRUPTIONS[:1]:
             try:
-                found.append((self.corrupt(self.view, before), what))
+                found.append((self.corrupt(self.view, before), what if repeats else words.NO_REPEAT_CHANGE))
             except VISITORS_MISTAKES:
                 continue
         return found

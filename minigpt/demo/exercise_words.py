@@ -2,6 +2,7 @@
 the learner is told before answering) and the one sentence that explains its answer. Nothing is fixed in advance: a
 head, an input, a token or a step is named because its number says so. No Gradio, no torch."""
 
+NO_REPEAT_CHANGE = "the last token but one changed: the text's end repeats nothing earlier"
 INPUT_WORDS = {"q": "query (what it looks for)", "k": "key (where it looks)", "v": "value (what it copies)"}
 
 

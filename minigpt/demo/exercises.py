@@ -16,6 +16,7 @@ from minigpt.demo.choices import number, parse_heads
 from minigpt.demo.exercise_questions import (
     ASKED,
     KINDS,
+    TEXT_FREE,
     Measurements,
     Question,
     Unasked,
@@ -203,6 +204,21 @@ def kinds_of(kinds) -> list[str]:
     """The kinds (head, number, choice) a filter of kinds or types asks."""
     types = checked_types(kinds)
     return [k for k in KIND_NAMES if any(KINDS[t] == k for t in types)]
+
+
+def asked_once(parts: list[dict]) -> list[dict]:
+    """A set's texts' answers, each question that does not depend on the text (TEXT_FREE: when a head formed) kept
+    on the first text of its model only: a set asks it once."""
+    seen, kept = set(), []
+    for part in parts:
+        questions = []
+        for question in part.get("questions", []):
+            key = (part["model"], question["type"], json.dumps(question["parameters"], sort_keys=True))
+            if question["type"] not in TEXT_FREE or key not in seen:
+                questions.append(question)
+            seen.add(key)
+        kept.append({**part, "questions": questions} if "questions" in part else part)
+    return kept
 
 
 def walk_question(walk: dict) -> dict | None:

@@ -107,10 +107,13 @@ class Circuits:
         circuits.check_patch_length(view)
         return circuit_walk(view, self.one_changed_view, self.state.cores, self.needed.get)
 
-    def show_walk(self, text: str, model: str) -> str:
-        """The walk drawn, marked with the text it belongs to (greyed once another text is shown)."""
+    def show_walk(self, text: str, model: str, asked_first=None) -> str:
+        """The walk drawn, marked with the text it belongs to (greyed once another text is shown); `asked_first(walk,
+        text, drawn)` puts the question the walk answers before it (the first screen's)."""
         view = self.view(text, model)
-        return belongs_to(view.key, view.label, walk_html(self.circuit_walk(text, model)))
+        walk = self.circuit_walk(text, model)
+        drawn = walk_html(walk)
+        return belongs_to(view.key, view.label, asked_first(walk, view.text, drawn) if asked_first else drawn)
 
     def one_changed_view(self, clean: TextView, before: int = 0) -> TextView:
         ids, _ = circuits.one_token_changed(clean, before)

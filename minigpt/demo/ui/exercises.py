@@ -8,10 +8,27 @@ from types import SimpleNamespace
 import gradio as gr
 
 from minigpt.demo.choices import check_typed_text
-from minigpt.demo.exercises import KIND_NAMES, SETS, Exercises, checked_ids, class_link, kinds_of
+from minigpt.demo.exercises import (
+    KIND_NAMES,
+    SETS,
+    Exercises,
+    asked_once,
+    checked_ids,
+    class_link,
+    kinds_of,
+    walk_question,
+)
 from minigpt.demo.links import EXERCISE_KEYS, read_link
 from minigpt.demo.state import DemoState
-from minigpt.demo.views.exercises import EXERCISES_JS, REVEAL_JS, reveal_error_html, reveal_html, set_html
+from minigpt.demo.views.exercises import (
+    EXERCISES_JS,
+    REVEAL_JS,
+    WALK_FOLDED,
+    asked_first_html,
+    reveal_error_html,
+    reveal_html,
+    set_html,
+)
 from minigpt.demo.views.insights import error_html
 from minigpt.errors import VISITORS_MISTAKES, VisitorError
 
@@ -57,7 +74,7 @@ class ExercisesSection:
                 parts.append({"model": model, "text": text, "error": str(error)})
         title = SETS[set_name]["title"] if set_name in SETS else f"Exercises on the {model} model"
         link = class_link(model, texts, kinds, set_name, wanted)
-        return set_html(parts, title, link)
+        return set_html(asked_once(parts), title, link)
 
     def set_of(self, shown: dict | None, chosen: str, typed: str) -> tuple[str, list[str], str]:
         """(model, texts, set name) of the set chosen: a built-in one, or the maps' model and its texts."""
@@ -105,7 +122,7 @@ class ExercisesSection:
         model = SETS[chosen]["model"] if chosen in SETS else link.get("model") or self.state.names_default
         texts = SETS[chosen]["texts"] if chosen in SETS else (link.get("texts") or link.get("text") or "").splitlines()
         texts = [text for text in texts if text.strip()]
-        kinds = link.get("kinds", "")
+        kinds = link.get("kinds") or (",".join(SETS[chosen]["kinds"]) if chosen in SETS else "")  # the set's own
         try:
             ticked = kinds_of(kinds)
             drawn = self.drawn_set(model, texts, kinds, link.get("ids", ""), chosen)
@@ -135,6 +152,16 @@ class ExercisesSection:
         demo.load(self.open_link, None, [accordion, chosen, kinds, typed, out], **private)
         return SimpleNamespace(view=out, chosen=chosen, kinds=kinds, texts=typed)
 
-    def lesson_mode(self, view: gr.HTML) -> None:
-        """Lesson step 13's question, answered in the lesson's view (its `answer` event), graded as the section's."""
+    def answered_in(self, view: gr.HTML) -> None:
+        """The question of the circuit walk a view draws (lesson step 13's, the first screen's), answered in that view
+        (its `answer` event, from exercises.js), graded as the section's."""
         view.answer(self.show_grade, None, self.reveal, api_visibility="private")
+
+    @staticmethod
+    def asked_first(walk: dict, text: str, drawn: str) -> str:
+        """The circuit walk on `text` drawn (`drawn`), folded under the question it answers; as drawn where it asks
+        none."""
+        question = walk_question(walk)
+        if question is None:
+            return drawn
+        return asked_first_html(question, walk["model"], text, drawn, WALK_FOLDED)

@@ -20,7 +20,7 @@ from minigpt.demo.ui.steps import StepByStep
 from minigpt.demo.ui.training import Training
 from minigpt.demo.views.assets import asset
 from minigpt.demo.views.circuits import CIRCUITS_CSS
-from minigpt.demo.views.exercises import EXERCISES_CSS
+from minigpt.demo.views.exercises import EXERCISES_CSS, EXERCISES_JS
 from minigpt.demo.views.head_finder import FINDER_CSS
 from minigpt.demo.views.insights import INSIGHT_CSS
 from minigpt.demo.views.maps import MAPS_CSS
@@ -37,7 +37,8 @@ from your name's letters to its next-letter probabilities, each with the model's
 words or with formulas. Click a map to see it large, and a row of it to follow that token through the lesson.
 
 **Or see heads work together:** the button below shows the `specimen` model on a text written twice and finds, step
-by step in its own numbers, which heads copy the repeated part and how (the induction circuit; lesson step 13).
+by step in its own numbers, which heads copy the repeated part and how (the induction circuit; lesson step 13). The
+second button asks you to predict first; the *Exercises* section below asks more, on any text.
 """
 
 WALK_TEXT = "Then Zorbak spoke. Then Zor"  # a phrase written twice, its second copy cut short: the specimen copies "b"
@@ -55,10 +56,12 @@ def build_demo(state: DemoState) -> gr.Blocks:
     state.exports = upload_folder() / "minigpt-exports"  # in Gradio's cache: served from there, not copied
     with gr.Blocks(title="MiniGPT attention explorer", delete_cache=(600, 1800)) as demo:
         gr.Markdown(INTRO)
-        walk_button = gr.Button(
-            "See how heads work together: the induction circuit, found step by step", elem_id="walk-button"
-        )
-        walk_out = gr.HTML(elem_id="walk-first-screen")
+        with gr.Row():
+            walk_button = gr.Button(
+                "See how heads work together: the induction circuit, found step by step", elem_id="walk-button", scale=3
+            )
+            predict_button = gr.Button("Predict first, then the walk", elem_id="walk-predict", scale=1)
+        walk_out = gr.HTML(elem_id="walk-first-screen", js_on_load=EXERCISES_JS)  # its question: exercises.js
         generation, trainer, insights = GenerationTabs(state), Training(state), InsightsSection(state)
         with gr.Tabs() as tabs:
             generated = generation.tabs()
@@ -85,30 +88,35 @@ def build_demo(state: DemoState) -> gr.Blocks:
             circuit_views = circuits.layout(maps)
         with gr.Accordion("Exercises: predict, then see the model's answer", open=False, elem_id="exercises") as folded:
             exercises.layout(demo, maps, folded)
-        exercises.lesson_mode(lesson.view)
+        exercises.answered_in(lesson.view)
         with gr.Accordion("Head Finder: every head over a corpus", open=False, elem_id="head-finder"):
             HeadFinder(state).layout(maps)
         picking = [*tools.tables, lesson.view, circuit_views.attribution, circuit_views.patching, maps.over_training]
         picking += [circuit_views.composition, circuit_views.found]
         Selection(maps_section, steps).wire(maps, lesson, picking, tools.token_strip)
-        first_screen_walk(state, walk_button, walk_out, maps, maps_section, circuits)
+        first_screen_walk(state, (walk_button, predict_button), walk_out, maps, maps_section, circuits, exercises)
         pickers_follow_training(demo, state, training)
     every_function_wrapped(demo, under_the_rule)  # the error rule, alike on every event and endpoint
     return demo
 
 
-def first_screen_walk(state, button, out, maps, maps_section, circuits) -> None:
+def first_screen_walk(state, buttons, out, maps, maps_section, circuits, exercises) -> None:
     """The first screen's one click to the circuit: the maps show the specimen on a text written twice, and right under
-    the button the circuit walk on it (each step's sentence from the model's numbers, its picture beside it). Only
-    where the specimen is offered."""
+    the buttons the circuit walk on it (each step's sentence from the model's numbers, its picture beside it); the
+    second button folds the walk under the question it answers, which the learner answers first (graded as the
+    Exercises section's). Only where the specimen is offered."""
     if WALK_MODEL not in state.picker.names:
-        button.visible, out.visible = False, False
+        for hidden in (*buttons, out):
+            hidden.visible = False
         return
     private = dict(api_visibility="private")
     outputs = [maps.notes, maps.grid, maps.large, maps.trace, maps.layer, maps.head, maps.shown]
-    shown = button.click(lambda: (WALK_TEXT, WALK_MODEL), None, [maps.text, maps.model], **private)
-    shown = shown.then(maps_section.attention, [maps.text, maps.model, maps.selected], outputs, **private)
-    shown.then(lambda: circuits.show_walk(WALK_TEXT, WALK_MODEL), None, out, **private)
+    for button, asked_first in zip(buttons, (None, exercises.asked_first)):
+        shown = button.click(lambda: (WALK_TEXT, WALK_MODEL), None, [maps.text, maps.model], **private)
+        shown = shown.then(maps_section.attention, [maps.text, maps.model, maps.selected], outputs, **private)
+        drawn = lambda asked_first=asked_first: circuits.show_walk(WALK_TEXT, WALK_MODEL, asked_first)  # noqa: E731
+        shown.then(drawn, None, out, **private)
+    exercises.answered_in(out)
 
 
 def share_link(maps, lesson) -> None:

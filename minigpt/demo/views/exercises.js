@@ -34,8 +34,8 @@ const show = (card, result) => {  // a card's reveal, from a grade just made or 
   });
   const box = card.querySelector('input.ex-number');
   if (box && box.value === '') box.value = result.answer;
-  const section = card.closest('[data-step="circuits"]');  // lesson step 13: the walk, hidden until answered
-  const walk = section && section.querySelector('details.ex-after');
+  const asked = card.closest('.ex-asked-first');  // a view folded under its question (the walk): unfolded now
+  const walk = asked && asked.querySelector('details.ex-after');
   if (walk) walk.open = true;
 };
 const progress = () => {

@@ -15,6 +15,7 @@ from minigpt.demo.views.insights import error_html, head_table
 
 EXERCISES_CSS = asset("exercises.css")
 EXERCISES_JS = asset("exercises.js")  # the cards: answering (the `answer` event), progress, summary, class link
+WALK_FOLDED = "The walk (it answers the question)"  # the circuit walk's fold, under the question it answers
 REVEAL_JS = asset("exercise_reveal.js")  # the grades drawn in #exercise-reveal: kept, then handed to the cards
 
 
@@ -33,7 +34,7 @@ def head_grid(answer_with: dict) -> str:
         + "</tr>"
         for layer in range(answer_with["n_layer"])
     )
-    return f'<table class="ex-heads" aria-label="pick a head">{rows}</table>'
+    return f'<div class="ex-heads-box"><table class="ex-heads" aria-label="pick a head">{rows}</table></div>'
 
 
 def number_input(answer_with: dict) -> str:
@@ -75,6 +76,15 @@ def card_html(question: dict, model: str, text: str, number: int | None = None, 
     )
 
 
+def asked_first_html(question: dict, model: str, text: str, body: str, what: str) -> str:
+    """A view folded under the question it answers (`what`: the fold's words): the learner predicts first;
+    exercises.js unfolds the view once the answer is graded (or kept from before)."""
+    return (
+        f'<div class="ex-asked-first"><p class="ex-first"><b>Predict first.</b></p>{card_html(question, model, text)}'
+        f'<details class="ex-after"><summary>{esc(what)}</summary>{body}</details></div>'
+    )
+
+
 def question_link(part: dict, question: dict) -> str:
     return "?" + urlencode({"model": part["model"], "text": part["text"], "ids": question["id"]})
 
@@ -112,28 +122,33 @@ def set_html(parts: list[dict], title: str, link: str) -> str:
     )
 
 
+def inside(x: float, anchor: str) -> str:
+    """A name's anchor at `x` on the 320-wide line, turned inward near either end so that it stays in the picture."""
+    return "start" if x < 40 else "end" if x > 280 else anchor
+
+
 def number_picture(question: dict, evidence: dict, answer: float, truth: float) -> str:
-    """The range as a line: the tolerance band around the truth, the value before (where there is one), the answer
-    and the truth marked."""
+    """The range as a line: the tolerance band around the truth, the value before (where there is one, named above
+    the line), the answer and the truth marked (named below it, each on its own side of the other: close values do
+    not overwrite each other's names), the range's ends under them."""
     asked = question["answer_with"]
     low, high = asked["min"], asked["max"]
     where = lambda v: 10 + 300 * (v - low) / ((high - low) or 1)  # noqa: E731
-    band = f'<rect class="band" x="{where(max(low, truth - asked["tolerance"])):.1f}" y="14" height="12" '
-    band += (
-        f'width="{where(min(high, truth + asked["tolerance"])) - where(max(low, truth - asked["tolerance"])):.1f}"/>'
-    )
-    marks = [("answer", answer, "you"), ("truth", truth, "model")]
+    left, right = where(max(low, truth - asked["tolerance"])), where(min(high, truth + asked["tolerance"]))
+    band = f'<rect class="band" x="{left:.1f}" y="18" height="12" width="{right - left:.1f}"/>'
+    mine, theirs = ("end", "start") if answer <= truth else ("start", "end")  # each name on its own side
+    marks = [("answer", answer, "you", mine, 46), ("truth", truth, "model", theirs, 46)]
     if "before" in evidence:
-        marks.insert(0, ("before", evidence["before"], "before"))
+        marks.insert(0, ("before", evidence["before"], "before", "middle", 11))
     drawn = "".join(
-        f'<line class="{kind}" x1="{where(v):.1f}" x2="{where(v):.1f}" y1="8" y2="32"/>'
-        f'<text class="{kind}" x="{where(v):.1f}" y="{44 if kind != "before" else 6}">{label}</text>'
-        for kind, v, label in marks
+        f'<line class="{kind}" x1="{where(v):.1f}" x2="{where(v):.1f}" y1="14" y2="34"/>'
+        f'<text class="{kind}" x="{where(v):.1f}" y="{y}" style="text-anchor:{inside(where(v), anchor)}">{label}</text>'
+        for kind, v, label, anchor, y in marks
     )
     return (
-        f'<svg class="ex-line" viewBox="0 0 320 50" role="img" aria-label="your answer {answer:g}, the model\'s '
-        f'{truth:g}"><line class="axis" x1="10" x2="310" y1="20" y2="20"/>{band}{drawn}'
-        f'<text x="10" y="50" class="start">{low:g}</text><text x="310" y="50" class="end">{high:g}</text></svg>'
+        f'<svg class="ex-line" viewBox="0 0 320 62" role="img" aria-label="your answer {answer:g}, the model\'s '
+        f'{truth:g}"><line class="axis" x1="10" x2="310" y1="24" y2="24"/>{band}{drawn}'
+        f'<text x="10" y="60" class="start">{low:g}</text><text x="310" y="60" class="end">{high:g}</text></svg>'
     )
 
 

@@ -10,7 +10,7 @@ from minigpt.demo.lesson import LESSON, LessonStep
 from minigpt.demo.views.assets import asset
 from minigpt.demo.views.circuit_walk import walk_html
 from minigpt.demo.views.circuits import SPECIMEN_TEXT
-from minigpt.demo.views.exercises import EXERCISES_JS, card_html
+from minigpt.demo.views.exercises import EXERCISES_JS, WALK_FOLDED, asked_first_html
 from minigpt.demo.views.insights import roles_html
 from minigpt.demo.views.steps import heading_html, section_html
 
@@ -170,8 +170,7 @@ def walk_section(number: int, walk: dict | str | None, model: str, text: str, qu
     else:
         body = walk_html(walk)
     if question:
-        asked = f'<p class="ex-first"><b>Predict first.</b></p>{card_html(question, model, text)}'
-        body = f'{asked}<details class="ex-after"><summary>The walk (it answers the question)</summary>{body}</details>'
+        body = asked_first_html(question, model, text, body, WALK_FOLDED)
     return (
         f'<section class="wide" data-step="circuits"><h4>{number}. How the heads of the {html.escape(model)} model '
         f"work together on “{html.escape(text[:60])}”</h4><p>Each sentence below is written from the model's numbers "
