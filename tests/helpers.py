@@ -315,9 +315,9 @@ def raw_error(url: str, endpoint: str, *data) -> str:
     # ensure_ascii (the default): a lone surrogate becomes the escape \ud800, valid JSON
     body = json.dumps({"data": [*data, *RAW_DEFAULTS[endpoint][len(data) :]]})
     posted = httpx.post(
-        f"{url}gradio_api/call{endpoint}", content=body, timeout=60, headers={"Content-Type": "application/json"}
+        f"{url}gradio_api/call{endpoint}", content=body, timeout=HANG_S, headers={"Content-Type": "application/json"}
     )
-    result = httpx.get(f"{url}gradio_api/call{endpoint}/{posted.json()['event_id']}", timeout=120).text
+    result = httpx.get(f"{url}gradio_api/call{endpoint}/{posted.json()['event_id']}", timeout=HANG_S).text
     assert "event: error" in result, result
     return result
 
@@ -535,7 +535,7 @@ def load_tokenizer_in_a_fresh_process(folder, home, bare=False) -> subprocess.Co
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
         env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(home), "PYTHONPATH": ""},
     )
 

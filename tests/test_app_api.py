@@ -14,6 +14,7 @@ from helpers import (
     app_error,
     call,
     char_tokenizer,
+    gradio_client,
     running_app,
     server_log,
     stream,
@@ -190,14 +191,13 @@ def test_attention_of_a_text_model_keeps_its_context(client):
 
 
 def test_sixteen_concurrent_clients_all_get_their_own_seeded_output(server):
-    from gradio_client import Client
 
-    client = Client(server[0], verbose=False)
+    client = gradio_client(server[0])
     expected_names = {seed: call(client, "/names", count=5, seed=seed)[0] for seed in range(8)}
     expected_text = {seed: stream(client, prompt="th", max_new_tokens=30, seed=seed)[-1][0] for seed in range(8)}
 
     def request(i: int):
-        own = Client(server[0], verbose=False)
+        own = gradio_client(server[0])
         if i % 2:
             return "text", i // 2, stream(own, prompt="th", max_new_tokens=30, seed=i // 2)[-1][0]
         return "names", i // 2, call(own, "/names", count=5, seed=i // 2)[0]
@@ -303,10 +303,9 @@ SHIPPED = [REPO / "minigpt" / "models" / "names", REPO / "minigpt" / "models" / 
 
 def test_plain_python_app_py_serves_the_shipped_models_offline():
     """`python app.py` as a Space runs it: the shipped models, no download, no network call."""
-    from gradio_client import Client
 
     with running_app() as (url, process):
-        client = Client(url, verbose=False)
+        client = gradio_client(url)
         names, _ = call(client, "/names", prefix="an", count=5, seed=0)
         assert all(n.startswith("an") for n in names.split("\n"))
         text, _ = stream(client, prompt="ROMEO:", max_new_tokens=20, seed=0)[-1]

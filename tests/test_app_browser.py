@@ -5,7 +5,7 @@ import os
 import re
 import shutil
 
-from helpers import call, chromium_page, needs_chromium, open_head_tools
+from helpers import call, chromium_page, gradio_client, needs_chromium, open_head_tools
 
 pytestmark = needs_chromium  # page_url (the app on the fixture models): conftest.py
 
@@ -135,10 +135,9 @@ def test_every_view_shows_the_current_texts_numbers_or_says_whose_they_are(page_
     """The page's central promise: a number on screen is the current text's. Hover after a text change reads the new
     text's tokens and weights (equal to /attention_values); after a new text, a new model or a text that cannot be
     shown, each view is either redrawn for the current text or greyed with a note naming the text it belongs to."""
-    from gradio_client import Client
     from playwright.sync_api import expect
 
-    client = Client(page_url, verbose=False)
+    client = gradio_client(page_url)
     expect.set_options(timeout=90_000)
     views = ["#next-tokens", "#ablation", "#importance", "#head-roles", "#compare", "#step-view"]
     with chromium_page(1280, 1000) as page:

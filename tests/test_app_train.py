@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from helpers import TINY_RUN, app_error, call, server_log, visitor
+from helpers import HANG_S, TINY_RUN, app_error, call, server_log, visitor
 
 
 def numbers(output) -> dict:
@@ -193,7 +193,7 @@ def test_a_server_path_given_as_the_upload_is_refused_in_one_line(training_serve
     mark = len(server_log(process))
     values = {"data": ["text", "", {"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}]}
     for route in ("gradio_api/call/train", "gradio_api/queue/join"):
-        refused = httpx.post(f"{url}{route}", json=values, timeout=30)
+        refused = httpx.post(f"{url}{route}", json=values, timeout=HANG_S)
         assert refused.status_code == 422 and "must be uploaded before a call names it" in refused.text
         assert "'passwd'" in refused.text and "/etc" not in refused.text
     logged = server_log(process)[mark:]

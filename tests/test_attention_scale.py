@@ -10,12 +10,14 @@ import pytest
 import torch
 
 from helpers import (
+    HANG_S,
     LONG_CONTEXT,
     LOWERCASE,
     THREE_LAYERS,
     app_error,
     call,
     char_tokenizer,
+    gradio_client,
     page_function,
     printable_tokenizer,
     save_fixture_model,
@@ -220,10 +222,9 @@ def long_server(server, long_model):
 def test_a_1024_token_text_on_a_from_gpt2_model(long_server, tmp_path):
     """The whole context of a long-context model converted with from_gpt2: small maps, exact values on demand."""
     import httpx
-    from gradio_client import Client
 
     url, process, folder = long_server
-    client = Client(url, verbose=False)
+    client = gradio_client(url)
     text = ("It was the best of times, it was the worst of times. " * 30)[: LONG - 1]
     notes, grid, large, *_ = call(client, "/attention", text=text, model="tiny-gpt2")
     assert f"{LONG} tokens" in notes
@@ -237,7 +238,7 @@ def test_a_1024_token_text_on_a_from_gpt2_model(long_server, tmp_path):
     assert row["weights"] == expected[1][0, 1, LONG - 1].tolist() and len(row["tokens"]) == LONG
     cell = call(client, "/attention_values", text=text, model="tiny-gpt2", layer=0, head="0", query=700, key=3)
     assert cell["weights"] == [expected[0][0, 0, 700, 3].item()]
-    http = httpx.Client(timeout=60)
+    http = httpx.Client(timeout=HANG_S)
     asked = {"model": "tiny-gpt2", "text": text, "layer": 0, "head": "mean", "query": 999}
     page_row = page_function(http, url, "attention_row", asked)
     assert page_row["weights"] == expected[0][0, :, 999, :1000].mean(0).tolist()
@@ -256,10 +257,9 @@ def test_a_1024_token_text_on_a_from_gpt2_model(long_server, tmp_path):
 
 
 def test_bad_hover_and_export_requests_say_what_to_change(long_server):
-    from gradio_client import Client
 
     url, process, _ = long_server
-    client = Client(url, verbose=False)
+    client = gradio_client(url)
     assert "layer must be 0 to 3" in app_error(client, "/attention_values", text="emma", layer=4)
     assert "head must be 0 to 3 or 'mean'" in app_error(client, "/attention_values", text="emma", head="x")
     assert "query must be between 0 and 4" in app_error(client, "/attention_values", text="emma", query=5)

@@ -10,8 +10,10 @@ import time
 import pytest
 
 from helpers import (
+    HANG_S,
     app_error,
     call,
+    gradio_client,
     server_log,
 )
 
@@ -32,9 +34,8 @@ def server(broken_server):
 
 @pytest.fixture(scope="module")
 def client(server):
-    from gradio_client import Client
 
-    return Client(server[0], verbose=False)
+    return gradio_client(server[0])
 
 
 def settled_log(process, quiet: float = 0.25, timeout: float = 10.0) -> str:
@@ -431,7 +432,7 @@ def rest_call(url: str, endpoint: str, data: list) -> str:
     """The final SSE event of one call through Gradio's REST route (event: complete or event: error, with its data)."""
     import httpx
 
-    with httpx.Client(timeout=120) as http:
+    with httpx.Client(timeout=HANG_S) as http:
         event = http.post(f"{url}gradio_api/call{endpoint}", json={"data": data}).json()["event_id"]
         body = http.get(f"{url}gradio_api/call{endpoint}/{event}").text
     return body.strip().split("\n\n")[-1]

@@ -1,7 +1,7 @@
 """The "What does this head do?" section in a real browser (Debian Chromium driven by Playwright): tick a head, ablate,
 and see the per-token loss strip change; click a token to see its next-token probabilities."""
 
-from helpers import call, chromium_page, needs_chromium, open_head_tools
+from helpers import call, chromium_page, gradio_client, needs_chromium, open_head_tools
 
 pytestmark = needs_chromium  # page_url (the app on the fixture models): conftest.py
 
@@ -56,7 +56,6 @@ def test_tick_a_head_ablate_and_see_the_loss_strip_change(page_url):
 
 
 def test_compare_two_texts_of_different_lengths_draws_both_maps_and_the_endpoints_difference(page_url):
-    from gradio_client import Client
     from playwright.sync_api import expect
 
     with chromium_page() as page:
@@ -78,7 +77,7 @@ def test_compare_two_texts_of_different_lengths_draws_both_maps_and_the_endpoint
         drawn = {
             key: compare.locator(f'table[data-key="{key}"]').evaluate(read) for key in ("first", "second", "difference")
         }
-    answer = call(Client(page_url, verbose=False), "/compare", text="isabella", other_text="emma", model="tiny-names")
+    answer = call(gradio_client(page_url), "/compare", text="isabella", other_text="emma", model="tiny-names")
     assert (len(drawn["first"]), len(drawn["second"]), len(drawn["difference"])) == (9, 5, 5)  # with the start token
     difference = answer["difference"][1][2]
     on_page = [[float(t) for t in row[: q + 1]] for q, row in enumerate(drawn["difference"])]

@@ -10,7 +10,7 @@ import sys
 import httpx
 import pytest
 
-from helpers import REPO, app_error, call, raw_error, server_log, stream
+from helpers import HANG_S, REPO, app_error, call, gradio_client, raw_error, server_log, stream
 
 HUGE = 4_000_000  # characters: what the audit sent (a 4 MB /attention request cost the server ~1.4 GB before)
 
@@ -29,9 +29,8 @@ def server(broken_server):
 
 @pytest.fixture(scope="module")
 def client(server):
-    from gradio_client import Client
 
-    return Client(server[0], verbose=False)
+    return gradio_client(server[0])
 
 
 def peak_rss_bytes(pid: int) -> int:
@@ -75,9 +74,9 @@ def test_uploads_over_the_limit_are_refused(server):
 
     url, _ = server
     limit = app.MAX_UPLOAD  # bytes
-    refused = httpx.post(url + "gradio_api/upload", files={"files": ("big.bin", b"x" * (limit + 1))}, timeout=60)
+    refused = httpx.post(url + "gradio_api/upload", files={"files": ("big.bin", b"x" * (limit + 1))}, timeout=HANG_S)
     assert refused.status_code == 413 and f"maximum allowed size of {limit} bytes" in refused.text
-    small = httpx.post(url + "gradio_api/upload", files={"files": ("small.txt", b"x" * 100)}, timeout=30)
+    small = httpx.post(url + "gradio_api/upload", files={"files": ("small.txt", b"x" * 100)}, timeout=HANG_S)
     assert small.status_code == 200  # the route works: the size is what was refused
 
 
@@ -243,7 +242,7 @@ def test_the_server_starts_when_its_own_address_answers_late(monkeypatch):
     import gradio as gr
     from gradio import networking
 
-    from helpers import HANG_S, free_port
+    from helpers import free_port
     from minigpt.demo import app
 
     monkeypatch.setattr(networking, "url_ok", lambda url: False)  # the answer came too late
