@@ -11,6 +11,7 @@ from helpers import (
     LONG_CONTEXT,
     LOWERCASE,
     REPO,
+    SPECIMEN,
     build_fixture_models,
     char_tokenizer,
     gradio_client,
@@ -109,6 +110,17 @@ def pytest_collection_modifyitems(items):
 # named `server` too where its tests are written against that name, it overrides this one in that module. The shared
 # server's log holds what every module caused: a test reads its own part from a mark taken at its start
 # (helpers.server_log).
+
+
+@pytest.fixture(scope="module")
+def specimen():
+    """The shipped specimen and a function from a text to its ids (the start token first), as the circuits' tests
+    read it; a module that wants the model alone defines its own `specimen`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(SPECIMEN).eval()
+    tokenizer = AutoTokenizer.from_pretrained(SPECIMEN)
+    return model, lambda text: [tokenizer.bos_token_id, *tokenizer.encode(text, add_special_tokens=False)]
 
 
 @pytest.fixture(scope="session")

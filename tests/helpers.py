@@ -239,6 +239,36 @@ def training_app(root: Path):
 # ---- calls, as a gradio_client user and as the page make them ------------------------------------------------------
 
 
+SPECIMEN = REPO / "minigpt" / "models" / "specimen"  # the shipped model whose induction circuit the tests measure
+
+
+def written_by(model, ids) -> dict:
+    """What each sender writes in a plain pass over (N, T) ids, with the tests' own hooks (not the library's): name ->
+    (N, T, C) for "embed", each head "L.H" (its slice of out_proj's input through its columns of out_proj) and each
+    "mlp L"; and "logits" (N, T, V)."""
+    layers, D, found, handles = model.model.layers, model.config.head_dim, {}, []
+
+    def keep(name, from_output=False):
+        def hook(module, args, output=None):
+            found[name] = (output if from_output else args[0]).detach()
+
+        return hook
+
+    handles.append(layers[0].register_forward_pre_hook(keep("embed")))
+    for layer, block in enumerate(layers):
+        handles.append(block.attn.out_proj.register_forward_pre_hook(keep(f"merged {layer}")))
+        handles.append(block.mlp.register_forward_hook(keep(f"mlp {layer}", True)))
+    with torch.no_grad():
+        found["logits"] = model(ids, use_cache=False).logits
+    for handle in handles:
+        handle.remove()
+    for layer, block in enumerate(layers):
+        merged, weight = found.pop(f"merged {layer}"), block.attn.out_proj.weight
+        for head in range(model.config.n_head):
+            found[f"{layer}.{head}"] = merged[..., head * D : (head + 1) * D] @ weight[:, head * D : (head + 1) * D].T
+    return found
+
+
 TINY_RUN = dict(data="names", n_layer=1, n_head=2, n_embd=16, seed=3)  # the Train tab's tiniest runs, in tests
 
 

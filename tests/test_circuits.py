@@ -9,25 +9,16 @@ import re
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
-from helpers import REPO, tiny_model
+from helpers import SPECIMEN, tiny_model
 from minigpt.heads import circuits
 from minigpt.heads.insights import previous_token_pattern, role_score
 from minigpt.heads.recorded_pass import run_forward_pass
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
 
-SPECIMEN = REPO / "minigpt" / "models" / "specimen"
 ROMEO, ROMEO_CORRUPTED = "Romeo and Juliet, Romeo and Jul", "Romeo and Julaet, Romeo and Jul"
 ZORBAK, ZORBAK_CORRUPTED = "Then Zorbak spoke. Then Zor", "Then Zoxbak spoke. Then Zor"
-
-
-@pytest.fixture(scope="module")
-def specimen():
-    model = AutoModelForCausalLM.from_pretrained(SPECIMEN).eval()
-    tokenizer = AutoTokenizer.from_pretrained(SPECIMEN)
-    return model, lambda text: [tokenizer.bos_token_id, *tokenizer.encode(text, add_special_tokens=False)]
 
 
 def logits_of(model, ids) -> torch.Tensor:

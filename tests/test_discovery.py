@@ -11,12 +11,10 @@ from torch.nn import functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
-from helpers import REPO, tiny_model
+from helpers import SPECIMEN, tiny_model, written_by
 from minigpt import heads
 from minigpt.heads import circuit_tasks, discovery, graph
 from minigpt.heads.errors import InstrumentError
-
-SPECIMEN = REPO / "minigpt" / "models" / "specimen"
 
 
 @pytest.fixture(scope="module")
@@ -27,32 +25,6 @@ def specimen():
 @pytest.fixture(scope="module")
 def found(specimen):
     return heads.find_circuit(specimen)  # the defaults: EAP-IG (5 steps), mean ablation, 20 induction prompts
-
-
-def written_by(model, ids) -> dict:
-    """What each sender writes in a plain pass over (N, T) ids, with this file's own hooks: name -> (N, T, C), and
-    "logits" (N, T, V)."""
-    layers, D, found, handles = model.model.layers, model.config.head_dim, {}, []
-
-    def keep(name, from_output=False):
-        def hook(module, args, output=None):
-            found[name] = (output if from_output else args[0]).detach()
-
-        return hook
-
-    handles.append(layers[0].register_forward_pre_hook(keep("embed")))
-    for layer, block in enumerate(layers):
-        handles.append(block.attn.out_proj.register_forward_pre_hook(keep(f"merged {layer}")))
-        handles.append(block.mlp.register_forward_hook(keep(f"mlp {layer}", True)))
-    with torch.no_grad():
-        found["logits"] = model(ids, use_cache=False).logits
-    for handle in handles:
-        handle.remove()
-    for layer, block in enumerate(layers):
-        merged, weight = found.pop(f"merged {layer}"), block.attn.out_proj.weight
-        for head in range(model.config.n_head):
-            found[f"{layer}.{head}"] = merged[..., head * D : (head + 1) * D] @ weight[:, head * D : (head + 1) * D].T
-    return found
 
 
 def senders_of(model) -> list[str]:

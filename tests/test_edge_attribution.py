@@ -8,25 +8,16 @@ model whose metric is nearly linear in the heads' outputs."""
 import pytest
 import torch
 from torch.nn import functional as F
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
-from helpers import REPO, tiny_model
+from helpers import tiny_model, written_by
 from minigpt import heads
 from minigpt.heads import circuit_tasks, edge_attribution, graph
 from minigpt.heads.errors import InstrumentError
 from minigpt.heads.nodes import node_name
 
-SPECIMEN = REPO / "minigpt" / "models" / "specimen"
 ROMEO, ROMEO_CORRUPTED = "Romeo and Juliet, Romeo and Jul", "Romeo and Jullet, Romeo and Jul"
 ZORBAK, ZORBAK_CORRUPTED = "Then Zorbak spoke. Then Zor", "Then Zoxbak spoke. Then Zor"
-
-
-@pytest.fixture(scope="module")
-def specimen():
-    model = AutoModelForCausalLM.from_pretrained(SPECIMEN).eval()
-    tokenizer = AutoTokenizer.from_pretrained(SPECIMEN)
-    return model, lambda text: [tokenizer.bos_token_id, *tokenizer.encode(text, add_special_tokens=False)]
 
 
 def test_the_graph_of_two_layers_of_four_heads_has_110_edges():
@@ -59,31 +50,6 @@ def test_every_receiver_reading_its_own_copy_leaves_the_pass_as_it_was(specimen)
         assert value == pytest.approx(float(task.measure(plain)), abs=1e-5)
         assert gradients.shape == (len(graph.graph_of(model.config).receivers), *task.clean.shape, model.config.n_embd)
         assert all(p.grad is None for p in model.parameters())  # the model's parameters are left without gradients
-
-
-def written_by(model, ids) -> dict:
-    """What each sender writes in a plain pass over ids, with this file's own hooks: name -> (N, T, C)."""
-    layers, D, found, handles = model.model.layers, model.config.head_dim, {}, []
-
-    def keep(name, from_output=False):
-        def hook(module, args, output=None):
-            found[name] = (output if from_output else args[0]).detach()
-
-        return hook
-
-    handles.append(layers[0].register_forward_pre_hook(keep("embed")))
-    for layer, block in enumerate(layers):
-        handles.append(block.attn.out_proj.register_forward_pre_hook(keep(f"merged {layer}")))
-        handles.append(block.mlp.register_forward_hook(keep(f"mlp {layer}", True)))
-    with torch.no_grad():
-        model(ids, use_cache=False)
-    for handle in handles:
-        handle.remove()
-    for layer, block in enumerate(layers):
-        merged, weight = found.pop(f"merged {layer}"), block.attn.out_proj.weight
-        for head in range(model.config.n_head):
-            found[f"{layer}.{head}"] = merged[..., head * D : (head + 1) * D] @ weight[:, head * D : (head + 1) * D].T
-    return found
 
 
 def derivative_along(model, task, receiver, into, direction, embeds=None) -> float:

@@ -5,23 +5,13 @@ and its value (Romeo pair) or key (Zorbak pair) does."""
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
-from helpers import REPO
 from minigpt import heads
 
-SPECIMEN = REPO / "minigpt" / "models" / "specimen"
 ROMEO, ROMEO_CORRUPTED = "Romeo and Juliet, Romeo and Jul", "Romeo and Jullet, Romeo and Jul"
 ZORBAK, ZORBAK_CORRUPTED = "Then Zorbak spoke. Then Zor", "Then Zoxbak spoke. Then Zor"
 CLOSE = 1e-4  # the same float32 operations in other batches: effects agree to ~1e-5
-
-
-@pytest.fixture(scope="module")
-def specimen():
-    model = AutoModelForCausalLM.from_pretrained(SPECIMEN).eval()
-    tokenizer = AutoTokenizer.from_pretrained(SPECIMEN)
-    return model, lambda text: [tokenizer.bos_token_id, *tokenizer.encode(text, add_special_tokens=False)]
 
 
 def run(model, ids, hooks=(), attentions=False):

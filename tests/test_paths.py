@@ -6,13 +6,10 @@ its key through MLP 0."""
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
-from helpers import REPO
 from minigpt.heads import paths
 
-SPECIMEN = REPO / "minigpt" / "models" / "specimen"
 ROMEO, ROMEO_CORRUPTED = "Romeo and Juliet, Romeo and Jul", "Romeo and Jullet, Romeo and Jul"
 ZORBAK, ZORBAK_CORRUPTED = "Then Zorbak spoke. Then Zor", "Then Zoxbak spoke. Then Zor"
 
@@ -20,13 +17,6 @@ ZORBAK, ZORBAK_CORRUPTED = "Then Zorbak spoke. Then Zor", "Then Zoxbak spoke. Th
 # to ~1e-5, their normalised differences (effects) and attention weights to ~1e-5; 1e-4 leaves room and still catches
 # a wrong sender (the smallest effects that differ between senders here are ~1e-3).
 CLOSE = 1e-4
-
-
-@pytest.fixture(scope="module")
-def specimen():
-    model = AutoModelForCausalLM.from_pretrained(SPECIMEN).eval()
-    tokenizer = AutoTokenizer.from_pretrained(SPECIMEN)
-    return model, lambda text: [tokenizer.bos_token_id, *tokenizer.encode(text, add_special_tokens=False)]
 
 
 def recorded(model, ids: list[int], module, from_output: bool) -> torch.Tensor:

@@ -9,11 +9,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
-from helpers import REPO, tiny_model
+from helpers import SPECIMEN, tiny_model
 from minigpt import heads
 from minigpt.heads.errors import InstrumentError
-
-SPECIMEN = REPO / "minigpt" / "models" / "specimen"
 
 
 def same_where(a: list[int], b: list[int]) -> list[list[bool]]:

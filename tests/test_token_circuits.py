@@ -8,10 +8,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
-from helpers import REPO, tiny_model
+from helpers import SPECIMEN, tiny_model
 from minigpt import heads
-
-SPECIMEN = REPO / "minigpt" / "models" / "specimen"
 
 
 @pytest.fixture(scope="module")
