@@ -68,6 +68,7 @@ class Circuits:
         part: str = "output",
         intermediate: str = "",
         prompts: int = 1,
+        exact_cell: str = "",
     ) -> dict:
         """Patching `text` (clean) into `corrupted_text` (the same token count, another top-1 answer; empty: one token
         changed for you), effect = (LD_patched - LD_corrupted) / (LD_clean - LD_corrupted): each head's `part`
@@ -76,10 +77,12 @@ class Circuits:
         the whole stream) into each of its q, k and v, with its attention from the last query on `key_position` (-1:
         the token after the first copy of the text's repeated end); with `sender` ('0.2', 'mlp 0', 'embed') and
         `intermediate` ('mlp 0'), the two-step path sender -> intermediate -> its `receiver_input`. `prompts` > 1: the
-        mean and spread over the text and its variants."""
+        mean and spread over the text and its variants. Where exact patching would run the model more than the server
+        allows a view (GPT-2's size), the grids are attribution patching's estimates (`estimate`: true, `estimated`:
+        which); `exact_cell` ('1.1', '1.1 5': at position 5, 'resid 1 5') adds that cell's exact value."""
         options = dict(
             sender=sender, receiver=receiver, receiver_input=receiver_input, key_position=key_position, part=part,
-            intermediate=intermediate, prompts=prompts,
+            intermediate=intermediate, prompts=prompts, exact_cell=exact_cell,
         )  # fmt: skip
         return self.patched(text, corrupted_text, model, options)
 
