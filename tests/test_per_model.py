@@ -102,6 +102,13 @@ def test_patching_answers_estimates_first_and_the_exact_cell_on_demand(state, mo
     assert [row[14] for row in answer["residual"]] == pytest.approx(residual[:, 14].tolist(), abs=1e-5)
     one = circuits.patching(TEXT, CORRUPTED, "specimen", exact_cell="resid 1 14")["exact_cell"]
     assert one["exact"] == pytest.approx(float(residual[1, 14]), abs=1e-5)
+    monkeypatch.setattr(patch_estimates, "EXACT_RESIDUAL_WORK", 0)  # GPT-2's size: the residual stream estimated too
+    estimated = circuits.patching(TEXT, CORRUPTED, "specimen")
+    assert estimated["residual_exact_at"] == [] and estimated["residual"][1][14] < 0 < residual[1, 14]
+    assert (
+        "at the changed position (14) the residual stream's estimate can be wrong even in sign"
+        in (estimated["findings"][0])
+    )
     monkeypatch.setattr(patch_estimates, "ESTIMATE_WORK", 1e30)  # the shipped models' own way: exact
     plain = circuits.patching(TEXT, CORRUPTED, "specimen")
     assert plain["estimate"] is False and plain["estimated"] == [] and plain["method"] == "exact patching"

@@ -123,6 +123,12 @@ def estimate_sentence(answer: dict) -> str | None:
     )
     if answer.get("residual_exact_at"):
         said += "; the residual stream at the changed positions is exact (there the estimate fails)"
+    elif "residual" in answer["estimated"] and answer.get("differing_positions"):
+        where = ", ".join(map(str, answer["differing_positions"]))
+        said += (
+            f"; at the changed position{'s' if len(answer['differing_positions']) > 1 else ''} ({where}) the residual "
+            "stream's estimate can be wrong even in sign (the stream there is another token's): click those cells"
+        )
     return said + ". Click a cell for its exact value."
 
 

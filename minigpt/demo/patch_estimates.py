@@ -26,7 +26,10 @@ ESTIMATED = ("heads", "heads_by_position", "residual")  # the grids an estimate 
 # token's embedding), and a first-order estimate fails: on the specimen, patching the stream entering layer 1 at the
 # changed token restores 1.00 of the answer, and its estimate says -1.03 (the effect is not monotone on the way from
 # the corrupted stream to the clean one). Elsewhere the stream changes only through attention, and the estimate holds.
-EXACT_RESIDUAL_RUNS = 48
+# Those runs are made where they cost at most EXACT_RESIDUAL_WORK multiply-adds (about a quarter of a second on two
+# cores): on the shipped models always; at GPT-2's size not (12 runs of a 16-token text: 1.6e10), where the words say
+# which cells to click.
+EXACT_RESIDUAL_WORK = 5e9
 
 
 def exact_runs(config, length: int) -> int:
@@ -72,11 +75,11 @@ def estimates(model, pairs: torch.Tensor) -> Estimates:
 
 
 def exact_residual(model, pairs: torch.Tensor, residual: torch.Tensor) -> list[int]:
-    """The residual grid's cells at the positions where the two texts differ, patched exactly (in place), when they
-    take at most EXACT_RESIDUAL_RUNS runs; the positions so patched."""
+    """The residual grid's cells at the positions where the two texts differ, patched exactly (in place), when those
+    runs cost at most EXACT_RESIDUAL_WORK; the positions so patched."""
     L = model.config.n_layer
     differing = (pairs[0, 0] != pairs[0, 1]).nonzero().flatten().tolist()
-    if not differing or L * len(differing) > EXACT_RESIDUAL_RUNS:
+    if not differing or L * len(differing) * pass_work(model.config, pairs.shape[-1]) > EXACT_RESIDUAL_WORK:
         return []
     units = [(layer, position) for position in differing for layer in range(L)]
     effects = patch_units(model, pairs[0, 0], pairs[0, 1], "residual", units).effects.cpu()

@@ -73,9 +73,10 @@ def answers_of(logits: torch.Tensor) -> tuple[int, int]:
 SITES = ("output", "position", "q", "k", "v", "pattern", "residual")
 
 
-def clean_run(model, pair: torch.Tensor) -> tuple[dict, torch.Tensor, tuple[int, int]]:
+def clean_run(model, pair: torch.Tensor, weights: bool = True) -> tuple[dict, torch.Tensor, tuple[int, int]]:
     """One pass over (clean, corrupted): the clean row's merged heads, block inputs and qkv projections ((L, T, C)
-    or (L, T, 3C) each) and attention weights (L, H, T, T), the LDs (2,) and the two answers."""
+    or (L, T, 3C) each) and with `weights` its attention weights (L, H, T, T: the eager path, slower), the LDs (2,)
+    and the two answers."""
     layers, seen = model.model.layers, {"merged": [], "resid": [], "qkv": []}
 
     def keep(name, from_output=False):
@@ -85,10 +86,11 @@ def clean_run(model, pair: torch.Tensor) -> tuple[dict, torch.Tensor, tuple[int,
     registrations += [(block, "pre", keep("resid")) for block in layers]
     registrations += [(block.attn.qkv_proj, "post", keep("qkv", from_output=True)) for block in layers]
     with hooks(*registrations):
-        logits, out = last_logits(model, pair, output_attentions=True)
+        logits, out = last_logits(model, pair, output_attentions=weights)
     answers = answers_of(logits)
     clean = {name: torch.stack(values) for name, values in seen.items()}
-    clean["pattern"] = torch.stack([weights[0] for weights in out.attentions])  # (L, H, T, T)
+    if weights:
+        clean["pattern"] = torch.stack([layer_weights[0] for layer_weights in out.attentions])  # (L, H, T, T)
     return clean, difference(logits, answers), answers
 
 
@@ -171,7 +173,7 @@ def patching(model, clean_ids, corrupted_ids, site: str, progress, batch_size, u
     if site not in SITES:
         raise InstrumentError(f"The patched part must be one of {', '.join(SITES)}, not {site!r}.")
     pair = texts_pair(clean_ids, corrupted_ids)
-    clean, lds, answers = clean_run(model, pair)
+    clean, lds, answers = clean_run(model, pair, weights=site == "pattern")
     shape = unit_shape(model.config, site, pair.shape[1])
     if units is None:
         masks = torch.eye(math.prod(shape), dtype=torch.bool, device=model.device).view(-1, *shape)  # row i: unit i

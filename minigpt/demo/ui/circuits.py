@@ -151,10 +151,10 @@ class Circuits:
         draw = lambda t, m: attribution_html(self.logit_attribution(t, m, position, token, other_token, prompts))  # noqa: E731
         return drawn(shown, draw)
 
-    def show_patching(self, shown, corrupted_text, *choices, progress=PROGRESS):
+    def show_patching(self, shown, corrupted_text, *choices, progress=PROGRESS, exact_cell=""):
         """Patching's answer drawn, and kept (the composition view puts its path patching beside the scores).
         `choices`: the patching options in PATCH_OPTIONS' order, as the page's inputs give them."""
-        kept, options = {}, dict(zip(PATCH_OPTIONS, choices))
+        kept, options = {}, {**dict(zip(PATCH_OPTIONS, choices)), "exact_cell": exact_cell}
 
         def draw(text, model):
             tell = lambda fraction, what: progress(fraction, desc=what)  # noqa: E731
@@ -163,6 +163,15 @@ class Circuits:
             return patching_html(answer)
 
         return drawn(shown, draw), kept or None
+
+    def show_exact_cell(
+        self, shown, corrupted_text, sender, receiver, receiver_input, key_position, part, intermediate, prompts,
+        event: gr.EventData,
+    ):  # fmt: skip
+        """A click on an estimated cell: patching drawn again with that cell's exact value (one run more); the
+        parameters are the page's patching inputs, in PATCH_OPTIONS' order."""
+        choices = (sender, receiver, receiver_input, key_position, part, intermediate, prompts)
+        return self.show_patching(shown, corrupted_text, *choices, exact_cell=str(event.cell))
 
     def change_one_token(self, shown):
         """The "Change one token" button: a corrupted text proposed for the text shown."""
@@ -278,9 +287,9 @@ class Circuits:
             sender=sender, receiver=receiver, receiver_input=receiver_input, key_position=key_position, part=part,
             intermediate=intermediate, prompts=prompts,
         )  # fmt: skip
-        button.click(
-            self.show_patching, [shown, corrupted, *(choices[o] for o in PATCH_OPTIONS)], [out, evidence], **private
-        )
+        inputs = [shown, corrupted, *(choices[o] for o in PATCH_OPTIONS)]
+        button.click(self.show_patching, inputs, [out, evidence], **private)
+        out.exact(self.show_exact_cell, inputs, [out, evidence], **private)
         return out, evidence, corrupted
 
     def head_layout(self, shown) -> SimpleNamespace:
