@@ -127,8 +127,10 @@ def estimate_sentence(answer: dict) -> str | None:
         where = ", ".join(map(str, answer["differing_positions"]))
         said += (
             f"; at the changed position{'s' if len(answer['differing_positions']) > 1 else ''} ({where}) the residual "
-            "stream's estimate can be wrong even in sign (the stream there is another token's): click those cells"
+            "stream's estimate can be wrong even in sign (the stream there is another token's): click those cells "
+            "for their exact value"
         )
+        return said + "."
     return said + ". Click a cell for its exact value."
 
 

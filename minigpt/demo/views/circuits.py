@@ -201,13 +201,6 @@ def patching_html(answer: dict) -> str:
     grid = head_table(answer["heads"], title, True, 3)
     notes = "".join(f"<p>{esc(note)}</p>" for note in answer["notes"])
     exact_at = (answer.get("residual_exact_at") or []) if "residual" in estimated else None
-    if answer.get("estimate"):
-        notes += (
-            f'<p class="estimate-note">Estimates: exact patching would run the model {answer["exact_runs"]:,} '
-            f"times on this text; the grids marked so are {esc(answer['method'])}'s first-order estimates (one "
-            "forward pass on each text, one backward pass). Click an estimated cell (in italics) for its exact "
-            "value.</p>"
-        )
     return (
         f'<div class="insight circuits patching">{findings_html(answer)}{corrupted_html(answer)}{notes}<p>Clean text '
         f"predicts {esc(repr(clean))}, corrupted text {esc(repr(corrupted))}. LD = logit({esc(repr(clean))}) − "
