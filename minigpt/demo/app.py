@@ -4,6 +4,7 @@
     minigpt-demo                                    # the shipped models, on http://127.0.0.1:7860
     minigpt-demo --model path/to/folder --model user/minigpt-on-the-hub   # more models in the picker
     minigpt-demo --host 0.0.0.0 --port 7860         # what a Space does (or set GRADIO_SERVER_NAME)
+    minigpt-demo --device cpu                       # default auto: models and views on cuda, else mps, else cpu
 
 The module map: docs/architecture.md. Named API endpoints (gradio_client): /names, /text (streamed), /attention,
 /attention_values (exact weights of one query row or cell), /attention_export (the weights as .safetensors / .npz, the
