@@ -17,7 +17,7 @@ ENDPOINTS = {
     "/logit_attribution": ["text", "model", "position", "token", "other_token", "prompts"],
     "/patching": [
         "text", "corrupted_text", "model", "sender", "receiver", "receiver_input", "key_position", "part",
-        "intermediate", "prompts",
+        "intermediate", "prompts", "exact_cell",
     ],
     "/composition": ["model"],
     "/head_circuit": ["text", "model", "layer", "head", "ablate", "source", "ablation"],

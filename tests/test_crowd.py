@@ -249,7 +249,7 @@ def test_a_model_loading_does_not_hold_up_a_loaded_ones_requests(monkeypatch):
 
     started, release, loads = threading.Event(), threading.Event(), []
 
-    def slow_load(name, source, batching, step=None):
+    def slow_load(name, source, batching, step=None, device="cpu"):
         loads.append(name)
         if name == "slow":
             started.set()

@@ -233,6 +233,10 @@ MISTAKES = {
         (dict(receiver="1.1", sender="1.0", intermediate="mlp 0"), "The sender '1.0' comes after"),
         (dict(receiver="1.1", intermediate="mlp 0"), "A two-step path starts at a sender that writes"),
         (dict(receiver="1.1", sender="0.2", intermediate="0.1"), "writes nothing that the intermediate 0.1 reads"),
+        (dict(exact_cell="head 1"), "Cannot read exact_cell 'head 1': write a head as layer.head"),
+        (dict(exact_cell="9.0"), "There is no head 9.0: this model has layers 0-3"),
+        (dict(exact_cell="1.1 99"), "exact_cell's position must be between 0 and"),
+        (dict(exact_cell="resid 0 x"), "exact_cell's position must be a number, got 'x'"),
     ],
     "/composition": [(dict(model="no-such-model"), "Unknown model 'no-such-model'")],
     "/head_circuit": [

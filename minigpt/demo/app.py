@@ -4,6 +4,7 @@
     minigpt-demo                                    # the shipped models, on http://127.0.0.1:7860
     minigpt-demo --model path/to/folder --model user/minigpt-on-the-hub   # more models in the picker
     minigpt-demo --host 0.0.0.0 --port 7860         # what a Space does (or set GRADIO_SERVER_NAME)
+    minigpt-demo --device cpu                       # default auto: models and views on cuda, else mps, else cpu
 
 The module map: docs/architecture.md. Named API endpoints (gradio_client): /names, /text (streamed), /attention,
 /attention_values (exact weights of one query row or cell), /attention_export (the weights as .safetensors / .npz, the
@@ -100,7 +101,31 @@ def parse_args(argv=None, prog: str = "app.py") -> argparse.Namespace:
         help="streamed texts are updated at most this many times a second in all, shared by those in "
         "flight (0: no limit; with --stream-every 0, every token is sent)",
     )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="where the models live and every view computes: auto (default: cuda if there is one, else mps, else "
+        "cpu), cpu, cuda (cuda:N for the Nth GPU) or mps; training from the Train tab runs where train.py puts it",
+    )
     return parser.parse_args(argv)
+
+
+def resolved_device(name: str, prog: str = "app.py") -> str:
+    """--device as torch names it: auto -> cuda if a CUDA GPU is there, else mps if Apple's is, else cpu; a device
+    torch does not know, or one this machine does not have, refused in one line."""
+    name = str(name).strip().lower()
+    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    if name == "auto":
+        return "cuda" if cuda else "mps" if mps else "cpu"
+    kind, _, index = name.partition(":")
+    if kind not in ("cpu", "cuda", "mps") or (index and (kind != "cuda" or not index.isdigit())):
+        raise SystemExit(f"{prog}: error: --device takes auto, cpu, cuda (or cuda:N) or mps, got {name!r}.")
+    if kind == "cuda" and not (cuda and int(index or 0) < torch.cuda.device_count()):
+        have = f"{torch.cuda.device_count()} CUDA GPU(s)" if cuda else "no CUDA GPU"
+        raise SystemExit(f"{prog}: error: --device {name}: this machine has {have}; use --device cpu or auto.")
+    if kind == "mps" and not mps:
+        raise SystemExit(f"{prog}: error: --device mps: this machine has no Apple GPU; use --device cpu or auto.")
+    return name
 
 
 def check_flags(args: argparse.Namespace) -> None:
@@ -118,6 +143,7 @@ def check_flags(args: argparse.Namespace) -> None:
     for source in [*args.model, args.names_model, args.text_model]:
         if source and missing_local_path(source):
             raise SystemExit(f"{args.prog}: error: the model folder {source} does not exist.")
+    args.device = resolved_device(args.device, args.prog)
 
 
 def give_freed_memory_back() -> None:
@@ -150,7 +176,7 @@ def main(argv=None, prog: str = "app.py") -> None:
     torch.set_num_threads(1)
     batching = dict(max_rows=args.max_batch, max_waiting=args.max_waiting, min_decode_rows=args.min_decode_rows)
     stream = dict(every=args.stream_every, per_second=args.stream_rate)
-    state = DemoState.configure(args.model, args.names_model, args.text_model, batching, stream)
+    state = DemoState.configure(args.model, args.names_model, args.text_model, batching, stream, device=args.device)
     for default in {state.names_default, state.text_default}:  # loaded before serving: the first request is as fast
         try:
             state.picker.get(default)

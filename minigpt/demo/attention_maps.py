@@ -132,11 +132,11 @@ def colour_indices(weights, masked: np.ndarray | None = None) -> np.ndarray:
     """(..., T, S) weights (a tensor or an array) -> (..., T, S) uint8 indices into PALETTE. The colour follows the
     square root of the weight: over 128 tokens most weights are near 1/128, and a linear scale would draw them all the
     same dark colour. `masked` (T, S) (default: above the diagonal) is grey."""
-    weights = torch.as_tensor(weights)
+    weights = weights.detach().cpu() if isinstance(weights, torch.Tensor) else torch.as_tensor(weights, device="cpu")
     if masked is None:
         masked = np.triu(np.ones(weights.shape[-2:], dtype=bool), k=1)
     indices = (weights.clamp(0, 1).sqrt() * LEVELS).round().to(torch.uint8)  # round half to even, as numpy's rint
-    return indices.masked_fill_(torch.as_tensor(masked), LEVELS + 1).numpy()
+    return indices.masked_fill_(torch.as_tensor(masked, device="cpu"), LEVELS + 1).numpy()
 
 
 def png_bytes(indices: np.ndarray) -> bytes:
@@ -167,7 +167,7 @@ def grid_images(attentions: torch.Tensor, rows_at_once: int = 128) -> np.ndarray
     factor = pool_factor(T, GRID_TILE)
     band = max(1, rows_at_once // factor) * factor  # whole blocks of queries
     t = -(-T // factor)
-    pooled = torch.zeros(n_layer, n_head + 1, t, t)
+    pooled = torch.zeros(n_layer, n_head + 1, t, t, device=attentions.device)
     for layer in range(n_layer):
         for start in range(0, T, band):
             stop = min(start + band, T)  # queries start .. stop, keys 0 .. stop (the later ones are masked)

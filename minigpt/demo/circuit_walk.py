@@ -63,7 +63,7 @@ def carrying_input(view: TextView, corrupted: TextView, head: str, what: str) ->
     if layer == 0:
         said = f"Head {head} is in layer 0: it reads the embeddings alone, so no earlier head can feed it."
         return step("input", title, said), None
-    pairs = torch.tensor([[list(view.ids), list(corrupted.ids)]])
+    pairs = torch.tensor([[list(view.ids), list(corrupted.ids)]], device="cpu")  # ids: runs move them
     path = circuits.path_patching(view, pairs, {"receiver": head})
     said = f"With “{corrupted.text}” as the corrupted text ({what}): " + " ".join(path_sentences(path, {}))
     return step("input", title, said, path=path, corrupted_text=corrupted.text, what=what), path
@@ -133,8 +133,8 @@ def needed_heads(lm) -> dict:
     prompts = task_prompts(lm)
     values = ablation_values(model, prompts, "mean")
     L, H = config.n_layer, config.n_head
-    full = repeated_loss(model, prompts, torch.zeros(L, H, dtype=torch.bool), values)
-    none = repeated_loss(model, prompts, torch.ones(L, H, dtype=torch.bool), values)
+    full = repeated_loss(model, prompts, torch.zeros(L, H, dtype=torch.bool, device="cpu"), values)
+    none = repeated_loss(model, prompts, torch.ones(L, H, dtype=torch.bool, device="cpu"), values)
     title = "Which heads are needed"
     if none - full < 0.1:
         said = "On random tokens written twice this model does not copy: ablating its heads changes little."

@@ -110,8 +110,47 @@ def two_step_sentence(step: dict, receiver: str) -> str:
     return f"Through an intermediate: {route} restores {step['effect']:+.2f}: little of the answer takes that route."
 
 
+def estimate_sentence(answer: dict) -> str | None:
+    """What is estimated and how, when exact patching would cost the page too many runs."""
+    if not answer.get("estimate"):
+        return None
+    grids = {"heads": "each head's output", "heads_by_position": "each head at each position",
+             "residual": "the residual stream"}  # fmt: skip
+    named = " and ".join(grids[g] for g in answer["estimated"])
+    said = (
+        f"Estimates: exact patching would run the model {answer['exact_runs']:,} times on this text, so {named} "
+        "are attribution patching's first-order estimates (one forward pass on each text, one backward pass)"
+    )
+    if answer.get("residual_exact_at"):
+        said += "; the residual stream at the changed positions is exact (there the estimate fails)"
+    elif "residual" in answer["estimated"] and answer.get("differing_positions"):
+        where = ", ".join(map(str, answer["differing_positions"]))
+        said += (
+            f"; at the changed position{'s' if len(answer['differing_positions']) > 1 else ''} ({where}) the residual "
+            "stream's estimate can be wrong even in sign (the stream there is another token's): click those cells "
+            "for their exact value"
+        )
+        return said + "."
+    return said + ". Click a cell for its exact value."
+
+
+def exact_cell_sentence(answer: dict) -> str | None:
+    cell = answer.get("exact_cell")
+    if not cell:
+        return None
+    exact = 0.0 if round(cell["exact"], 2) == 0 else cell["exact"]  # no "-0%"
+    said = f"Exact patching of {cell['name']} restores {share(exact)} of the answer"
+    if answer.get("estimate") and cell["grid"] in answer["estimated"] and cell["shown"] is not None:
+        said += f" (the estimate shown: {share(cell['shown'])})"
+    return said + "."
+
+
 def patching_findings(answer: dict) -> list[str]:
-    found = [heads_sentence(answer)]
+    found = [s for s in (estimate_sentence(answer), exact_cell_sentence(answer)) if s]
+    heads = heads_sentence(answer)
+    found.append(
+        f"By the estimates, {heads[0].lower()}{heads[1:]}" if "heads" in answer.get("estimated", []) else heads
+    )
     where = residual_sentence(answer)
     if where:
         found.append(where)

@@ -6,15 +6,16 @@ are in head_circuit.py. Each answer carries the model and the token ids it was c
 numbers support (circuit_words). Every number comes from `minigpt.heads`; nothing here knows of Gradio. The "change one
 token" helper proposes a corrupted text for patching."""
 
-import threading
 from collections.abc import Callable
 
 import torch
 
+from minigpt.demo import patch_estimates as estimates
 from minigpt.demo.attention_maps import token_labels
 from minigpt.demo.choices import layer_index, number, parse_heads, token_position
 from minigpt.demo.circuit_words import attribution_findings, patching_findings
 from minigpt.demo.cores import pass_work
+from minigpt.demo.per_model import PerModel
 from minigpt.demo.prompt_sets import described, prompt_count, text_variants
 from minigpt.demo.texts import TextView, encode
 from minigpt.errors import VisitorError, shortened
@@ -270,11 +271,11 @@ def checked_part(value) -> str:
     return part
 
 
-def by_position(model, pairs: torch.Tensor, config, length: int) -> list | None:
+def by_position(model, pairs: torch.Tensor, config, length: int) -> torch.Tensor | None:
     """Each head at each position (layer x head x position), on the text itself, where its runs fit the work bound."""
     if config.n_layer * config.n_head * length * pass_work(config, length) > PATCH_WORK:
         return None
-    return patch_heads_by_position(model, pairs[0, 0], pairs[0, 1], batch_size=PATCH_BATCH).effects.tolist()
+    return patch_heads_by_position(model, pairs[0, 0], pairs[0, 1], batch_size=PATCH_BATCH).effects
 
 
 def check_options(clean: TextView, options: dict) -> None:
@@ -282,6 +283,7 @@ def check_options(clean: TextView, options: dict) -> None:
     config = clean.lm.model.config
     checked_part(options.get("part"))
     check_patch_length(clean, prompt_count(options.get("prompts")))
+    estimates.checked_cell(options.get("exact_cell"), config, len(clean.ids))
     receiver = receiver_of(options.get("receiver"), config)
     if receiver is not None:
         key_of(options.get("key_position"), list(clean.ids))
@@ -293,30 +295,27 @@ def patching(clean: TextView, corrupted: TextView, options: dict, cores, progres
     """Head patching (layer x head, the chosen `part` of each head), residual patching (layer x position), each head
     at each position, and path patching (options: receiver, sender, intermediate, receiver_input, key_position), on
     the text or on a prompt set of it and its variants (options["prompts"]); effect = (LD_patched - LD_corrupted) /
-    (LD_clean - LD_corrupted), LD = logit(clean answer) - logit(corrupted answer) at the last position."""
+    (LD_clean - LD_corrupted), LD = logit(clean answer) - logit(corrupted answer) at the last position. Where exact
+    patching costs more than patch_estimates.ESTIMATE_WORK, attribution patching's estimates (`estimate`, `estimated`:
+    which grids), and options["exact_cell"]'s exact value (`exact_cell`)."""
     model, config = clean.lm.model, clean.lm.model.config
     part, count = checked_part(options.get("part")), prompt_count(options.get("prompts"))
     check_patch_length(clean, count)
+    cell = estimates.checked_cell(options.get("exact_cell"), config, len(clean.ids))
     pairs = text_variants(clean.lm, [list(clean.ids), list(corrupted.ids)], count)
-    tell, own = progress or (lambda fraction, what: None), []
-
-    def head_effects(pair):
-        found = patch_heads(model, pair[0], pair[1], part=part, batch_size=PATCH_BATCH)
-        own.append(found)  # the first: the text's own, its answers and LDs
-        return found.effects
-
+    estimated = estimates.estimated_first(config, len(clean.ids))
+    tell = progress or (lambda fraction, what: None)
     with cores.threads_for(pass_work(config, len(clean.ids)) * PATCH_BATCH):
-        tell(0.0, "patching heads")
-        heads = over_prompts(head_effects, pairs, first_required=True)
-        tell(0.4, "patching the residual stream")
-        residual = over_prompts(
-            lambda pair: patch_residual(model, pair[0], pair[1]).effects, pairs, first_required=True
-        )
-        tell(0.6, "patching each head at each position")
-        positions = by_position(model, pairs, config, len(clean.ids)) if count == 1 else None
+        tell(0.0, "estimating every patch" if estimated else "patching heads")
+        found = (estimated_grids if estimated else exact_grids)(model, pairs, part, tell)
         tell(0.8, "path patching")
         path = path_patching(clean, pairs, options)
-    answers = [own[0].clean_token, own[0].corrupted_token]
+        exact = None if cell is None else estimates.exact_cell(model, pairs[0], cell, part)
+    own, heads, residual = found["own"], found["heads"], found["residual"]
+    if exact is not None:
+        grid = {"heads": heads.mean, "residual": residual.mean, "heads_by_position": found["positions"]}[exact["grid"]]
+        exact["shown"] = None if grid is None else float(grid[tuple(exact["index"])])
+    answers = [own.clean_token, own.corrupted_token]
     clean_answer, corrupted_answer = labels_of(clean, answers)
     answer = {
         **clean.about,
@@ -326,19 +325,63 @@ def patching(clean: TextView, corrupted: TextView, options: dict, cores, progres
         "differing_positions": [i for i, (a, b) in enumerate(zip(clean.ids, corrupted.ids)) if a != b],
         "clean_answer": {"id": answers[0], "token": clean_answer},
         "corrupted_answer": {"id": answers[1], "token": corrupted_answer},
-        "clean_difference": own[0].clean_difference,
-        "corrupted_difference": own[0].corrupted_difference,
+        "clean_difference": own.clean_difference,
+        "corrupted_difference": own.corrupted_difference,
         "part": part,
         "prompts": prompt_set(heads),
         "heads": heads.mean.tolist(),
         "heads_spread": heads.spread.tolist() if heads.prompts > 1 else None,
         "residual": residual.mean.tolist(),
-        "heads_by_position": positions,
+        "heads_by_position": None if found["positions"] is None else found["positions"].tolist(),
+        "estimate": estimated,
+        "estimated": found["estimated"],
+        "method": estimates.METHOD if estimated else "exact patching",
+        "exact_runs": estimates.exact_runs(config, len(clean.ids)),
+        "residual_exact_at": found["exact_positions"],
+        "exact_cell": exact,
         "path": path,
         "notes": clean.notes + corrupted.notes,
     }
     answer["findings"] = patching_findings(answer)
     return answer
+
+
+def exact_grids(model, pairs: torch.Tensor, part: str, tell) -> dict:
+    """Exact patching: the chosen part of each head, the residual stream, and each head at each position (one prompt,
+    within the work bound), over the prompt pairs."""
+    own = []
+
+    def head_effects(pair):
+        found = patch_heads(model, pair[0], pair[1], part=part, batch_size=PATCH_BATCH)
+        own.append(found)  # the first: the text's own, its answers and LDs
+        return found.effects
+
+    heads = over_prompts(head_effects, pairs, first_required=True)
+    tell(0.4, "patching the residual stream")
+    residual = over_prompts(lambda pair: patch_residual(model, pair[0], pair[1]).effects, pairs, first_required=True)
+    tell(0.6, "patching each head at each position")
+    positions = by_position(model, pairs, model.config, pairs.shape[-1]) if len(pairs) == 1 else None
+    return {"own": own[0], "heads": heads, "residual": residual, "positions": positions, "estimated": [],
+            "exact_positions": None}  # fmt: skip
+
+
+def estimated_grids(model, pairs: torch.Tensor, part: str, tell) -> dict:
+    """Attribution patching's estimates of the residual stream and each head at each position (and of each head's
+    output at every position; another part of each head is patched exactly, one run a head)."""
+    found = estimates.estimates(model, pairs)
+    heads, estimated = found.heads, list(estimates.ESTIMATED)
+    if part != "output":
+        tell(0.4, "patching heads")
+        heads = over_prompts(
+            lambda pair: patch_heads(model, pair[0], pair[1], part=part, batch_size=PATCH_BATCH).effects,
+            pairs,
+            first_required=True,
+        )
+        estimated.remove("heads")
+    if found.position is None:  # a prompt set: each head at each position is for the text alone
+        estimated.remove("heads_by_position")
+    return {"own": found.first, "heads": heads, "residual": found.residual, "positions": found.position,
+            "estimated": estimated, "exact_positions": found.exact_positions}  # fmt: skip
 
 
 def prompt_set(found) -> dict:
@@ -400,25 +443,6 @@ def one_token_changed(view: TextView, before: int = 0) -> tuple[list[int], str]:
         "No single token change found that keeps the length and changes the model's next token: type a corrupted text "
         "yourself (the same number of tokens, another earlier word the answer depends on)."
     )
-
-
-class PerModel:
-    """What does not depend on the text, computed once per model and kept (the last few models): composition scores,
-    the heads the induction task needs. compute(lm) -> the answer; concurrent asks of one model compute it once."""
-
-    def __init__(self, compute: Callable, kept: int = 4):
-        self.compute, self.kept = compute, kept
-        self.found: dict[tuple, object] = {}
-        self.lock = threading.Lock()
-
-    def get(self, lm):
-        key = (lm.name, id(lm.model))
-        with self.lock:
-            if key not in self.found:
-                self.found[key] = self.compute(lm)
-                while len(self.found) > self.kept:
-                    self.found.pop(next(iter(self.found)))
-            return self.found[key]
 
 
 def composition_of(lm) -> dict:

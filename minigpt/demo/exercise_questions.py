@@ -296,7 +296,7 @@ def carrying_input(m: Measurements) -> list[Question]:
         raise Unasked(f"Head {receiver} carries the answer, and it is in layer 0: no earlier part feeds its inputs.")
     questions = []
     for corrupted, what in m.corrupted:
-        pairs = torch.tensor([[m.ids, list(corrupted.ids)]])
+        pairs = torch.tensor([[m.ids, list(corrupted.ids)]], device="cpu")
         path = path_patching(m.view, pairs, {"receiver": receiver})
         path["key_token"] = m.view.tokens[path["key_position"]]
         questions.append(input_question(receiver, corrupted.text, what, path))
@@ -339,7 +339,7 @@ def formation_step(m: Measurements) -> list[Question]:
     lines = read_roles(m.log_folder) if m.log_folder is not None else []
     if len(lines) < 2:
         raise Unasked("The model has no roles log (train.py writes one: roles_log.jsonl) to ask when a head formed.")
-    name = ranked_heads(torch.tensor(lines[-1]["induction"]))[0][1]
+    name = ranked_heads(torch.tensor(lines[-1]["induction"], device="cpu"))[0][1]
     layer, head = at(name)
     steps = [line["step"] for line in lines]
     scores = [line["induction"][layer][head] for line in lines]

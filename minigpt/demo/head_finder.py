@@ -216,7 +216,9 @@ def dashboard(result: dict, corpus: Corpus, lm: LanguageModel, passes: ForwardPa
         for name in METRICS
     }
     role = strongest_role(mine, result["chance"])
-    values, windows, queries = (torch.tensor(part)[layer, head].tolist() for part in result["examples"][role])
+    values, windows, queries = (
+        torch.tensor(part, device="cpu")[layer, head].tolist() for part in result["examples"][role]
+    )
     examples = [
         {**snippet(lm, passes, corpus.windows[w], q, layer, head), "window": w, "strength": v}
         for v, w, q in zip(values, windows, queries)

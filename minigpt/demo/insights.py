@@ -8,6 +8,7 @@ import torch
 
 from minigpt.demo.attention_maps import token_labels
 from minigpt.demo.choices import clamped, number, parse_heads, parse_sampling, token_position
+from minigpt.demo.per_model import PerModel
 from minigpt.demo.prompt_sets import resample_values
 from minigpt.demo.serving import Sampling, generate_in_this_thread
 from minigpt.demo.state import DemoState
@@ -28,11 +29,18 @@ def six_decimals(difference: torch.Tensor) -> list:
     return difference.double().round(decimals=6).tolist()
 
 
+def probed_induction(lm) -> dict:
+    """The Head roles' induction probe on the model's ordinary tokens (not its boundary, end or padding tokens)."""
+    excluded = {lm.boundary_id, lm.eos_id, *lm.never_ids} - {None}
+    return head_insights.probed_induction(lm.model, lm.boundary_id, excluded, lm.vocab_size)
+
+
 class Insights:
     """The section's endpoints, on the demo's state (ui/insights.py puts them on the page and draws their answers)."""
 
     def __init__(self, state: DemoState):
         self.state = state
+        self.probed = PerModel(probed_induction)  # the roles' induction probe: one model's, whatever the text
 
     def insight_view(self, text: str, model: str | None, min_tokens: int = 2) -> TextView:
         view = self.state.text_view(model or self.state.names_default, text or "")
@@ -182,8 +190,8 @@ class Insights:
         and the probe's losses."""
         view = self.insight_view(text, model)
         lm = view.lm
-        excluded = {lm.boundary_id, lm.eos_id, *lm.never_ids} - {None}
-        scores = head_insights.measured_roles(lm.model, view.recorded, lm.boundary_id, excluded, lm.vocab_size)
+        probed = self.probed.get(lm)
+        scores = head_insights.measured_roles(lm.model, view.recorded, lm.boundary_id, set(), lm.vocab_size, probed)
         roles = {role: scores[role] for role in ("previous_token", "first_token", "self", "induction")}
         top = {
             role: [{"layer": layer, "head": head, "score": score} for layer, head, score in head_insights.top_heads(s)]

@@ -74,10 +74,12 @@ def snapshot_choices(picker: "ModelPicker", name: str) -> list[tuple[str, str]]:
     return [(f"step {step}", f"{base}@{step}") for step in steps] + [("final", base)] if steps else []
 
 
-def load_language_model(name: str, source: str, batching: dict, step: int | None = None) -> LanguageModel:
+def load_language_model(
+    name: str, source: str, batching: dict, step: int | None = None, device: str = "cpu"
+) -> LanguageModel:
     """A MiniGPT folder or Hub id (GPT-2 checkpoints are converted), loaded once with sdpa: the attention maps take the
     eager path per call (`output_attentions=True`), so nothing is loaded twice. `step`: the folder's snapshot at that
-    training step instead of its final weights."""
+    training step instead of its final weights; `device`: where it lives and computes (app.py's --device)."""
     if missing_local_path(source):  # else the Hub's "Repo id must be in the form ..." would be the message
         raise FileNotFoundError(f"the folder {source} does not exist")
     config = AutoConfig.from_pretrained(source)
@@ -100,7 +102,7 @@ def load_language_model(name: str, source: str, batching: dict, step: int | None
         raise ValueError(f"The tokenizer of {name} has neither a bos nor an eos token to start a text from.")
     pad = tokenizer.pad_token_id
     never = [pad] if pad is not None and pad not in (boundary, tokenizer.eos_token_id) else []
-    lm = LanguageModel(name, model.eval(), tokenizer, boundary, tokenizer.eos_token_id, never)
+    lm = LanguageModel(name, model.to(device).eval(), tokenizer, boundary, tokenizer.eos_token_id, never)
     lm.batcher = ContinuousBatcher(lm.model, lm.eos_id, lm.never_ids, **batching)
     return lm
 
@@ -108,8 +110,9 @@ def load_language_model(name: str, source: str, batching: dict, step: int | None
 class ModelPicker:
     """The models the demo offers, by name; each loads on first use (once, even under concurrent requests)."""
 
-    def __init__(self, sources: dict[str, str], batching: dict):
+    def __init__(self, sources: dict[str, str], batching: dict, device: str = "cpu"):
         self.sources, self.batching = sources, batching  # batching: ContinuousBatcher's limits, for each model
+        self.device = device  # where every model it loads lives and computes
         self.loaded: dict[str, LanguageModel] = {}
         self.lock = threading.Lock()  # held for a moment: the dicts' changes
         self.loading: dict[str, threading.Lock] = {}  # one per model name, held while it loads
@@ -151,7 +154,7 @@ class ModelPicker:
         with loading:  # one load per name, even under concurrent requests; other models' requests go on meanwhile
             if name not in self.loaded:
                 try:
-                    lm = load_language_model(name, self.sources[base], self.batching, step)
+                    lm = load_language_model(name, self.sources[base], self.batching, step, self.device)
                 except Exception as error:  # a broken folder or no network for a Hub id: say so, keep serving
                     message = without_paths(str(error), self.sources[base], base)
                     raise ModelUnavailable(f"Could not load the model {name!r}: {message}") from error

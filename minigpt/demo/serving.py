@@ -95,9 +95,9 @@ def rows_for_same_bits_of(shapes: tuple[tuple[int, int, bool], ...], dtype: torc
     needed = 1
     with torch.no_grad():
         for in_features, out_features, has_bias in shapes:
-            weight = torch.randn(out_features, in_features, generator=generator, dtype=dtype)
-            bias = torch.randn(out_features, generator=generator, dtype=dtype) if has_bias else None
-            x = torch.randn(max_rows, in_features, generator=generator, dtype=dtype)
+            weight = torch.randn(out_features, in_features, generator=generator, dtype=dtype, device="cpu")
+            bias = torch.randn(out_features, generator=generator, dtype=dtype, device="cpu") if has_bias else None
+            x = torch.randn(max_rows, in_features, generator=generator, dtype=dtype, device="cpu")
             full = F.linear(x, weight, bias)  # (max_rows, out)
             rows = max_rows
             while rows > 1 and torch.equal(F.linear(x[: rows - 1], weight, bias), full[: rows - 1]):
@@ -113,9 +113,10 @@ class SlotCache:
     Before each forward, `use` says which rows the batch is (slots first..first+B) and where the new tokens go.
     """
 
-    def __init__(self, config, capacity: int):
-        self.config = config
-        self.keys = self.values = torch.zeros(config.n_layer, 0, config.n_head, config.block_size, config.head_dim)
+    def __init__(self, config, capacity: int, device="cpu"):
+        self.config, self.device = config, device  # the model's device: the keys and values live beside it
+        shape = (config.n_layer, 0, config.n_head, config.block_size, config.head_dim)
+        self.keys = self.values = torch.zeros(shape, device=device)
         self.reserve(capacity)
         self.use(slice(0, 0), None)
 
@@ -131,7 +132,7 @@ class SlotCache:
         """The next forward is rows `rows`; `positions` (B,) where each row's one new token goes, or None for a
         prefill of one row from position 0."""
         self.rows, self.positions = rows, positions
-        self.row_index = None if positions is None else torch.arange(len(positions))
+        self.row_index = None if positions is None else torch.arange(len(positions), device=self.device)
         self.past_length = 0 if positions is None else int(positions.max())  # for the model's context-length check
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
@@ -201,7 +202,7 @@ class ContinuousBatcher:
         self.min_decode_rows = 1 if min_decode_rows == 1 else max(min_decode_rows, rows_for_same_bits(model, max_rows))
         self.block_size = model.config.block_size
         self.max_rows, self.max_waiting = max_rows, max_waiting
-        self.cache = SlotCache(model.config, self.min_decode_rows)
+        self.cache = SlotCache(model.config, self.min_decode_rows, model.device)
         self.rows: list[Row] = []  # the batch, row i in cache slot i (touched by the batching thread only)
         self.waiting: deque[Request] = deque()
         self.changed = threading.Condition()
@@ -366,8 +367,9 @@ class ContinuousBatcher:
 
     def _forward_one(self, row: Row) -> torch.Tensor:
         T = len(row.window)
-        ids, positions = torch.tensor([row.window]), torch.arange(T)[None]  # (1, T)
-        mask = torch.arange(self.block_size)[None] <= positions[0, :, None]  # (T, S): causal over the row's slots
+        device = self.model.device
+        ids, positions = torch.tensor([row.window], device=device), torch.arange(T, device=device)[None]  # (1, T)
+        mask = torch.arange(self.block_size, device=device)[None] <= positions[0, :, None]  # (T, S): causal
         self.cache.use(slice(row.slot, row.slot + 1), None)
         out = self.model(
             input_ids=ids,
@@ -377,16 +379,18 @@ class ContinuousBatcher:
             use_cache=True,
             logits_to_keep=1,
         )
-        return out.logits[:, -1].float()  # (1, V)
+        return out.logits[:, -1].float().cpu()  # (1, V): sampled on the CPU, with the requests' CPU generators
 
     def _decode(self) -> torch.Tensor:
         """Every row's last token in one forward; logits (len(self.rows), V)."""
         n = len(self.rows)
         batch = max(n, self.min_decode_rows)  # empty rows (token 0 at position 0, in free slots) fill a small batch
-        tokens, positions = torch.zeros(batch, 1, dtype=torch.long), torch.zeros(batch, 1, dtype=torch.long)
-        tokens[:n, 0] = torch.tensor([row.window[-1] for row in self.rows])
-        positions[:n, 0] = torch.tensor([len(row.window) - 1 for row in self.rows])  # (B, 1)
-        mask = torch.arange(self.block_size)[None] <= positions  # (B, S): the slots each row has written
+        device = self.model.device
+        tokens = torch.zeros(batch, 1, dtype=torch.long, device=device)
+        positions = torch.zeros(batch, 1, dtype=torch.long, device=device)
+        tokens[:n, 0] = torch.tensor([row.window[-1] for row in self.rows], device=device)
+        positions[:n, 0] = torch.tensor([len(row.window) - 1 for row in self.rows], device=device)  # (B, 1)
+        mask = torch.arange(self.block_size, device=device)[None] <= positions  # (B, S): the slots each row wrote
         self.cache.use(slice(0, batch), positions[:, 0])
         out = self.model(
             input_ids=tokens,
@@ -397,7 +401,7 @@ class ContinuousBatcher:
             logits_to_keep=1,
         )
         self.steps += 1
-        return out.logits[:n, -1].float()  # (n, V)
+        return out.logits[:n, -1].float().cpu()  # (n, V): sampled on the CPU
 
     def _sample(self, rows: list[Row], logits: torch.Tensor) -> None:
         """Each request picks its rows' tokens with its own settings and generator, as alone; rows that end leave.
@@ -422,7 +426,7 @@ class ContinuousBatcher:
                 scores = warper(None, scores)
             sampled += indices
             probs.append(scores.softmax(dim=-1))
-            uniforms.append(torch.rand(len(indices), 1, generator=request.generator))
+            uniforms.append(torch.rand(len(indices), 1, generator=request.generator, device="cpu"))
         if sampled:
             cumulative = torch.cat(probs).cumsum(dim=-1)  # (sampled rows, V)
             points = torch.cat(uniforms) * cumulative[:, -1:]  # in [0, total): the total is 1 up to rounding

@@ -82,12 +82,14 @@ class DemoState:
         batching: dict | None = None,
         stream: dict | None = None,
         training: bool = True,
+        device: str = "cpu",
     ) -> "DemoState":
         """The state for the models named on the command line (beside the shipped ones), with the training queue
-        (whose finished runs, of this server's earlier lives too, join the picker) unless `training` is False."""
+        (whose finished runs, of this server's earlier lives too, join the picker) unless `training` is False; every
+        model on `device` (app.py's --device, resolved)."""
         sources, names_default, text_default = model_sources(list(extra), names_model, text_model)
         state = cls(
-            ModelPicker(sources, {**BATCHING, **(batching or {})}),
+            ModelPicker(sources, {**BATCHING, **(batching or {})}, device),
             names_default,
             text_default,
             stream={**STREAM, **(stream or {})},

@@ -30,7 +30,7 @@ runs).
 from minigpt.heads.attribution import Attribution, logit_attribution
 from minigpt.heads.block_steps import block_parts, embedding_parts, parameter_counts, probability_parts
 from minigpt.heads.discovery import Edge, FoundCircuit, circuit_faithfulness, faithfulness_curve, find_circuit
-from minigpt.heads.edge_attribution import attribution_patching
+from minigpt.heads.edge_attribution import EstimatedPatching, attribution_patching, estimated_patching
 from minigpt.heads.insights import (
     ablated_pass,
     ablation_values,
@@ -45,11 +45,12 @@ from minigpt.heads.insights import (
     logit_lens,
     measured_roles,
     next_token_probabilities,
+    probed_induction,
     role_score,
     top_heads,
 )
 from minigpt.heads.metrics import METRICS, ROLES, measure
-from minigpt.heads.patching import Patching, patch_heads, patch_heads_by_position, patch_residual
+from minigpt.heads.patching import Patching, patch_heads, patch_heads_by_position, patch_residual, patch_units
 from minigpt.heads.paths import PathGrid, PathPatching, patch_path, patch_paths, patch_two_step
 from minigpt.heads.prompts import OverPrompts, over_prompts, repeated_tokens, variants
 from minigpt.heads.recorded_pass import ForwardPass, run_forward_pass, unembed
@@ -62,6 +63,7 @@ from minigpt.heads.token_circuits import (
     diagonal_share,
     effective_embedding,
     elhage_copying_score,
+    folded_unembedding,
     ov_circuit,
     positional_qk_circuit,
     qk_circuit,
@@ -72,6 +74,9 @@ __all__ = [
     "Edge",
     "FoundCircuit",
     "attribution_patching",
+    "estimated_patching",
+    "EstimatedPatching",
+    "patch_units",
     "circuit_faithfulness",
     "faithfulness_curve",
     "find_circuit",
@@ -114,7 +119,9 @@ __all__ = [
     "logit_lens",
     "measure",
     "measured_roles",
+    "probed_induction",
     "next_token_probabilities",
+    "folded_unembedding",
     "ov_circuit",
     "parameter_counts",
     "patch_heads",

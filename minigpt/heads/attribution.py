@@ -65,7 +65,9 @@ def logit_attribution(model, input_ids, position: int = -1, token=None, other_to
         registrations += [(block.attn.out_proj, "pre", keep(f"merged {layer}", True))]
         registrations += [(block.mlp, "post", keep(f"mlp {layer}", False))]
     with hooks(*registrations):
-        logits = run(model, ids, logits_to_keep=torch.tensor([position])).logits[0, -1].float().cpu()  # (V,)
+        logits = (
+            run(model, ids, logits_to_keep=torch.tensor([position], device=model.device)).logits[0, -1].float().cpu()
+        )  # (V,)
 
     token = int(logits.argmax()) if token is None else int(token)
     unembedding = model.lm_head.weight.detach().float().cpu()  # (V, C)

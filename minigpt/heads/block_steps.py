@@ -85,7 +85,7 @@ def probability_parts(model, recorded, i: int) -> dict:
         "final_i": final,
         "top_ids": found["top_ids"],
         "top_logits": found["logits"][found["top_ids"]],
-        "top_probabilities": torch.tensor(found["top_probabilities"]),
+        "top_probabilities": torch.tensor(found["top_probabilities"], device="cpu"),
         "next_id": found.get("next_id"),
         "next_probability": found.get("next_probability"),
         "vocabulary": model.config.vocab_size,

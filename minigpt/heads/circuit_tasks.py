@@ -55,7 +55,7 @@ class Task:
 def as_prompts(ids, name: str = "prompts") -> torch.Tensor:
     """(N, T) long of one prompt (a list or (T,) tensor) or a set (a list of lists, an (N, T) tensor)."""
     try:
-        ids = torch.as_tensor(ids, dtype=torch.long)
+        ids = torch.as_tensor(ids, dtype=torch.long, device=ids.device if isinstance(ids, torch.Tensor) else "cpu")
     except (TypeError, ValueError):
         raise InstrumentError(f"The {name} must be token ids, all of the same length.") from None
     ids = ids[None] if ids.dim() == 1 else ids

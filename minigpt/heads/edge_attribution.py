@@ -13,10 +13,14 @@ patched part.
   (k + 1/2) / steps of the way, k = 0 .. steps - 1: the midpoints of the path integral), which makes the scores
   faithful where the metric bends between the two runs.
 - `attribution_patching`: each head's output at each position, in the normalised units of exact patching
-  (`patching.patch_heads_by_position`): from one forward pass on each text and one backward pass.
+  (`patching.patch_heads_by_position`): from one forward pass on each text and one backward pass;
+  `estimated_patching` gives, from the same passes, the stream entering each layer at each position
+  (`patching.patch_residual`) and each head at every position (`patching.patch_heads`) too.
 
 Gradients are taken with `torch.autograd.grad` for the zero tensors alone: the model's parameters get no `.grad`.
 """
+
+from dataclasses import dataclass
 
 import torch
 
@@ -25,7 +29,6 @@ from minigpt.heads.errors import InstrumentError
 from minigpt.heads.graph import Graph, graph_hooks
 from minigpt.heads.hooks import Hook, hooks
 from minigpt.heads.patching import answers_of, texts_pair
-from minigpt.heads.runs import last_logits
 
 METHODS = ("eap", "eap-ig")
 
@@ -86,47 +89,83 @@ def edge_scores(model, graph: Graph, task: Task, clean_out, reference_out, metho
 # ---- attribution patching of each head at each position -------------------------------------------------------------
 
 
-def merged_heads_recorded(model, ids: torch.Tensor, zeros: torch.Tensor | None = None):
-    """A pass over one text (1, T) keeping each layer's merged heads (out_proj's input, (L, T, C)); with `zeros`
-    ((L, T, C), requiring grad) each layer's merged heads + its zeros go on, so that their gradient is the merged
-    heads'. Gives the last position's logits (V,) (with their graph when `zeros` are given) and the merged heads."""
-    layers, seen = model.model.layers, []
+@dataclass
+class EstimatedPatching:
+    """Attribution patching's estimates, in exact patching's units (`patching.Patching`): 0 changes nothing, 1
+    restores the clean logit difference."""
 
-    def kept(layer):
+    position: torch.Tensor  # (L, H, T) each head's output at one position (`patch_heads_by_position`)
+    residual: torch.Tensor  # (L, T) the stream entering each layer at one position (`patch_residual`)
+    clean_difference: float
+    corrupted_difference: float
+    clean_token: int
+    corrupted_token: int
+
+    @property
+    def heads(self) -> torch.Tensor:
+        """(L, H) each head's output at every position (`patch_heads`): to first order, the sum of its positions'."""
+        return self.position.sum(-1)
+
+
+def inputs_recorded(model, ids: torch.Tensor, zeros: torch.Tensor | None = None):
+    """A pass over one text (1, T) keeping each layer's input and merged heads (the block's and out_proj's inputs,
+    (2, L, T, C)); with `zeros` ((2, L, T, C), requiring grad) each of them + its zeros goes on, so that their gradient
+    is theirs. Gives the last position's logits (V,) (with their graph when `zeros` are given) and the inputs."""
+    seen = {}
+
+    def kept(site, layer):
         def hook(module, args):
-            seen.append(args[0][0].detach())
-            return None if zeros is None else (args[0] + zeros[layer], *args[1:])
+            seen[site, layer] = args[0][0].detach()
+            return None if zeros is None else (args[0] + zeros[site, layer], *args[1:])
 
         return hook
 
-    with hooks(*[(block.attn.out_proj, "pre", kept(layer)) for layer, block in enumerate(layers)]):
-        if zeros is None:
-            logits = last_logits(model, ids.to(model.device))[0][0]
-        else:
-            with torch.enable_grad():
-                logits = model(input_ids=ids.to(model.device), use_cache=False, logits_to_keep=1).logits[0, -1]
-    return logits.float(), torch.stack(seen)
+    layers = model.model.layers
+    registrations = [(block, "pre", kept(0, layer)) for layer, block in enumerate(layers)]
+    registrations += [(block.attn.out_proj, "pre", kept(1, layer)) for layer, block in enumerate(layers)]
+    with hooks(*registrations), torch.set_grad_enabled(zeros is not None):
+        logits = model(input_ids=ids.to(model.device), use_cache=False, logits_to_keep=1).logits[0, -1]
+    inputs = torch.stack([torch.stack([seen[site, layer] for layer in range(len(layers))]) for site in (0, 1)])
+    return logits.float(), inputs
+
+
+def estimated_patching(model, clean_ids, corrupted_ids) -> EstimatedPatching:
+    """The effect of patching, estimated from one forward pass on each text and one backward pass: (d LD / d part at
+    the corrupted run) . (clean part - corrupted part), / (LD_clean - LD_corrupted), LD the logit difference between
+    the clean and corrupted texts' top-1 answers at the last position; the parts are each head's output at each
+    position and the stream entering each layer at each position. Raises InstrumentError for texts of different
+    lengths or with the same answer."""
+    pair = texts_pair(clean_ids, corrupted_ids)
+    H = model.config.n_head
+    clean_logits, clean_inputs = inputs_recorded(model, pair[:1])
+    zeros = torch.zeros(clean_inputs.shape, device=model.device, dtype=clean_inputs.dtype, requires_grad=True)
+    corrupted_logits, corrupted_inputs = inputs_recorded(model, pair[1:], zeros)
+    answers = answers_of(torch.stack([clean_logits.detach().cpu(), corrupted_logits.detach().cpu()]))
+    corrupted_ld = corrupted_logits[answers[0]] - corrupted_logits[answers[1]]
+    (gradients,) = torch.autograd.grad(corrupted_ld, zeros)  # (2, L, T, C): d LD / d each input
+    products = gradients * (clean_inputs - corrupted_inputs)
+    clean_ld, corrupted_ld = float(clean_logits[answers[0]] - clean_logits[answers[1]]), float(corrupted_ld.detach())
+    # A head's output is its merged slice through its columns of out_proj: the dot product over its output equals
+    # the dot product over its slice, gradient . difference.
+    position = products[1].unflatten(-1, (H, -1)).sum(-1).transpose(1, 2)  # (L, H, T)
+    scale = clean_ld - corrupted_ld
+    return EstimatedPatching(
+        (position / scale).float().cpu(), (products[0].sum(-1) / scale).float().cpu(), clean_ld, corrupted_ld, *answers
+    )
 
 
 def attribution_patching(model, clean_ids, corrupted_ids) -> torch.Tensor:
     """(L, H, T) the estimated effect of patching each head's output at each position from the clean text into the
-    corrupted one, in exact patching's units (`patch_heads_by_position`): (d LD / d head output at the corrupted run)
-    . (clean head output - corrupted head output) at that position, / (LD_clean - LD_corrupted), LD the logit
-    difference between the clean and corrupted texts' top-1 answers at the last position. One forward pass on each
-    text, one backward pass. Raises InstrumentError for texts of different lengths or with the same answer."""
-    pair = texts_pair(clean_ids, corrupted_ids)
-    L, H, C = model.config.n_layer, model.config.n_head, model.config.n_embd
-    clean_logits, clean_merged = merged_heads_recorded(model, pair[:1])
-    zeros = torch.zeros(L, pair.shape[1], C, device=model.device, dtype=model.dtype, requires_grad=True)
-    corrupted_logits, corrupted_merged = merged_heads_recorded(model, pair[1:], zeros)
-    answers = answers_of(torch.stack([clean_logits.cpu(), corrupted_logits.detach().cpu()]))
-    corrupted_ld = corrupted_logits[answers[0]] - corrupted_logits[answers[1]]
-    (gradients,) = torch.autograd.grad(corrupted_ld, zeros)  # (L, T, C): d LD / d merged heads
-    # A head's output is its merged slice through its columns of out_proj: the dot product over its output equals
-    # the dot product over its slice, gradient . difference.
-    estimate = (gradients * (clean_merged - corrupted_merged)).unflatten(-1, (H, -1)).sum(-1)  # (L, T, H)
-    clean_ld = clean_logits[answers[0]] - clean_logits[answers[1]]
-    return (estimate.transpose(1, 2) / (clean_ld - corrupted_ld.detach())).cpu()
+    corrupted one, in exact patching's units (`patch_heads_by_position`): `estimated_patching`'s `position`."""
+    return estimated_patching(model, clean_ids, corrupted_ids).position
 
 
-__all__ = ["METHODS", "attribution_patching", "edge_scores", "graph_gradients", "recorded_outputs"]
+__all__ = [
+    "METHODS",
+    "EstimatedPatching",
+    "attribution_patching",
+    "edge_scores",
+    "estimated_patching",
+    "graph_gradients",
+    "recorded_outputs",
+]

@@ -56,7 +56,7 @@ def graph_of(config) -> Graph:
         receivers += [(("head", layer, head), into) for into in INPUTS for head in range(config.n_head)]
         receivers.append((("mlp", layer), None))
     receivers.append((("logits",), None))
-    exists = torch.tensor([[writes_before(sender, node) for node, _ in receivers] for sender in senders])
+    exists = torch.tensor([[writes_before(sender, node) for node, _ in receivers] for sender in senders], device="cpu")
     return Graph(senders, tuple(receivers), exists)
 
 

@@ -38,7 +38,7 @@ ABLATION_MODES = ("zero", "mean", "resample")
 
 def head_mask(heads: list[tuple[int, int]], n_layer: int, n_head: int) -> torch.Tensor:
     """(L, H) bool, True for the heads to ablate."""
-    mask = torch.zeros(n_layer, n_head, dtype=torch.bool)
+    mask = torch.zeros(n_layer, n_head, dtype=torch.bool, device="cpu")
     shape = SimpleNamespace(n_layer=n_layer, n_head=n_head)
     for layer, head in heads:
         mask[checked_head(shape, layer, head)] = True
@@ -76,7 +76,7 @@ def heads_ablated(model, ablate: torch.Tensor, means: torch.Tensor | None = None
     def switch_off(layer: int):
         off = per_row[:, layer][:, None, :, None]  # (B or 1, 1, H, 1): broadcast over positions and head dims
         if means is None:
-            replacement = torch.tensor(0.0)
+            replacement = torch.tensor(0.0, device="cpu")
         else:  # (C,), (T, C) or (B, T, C) -> (..., H, D)
             replacement = (means[:, layer] if means.dim() == 4 else means[layer]).unflatten(-1, (n_head, head_dim))
 
@@ -117,8 +117,8 @@ def ablation_values(model, prompts: torch.Tensor, mode: str, seed: int = 0) -> t
         return merged.mean(dim=(0, 2))
     if len(prompts) < 2:
         raise InstrumentError("Resample ablation takes another prompt's activations: give at least two prompts.")
-    shift = 1 + int(torch.randint(len(prompts) - 1, (1,), generator=torch.Generator().manual_seed(seed)))
-    order = torch.randperm(len(prompts), generator=torch.Generator().manual_seed(seed))
+    shift = 1 + int(torch.randint(len(prompts) - 1, (1,), generator=torch.Generator().manual_seed(seed), device="cpu"))
+    order = torch.randperm(len(prompts), generator=torch.Generator().manual_seed(seed), device="cpu")
     source = torch.empty_like(order)
     source[order] = order.roll(shift)  # a derangement: prompt order[k] reads order[k - shift]
     return merged[source]
@@ -161,7 +161,7 @@ def sampled_probabilities(logits: torch.Tensor, ids: list[int], warp=None, never
     """(T - 1,) the probability each token ids[t + 1] had when it was drawn after ids[..t], from (T, V) `logits`
     (position t predicts token t + 1), as the text loop samples (`warped_probabilities`)."""
     probabilities = warped_probabilities(logits[:-1], warp, never_ids)  # (T - 1, V)
-    return probabilities.gather(1, torch.tensor(ids[1:])[:, None]).squeeze(1)
+    return probabilities.gather(1, torch.tensor(ids[1:], device=probabilities.device)[:, None]).squeeze(1)
 
 
 # ---- ablation and importance ---------------------------------------------------------------------------------------
@@ -179,14 +179,20 @@ def ablated_pass(model, recorded: ForwardPass, heads: list[tuple[int, int]], mod
         return run_forward_pass(model, list(recorded.input_ids))
 
 
+def one_head_each(L: int, H: int) -> torch.Tensor:
+    """(1 + L * H, L, H) bool masks: row 0 ablates nothing, row 1 + l * H + h head h of layer l alone."""
+    each = torch.eye(L * H, dtype=torch.bool, device="cpu").view(-1, L, H)
+    return torch.cat([torch.zeros(1, L, H, dtype=torch.bool, device="cpu"), each])
+
+
 def losses_per_row(model, ids: list[int], ablate: torch.Tensor, means, budget_bytes: int = 1 << 28) -> torch.Tensor:
     """(B, T - 1) per-token losses of `ids`, row b run with the heads ablate[b] (B, L, H) off, in batches whose
     logits stay within `budget_bytes`."""
-    targets = torch.tensor(ids[1:])  # (T - 1,)
+    targets = torch.tensor(ids[1:], device=model.device)  # (T - 1,)
     rows_per_batch = max(1, budget_bytes // (len(ids) * model.config.vocab_size * 4))
     losses = []
     for chunk in ablate.split(rows_per_batch):
-        input_ids = torch.tensor([ids]).expand(len(chunk), -1)  # (b, T)
+        input_ids = torch.tensor([ids], device=model.device).expand(len(chunk), -1)  # (b, T)
         with heads_ablated(model, chunk, means), torch.no_grad():
             logits = model(input_ids=input_ids, use_cache=False).logits[:, :-1].float()  # (b, T - 1, V)
         losses.append(F.cross_entropy(logits.transpose(1, 2), targets.expand(len(chunk), -1), reduction="none"))
@@ -235,7 +241,7 @@ def head_importance(model, recorded: ForwardPass, mode: str = "zero", values=Non
     L, H = model.config.n_layer, model.config.n_head
     if len(recorded.input_ids) < 2:
         raise InstrumentError("The text is empty: head importance needs at least one token after the start token.")
-    ablate = torch.cat([torch.zeros(1, L, H, dtype=torch.bool), torch.eye(L * H, dtype=torch.bool).view(-1, L, H)])
+    ablate = one_head_each(L, H)
     if check_mode(mode) == "resample" and values is None:
         raise InstrumentError("Resample ablation puts in another prompt's activations: pass them as values.")
     length = importance_tokens(model.config, len(recorded.input_ids))
@@ -250,19 +256,19 @@ def head_importance(model, recorded: ForwardPass, mode: str = "zero", values=Non
 
 def previous_token_pattern(length: int) -> torch.Tensor:
     """(T, T) bool: query i marks key i - 1."""
-    return torch.ones(length, length, dtype=torch.bool).tril(-1).triu(-1)
+    return torch.ones(length, length, dtype=torch.bool, device="cpu").tril(-1).triu(-1)
 
 
 def first_token_pattern(length: int) -> torch.Tensor:
     """(T, T) bool: query i >= 1 marks key 0 (the start token: the 'attention sink' or boundary)."""
-    pattern = torch.zeros(length, length, dtype=torch.bool)
+    pattern = torch.zeros(length, length, dtype=torch.bool, device="cpu")
     pattern[1:, 0] = True
     return pattern
 
 
 def self_pattern(length: int) -> torch.Tensor:
     """(T, T) bool: query i >= 1 marks itself."""
-    pattern = torch.eye(length, dtype=torch.bool)
+    pattern = torch.eye(length, dtype=torch.bool, device="cpu")
     pattern[0, 0] = False
     return pattern
 
@@ -278,7 +284,7 @@ def induction_pattern(ids: list[int], run: int = INDUCTION_RUN) -> torch.Tensor:
     ca": the "a" of "sat") outnumber the repeated phrase, and a head that attends to what followed any earlier copy
     of its own token (a layer-0 head can) scores as high as the head that copies the phrase. With 3, only a repeated
     phrase counts. Queries without such a run mark nothing."""
-    tokens = torch.tensor(ids)
+    tokens = torch.tensor(ids, device="cpu")
     length = len(ids)
     equal = tokens[:, None] == tokens[None, :]  # (T, T): token i == token j
     matches = equal.clone()
@@ -303,7 +309,9 @@ def chance_level(pattern: torch.Tensor) -> float:
     """The role score of a head without a role: one that spreads its attention evenly over the keys each query may
     see (1 / (i + 1) on each of keys 0..i). A head far above it does the role; near it, nothing in particular."""
     length = pattern.shape[-1]
-    even = torch.ones(length, length).tril() / torch.arange(1, length + 1)[:, None]  # (T, T), rows sum to 1
+    even = (
+        torch.ones(length, length, device="cpu").tril() / torch.arange(1, length + 1, device="cpu")[:, None]
+    )  # (T, T), rows sum to 1
     return float(role_score(even, pattern))
 
 
@@ -346,17 +354,29 @@ def induction_scores(model, probes: torch.Tensor) -> dict:
 ROLE_PROBES = 4  # random repeated sequences the induction score averages over
 
 
-def measured_roles(model, recorded: ForwardPass, boundary_id: int, excluded: set[int], vocab_size: int) -> dict:
-    """`head_roles` with the induction probe built for this model: ROLE_PROBES sequences of its tokens (all but
-    `excluded`: the boundary, end and padding tokens) written twice after `boundary_id`, sized to its context. What the
-    Head roles view shows, and what training logs at each evaluation (train.py's RoleLog)."""
+def probed_induction(model, boundary_id: int, excluded: set[int], vocab_size: int) -> dict:
+    """`induction_scores` on this model's induction probe: ROLE_PROBES sequences of its tokens (all but `excluded`: the
+    boundary, end and padding tokens) written twice after `boundary_id`, sized to its context, and the probe's length.
+    It does not depend on any text: a server computes it once per model (`measured_roles(..., probed=)`)."""
     vocabulary = [i for i in range(vocab_size) if i not in excluded]
     probes = induction_probe(vocabulary, boundary_id, model.config.block_size, ROLE_PROBES)
-    return {**head_roles(model, recorded, probes), "probe_length": (probes.shape[1] - 1) // 2}
+    return {**induction_scores(model, probes), "probe_length": (probes.shape[1] - 1) // 2}
 
 
-def head_roles(model, recorded: ForwardPass, probes: torch.Tensor) -> dict:
-    """(L, H) scores of each role: previous token, first token and self on the text; induction on the probes."""
+def measured_roles(
+    model, recorded: ForwardPass, boundary_id: int, excluded: set[int], vocab_size: int, probed: dict | None = None
+) -> dict:
+    """`head_roles` with the induction probe built for this model (`probed_induction`; `probed`: its answer, kept
+    from an earlier call on this model). What the Head roles view shows, and what training logs at each evaluation
+    (train.py's RoleLog)."""
+    probed = dict(probed or probed_induction(model, boundary_id, excluded, vocab_size))
+    length = probed.pop("probe_length")
+    return {**head_roles(model, recorded, None, probed), "probe_length": length}
+
+
+def head_roles(model, recorded: ForwardPass, probes: torch.Tensor | None, induction: dict | None = None) -> dict:
+    """(L, H) scores of each role: previous token, first token and self on the text; induction on the probes (or
+    `induction`: `induction_scores`' answer on them, computed before)."""
     length = len(recorded.input_ids)
     if length < 2:
         raise InstrumentError("The text is empty: the head roles need at least one token after the start token.")
@@ -366,7 +386,7 @@ def head_roles(model, recorded: ForwardPass, probes: torch.Tensor) -> dict:
         "first_token": first_token_pattern(length),
         "self": self_pattern(length),
     }
-    induction = induction_scores(model, probes)
+    induction = dict(induction) if induction is not None else induction_scores(model, probes)  # popped below
     chance = {role: chance_level(pattern) for role, pattern in patterns.items()}
     chance["induction"] = induction.pop("induction_chance")
     scores = {**{role: role_score(attentions, p) for role, p in patterns.items()}, **induction, "chance": chance}

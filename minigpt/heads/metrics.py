@@ -30,7 +30,14 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from minigpt.heads.insights import CALL_WORK, WORK_PER_SECOND, forward_work, induction_pattern, losses_per_row
+from minigpt.heads.insights import (
+    CALL_WORK,
+    WORK_PER_SECOND,
+    forward_work,
+    induction_pattern,
+    losses_per_row,
+    one_head_each,
+)
 
 ROLES = ("previous_token", "self", "sink", "induction")  # the kinds of behaviour a head's examples are chosen by
 METRICS = (*ROLES, "entropy", "distance_mean", "distance_spread", "ablation")
@@ -66,19 +73,20 @@ class Sums:
 
     @classmethod
     def zeros(cls, layers: int, heads: int, block_size: int) -> "Sums":
-        zero = lambda: torch.zeros(layers, heads, dtype=torch.float64)  # noqa: E731
-        return cls({r: zero() for r in ROLES}, dict.fromkeys(ROLES, 0), zero(), torch.zeros(layers, heads, block_size))
+        zero = lambda: torch.zeros(layers, heads, dtype=torch.float64, device="cpu")  # noqa: E731
+        histogram = torch.zeros(layers, heads, block_size, device="cpu")
+        return cls({r: zero() for r in ROLES}, dict.fromkeys(ROLES, 0), zero(), histogram)
 
 
 def padded(windows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, T) ids, right-padded with -1 (no token: it never matches one), and (B, T) bool, True on the queries the
     metrics read (1 <= i < length). Causal attention never looks right, so the padding changes no weight it reads."""
     length = max(map(len, windows))
-    ids = torch.full((len(windows), length), -1, dtype=torch.long)
+    ids = torch.full((len(windows), length), -1, dtype=torch.long, device="cpu")
     for row, window in enumerate(windows):
-        ids[row, : len(window)] = torch.tensor(window)
-    positions = torch.arange(length)
-    lengths = torch.tensor([len(w) for w in windows])
+        ids[row, : len(window)] = torch.tensor(window, device="cpu")
+    positions = torch.arange(length, device="cpu")
+    lengths = torch.tensor([len(w) for w in windows], device="cpu")
     return ids, (positions[None] >= 1) & (positions[None] < lengths[:, None])
 
 
@@ -100,7 +108,8 @@ def add_batch(sums: Sums, attentions, ids: torch.Tensor, queries: torch.Tensor) 
     induction = torch.stack([induction_pattern(row.tolist()) for row in ids])  # (B, T, T)
     read = {role: queries & induction.any(dim=-1) if role == "induction" else queries for role in ROLES}  # (B, T)
     length = ids.shape[1]
-    distance = (torch.arange(length)[:, None] - torch.arange(length)[None]).clamp(min=0)  # (T, T): i - j, 0 above
+    steps = torch.arange(length, device="cpu")
+    distance = (steps[:, None] - steps[None]).clamp(min=0)  # (T, T): i - j, 0 above
     per_query = {role: [] for role in ROLES}
     for layer, weights in enumerate(attentions):
         weights = weights.float().cpu()
@@ -110,7 +119,9 @@ def add_batch(sums: Sums, attentions, ids: torch.Tensor, queries: torch.Tensor) 
             per_query[role].append(values.masked_fill(~mask, -math.inf))
         sums.entropy[layer] += (torch.special.entr(weights).sum(dim=-1) * queries[:, None]).sum(dim=(0, 2)).double()
         pooled = (weights * queries[:, None, :, None]).sum(dim=0).flatten(-2)  # (H, T * T)
-        sums.histogram[layer, :, :length] += torch.zeros(len(pooled), length).index_add_(-1, distance.flatten(), pooled)
+        sums.histogram[layer, :, :length] += torch.zeros(len(pooled), length, device="cpu").index_add_(
+            -1, distance.flatten(), pooled
+        )
     for role in ROLES:
         sums.role_queries[role] += int(read[role].sum())
     return {role: torch.stack(values) for role, values in per_query.items()}
@@ -124,7 +135,7 @@ def means(sums: Sums) -> dict[str, torch.Tensor]:
         result["induction"] = torch.full_like(result["induction"], math.nan)
     result["entropy"] = (sums.entropy / max(queries, 1)).float()
     mass = sums.histogram / max(queries, 1)  # (L, H, block_size): sums to 1 over distances
-    distances = torch.arange(mass.shape[-1], dtype=mass.dtype)
+    distances = torch.arange(mass.shape[-1], dtype=mass.dtype, device="cpu")
     mean = (mass * distances).sum(dim=-1)
     result["distance_mean"] = mean
     result["distance_spread"] = ((mass * distances**2).sum(dim=-1) - mean**2).clamp(min=0).sqrt()
@@ -147,7 +158,7 @@ def beyond_even(per_query: dict, even: dict) -> dict:
 
 def even_attention(length: int) -> torch.Tensor:
     """(T, T): each query i spreads its weight evenly over keys 0..i."""
-    return torch.ones(length, length).tril() / torch.arange(1, length + 1)[:, None]
+    return torch.ones(length, length, device="cpu").tril() / torch.arange(1, length + 1, device="cpu")[:, None]
 
 
 class Examples:
@@ -156,16 +167,16 @@ class Examples:
 
     def __init__(self, layers: int, heads: int):
         shape = (layers, heads, 0)
-        self.values = {r: torch.empty(shape) for r in ROLES}
-        self.windows = {r: torch.empty(shape, dtype=torch.long) for r in ROLES}
-        self.queries = {r: torch.empty(shape, dtype=torch.long) for r in ROLES}
+        self.values = {r: torch.empty(shape, device="cpu") for r in ROLES}
+        self.windows = {r: torch.empty(shape, dtype=torch.long, device="cpu") for r in ROLES}
+        self.queries = {r: torch.empty(shape, dtype=torch.long, device="cpu") for r in ROLES}
 
     def add(self, per_query: dict, rows: list[int]) -> None:
         """`per_query`: role -> (L, B, H, T) weights, -inf where not read; `rows`: each batch row's window."""
         for role, values in per_query.items():
             best, query = values.max(dim=-1)  # (L, B, H): each window's best query
             best, query = best.transpose(1, 2), query.transpose(1, 2)  # (L, H, B)
-            window = torch.tensor(rows).expand_as(best)
+            window = torch.tensor(rows, device="cpu").expand_as(best)
             values_ = torch.cat([self.values[role], best], dim=-1)
             kept = values_.topk(min(EXAMPLES, values_.shape[-1]), dim=-1).indices  # (L, H, K)
             self.values[role] = values_.gather(-1, kept)
@@ -183,8 +194,9 @@ class Examples:
     def from_json(cls, saved: dict) -> "Examples":
         examples = cls(0, 0)
         for role, (values, windows, queries) in saved.items():
-            examples.values[role] = torch.tensor(values, dtype=torch.float32)
-            examples.windows[role], examples.queries[role] = torch.tensor(windows), torch.tensor(queries)
+            examples.values[role] = torch.tensor(values, dtype=torch.float32, device="cpu")
+            examples.windows[role] = torch.tensor(windows, device="cpu")
+            examples.queries[role] = torch.tensor(queries, device="cpu")
         return examples
 
 
@@ -263,8 +275,8 @@ def ablation_rise(model, windows: list[list[int]], progress) -> tuple[torch.Tens
     """(L, H) mean loss increase per predicted token with each head alone zero-ablated, the plain mean loss, and the
     tokens predicted: for each window, one batch of rows (head_insights.losses_per_row), row 0 ablating nothing."""
     L, H = model.config.n_layer, model.config.n_head
-    ablate = torch.cat([torch.zeros(1, L, H, dtype=torch.bool), torch.eye(L * H, dtype=torch.bool).view(-1, L, H)])
-    total, predicted = torch.zeros(1 + L * H, dtype=torch.float64), 0
+    ablate = one_head_each(L, H)
+    total, predicted = torch.zeros(1 + L * H, dtype=torch.float64, device="cpu"), 0
     for window in windows:
         total += losses_per_row(model, window, ablate, None).sum(dim=1).double()
         predicted += len(window) - 1

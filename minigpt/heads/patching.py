@@ -16,6 +16,7 @@ Shapes: L layers, H heads, T tokens, C width, D = C // H, V vocabulary. Ids: a l
 tensor. The model runs as it is: put it in eval mode (dropout off) first.
 """
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -72,9 +73,10 @@ def answers_of(logits: torch.Tensor) -> tuple[int, int]:
 SITES = ("output", "position", "q", "k", "v", "pattern", "residual")
 
 
-def clean_run(model, pair: torch.Tensor) -> tuple[dict, torch.Tensor, tuple[int, int]]:
+def clean_run(model, pair: torch.Tensor, weights: bool = True) -> tuple[dict, torch.Tensor, tuple[int, int]]:
     """One pass over (clean, corrupted): the clean row's merged heads, block inputs and qkv projections ((L, T, C)
-    or (L, T, 3C) each) and attention weights (L, H, T, T), the LDs (2,) and the two answers."""
+    or (L, T, 3C) each) and with `weights` its attention weights (L, H, T, T: the eager path, slower), the LDs (2,)
+    and the two answers."""
     layers, seen = model.model.layers, {"merged": [], "resid": [], "qkv": []}
 
     def keep(name, from_output=False):
@@ -84,10 +86,11 @@ def clean_run(model, pair: torch.Tensor) -> tuple[dict, torch.Tensor, tuple[int,
     registrations += [(block, "pre", keep("resid")) for block in layers]
     registrations += [(block.attn.qkv_proj, "post", keep("qkv", from_output=True)) for block in layers]
     with hooks(*registrations):
-        logits, out = last_logits(model, pair, output_attentions=True)
+        logits, out = last_logits(model, pair, output_attentions=weights)
     answers = answers_of(logits)
     clean = {name: torch.stack(values) for name, values in seen.items()}
-    clean["pattern"] = torch.stack([weights[0] for weights in out.attentions])  # (L, H, T, T)
+    if weights:
+        clean["pattern"] = torch.stack([layer_weights[0] for layer_weights in out.attentions])  # (L, H, T, T)
     return clean, difference(logits, answers), answers
 
 
@@ -164,22 +167,43 @@ def residual_hooks(model, clean: dict, chunk: torch.Tensor) -> list:
     return [(layers[layer], "pre", replace_positions(layer)) for layer in range(len(layers)) if chunk[:, layer].any()]
 
 
-def patching(model, clean_ids, corrupted_ids, site: str, progress, batch_size) -> Patching:
-    """Each unit of `site` (SITES) patched alone, in batched runs of the corrupted text."""
+def patching(model, clean_ids, corrupted_ids, site: str, progress, batch_size, units=None) -> Patching:
+    """Each unit of `site` (SITES) patched alone, in batched runs of the corrupted text; `units` (index tuples into
+    `unit_shape`): those alone, their effects (N,) in that order."""
     if site not in SITES:
         raise InstrumentError(f"The patched part must be one of {', '.join(SITES)}, not {site!r}.")
     pair = texts_pair(clean_ids, corrupted_ids)
-    clean, lds, answers = clean_run(model, pair)
+    clean, lds, answers = clean_run(model, pair, weights=site == "pattern")
     shape = unit_shape(model.config, site, pair.shape[1])
-    count = int(torch.tensor(shape).prod())
-    masks = torch.eye(count, dtype=torch.bool).view(-1, *shape).to(model.device)  # row i patches unit i
+    if units is None:
+        masks = torch.eye(math.prod(shape), dtype=torch.bool, device=model.device).view(-1, *shape)  # row i: unit i
+    else:
+        masks = unit_masks(shape, units, model.device)
 
     def hooks_for(chunk):
         return residual_hooks(model, clean, chunk) if site == "residual" else head_hooks(model, clean, site, chunk)
 
     patched = patched_differences(model, pair[1:], masks, hooks_for, answers, progress, batch_size)
     effects = (patched - lds[1]) / (lds[0] - lds[1])  # the clean LD is > the corrupted one: answers differ
-    return Patching(effects.view(shape), float(lds[0]), float(lds[1]), *answers)
+    return Patching(effects.view(shape) if units is None else effects, float(lds[0]), float(lds[1]), *answers)
+
+
+def unit_masks(shape: tuple[int, ...], units, device) -> torch.Tensor:
+    """(N, *shape) one mask per unit, each patching that unit alone; a unit outside `shape` refused."""
+    masks = torch.zeros(len(units), *shape, dtype=torch.bool, device=device)
+    for row, unit in enumerate(units):
+        if len(unit) != len(shape) or not all(0 <= int(i) < n for i, n in zip(unit, shape)):
+            raise InstrumentError(f"The unit {tuple(unit)} is outside the patched units' shape {tuple(shape)}.")
+        masks[(row, *(int(i) for i in unit))] = True
+    return masks
+
+
+def patch_units(model, clean_ids, corrupted_ids, site: str, units, batch_size: int = 32) -> Patching:
+    """Exact patching of the chosen units alone (`site` one of SITES; each unit an index tuple of its result's shape:
+    (layer, head) for a head's part, (layer, head, position), (layer, position) for the residual stream): effects
+    (N,), each the number `patch_heads`, `patch_heads_by_position` or `patch_residual` gives that unit, for N runs
+    instead of all. What checks an estimate (`edge_attribution.estimated_patching`) where a learner asks."""
+    return patching(model, clean_ids, corrupted_ids, site, None, batch_size, units)
 
 
 def patch_heads(
@@ -210,4 +234,4 @@ def patch_residual(
     return patching(model, clean_ids, corrupted_ids, "residual", progress, batch_size)
 
 
-__all__ = ["SITES", "Patching", "patch_heads", "patch_heads_by_position", "patch_residual"]
+__all__ = ["SITES", "Patching", "patch_heads", "patch_heads_by_position", "patch_residual", "patch_units"]

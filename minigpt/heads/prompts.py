@@ -23,14 +23,14 @@ from minigpt.heads.errors import InstrumentError
 def repeated_tokens(allowed: list[int], start_id: int, count: int, half: int, seed: int = 0) -> torch.Tensor:
     """(count, 1 + 2 * half): the start token, then `half` random tokens of `allowed`, then the same again; within a
     copy no token repeats while `allowed` has enough tokens (so each token's earlier occurrence is unique)."""
-    generator, choices = torch.Generator().manual_seed(seed), torch.tensor(allowed)
+    generator, choices = torch.Generator().manual_seed(seed), torch.tensor(allowed, device="cpu")
     rows = []
     for _ in range(count):
         if len(allowed) >= half:
-            first = choices[torch.randperm(len(allowed), generator=generator)[:half]]
+            first = choices[torch.randperm(len(allowed), generator=generator, device="cpu")[:half]]
         else:
-            first = choices[torch.randint(len(allowed), (half,), generator=generator)]
-        rows.append(torch.cat([torch.tensor([start_id]), first, first]))
+            first = choices[torch.randint(len(allowed), (half,), generator=generator, device="cpu")]
+        rows.append(torch.cat([torch.tensor([start_id], device="cpu"), first, first]))
     return torch.stack(rows)
 
 
@@ -44,7 +44,9 @@ def swapped(texts: list[list[int]], allowed: list[int], kept: set[int], generato
             f"The text uses {len(tokens)} different tokens and the model offers {len(pool)} to swap them for: a "
             "variant needs as many. Use a shorter text."
         )
-    chosen = torch.tensor(pool)[torch.randperm(len(pool), generator=generator)[: len(tokens)]].tolist()
+    chosen = torch.tensor(pool, device="cpu")[
+        torch.randperm(len(pool), generator=generator, device="cpu")[: len(tokens)]
+    ].tolist()
     mapping = dict(zip(tokens, chosen))
     return [[mapping.get(t, t) for t in text] for text in texts]
 
@@ -59,7 +61,7 @@ def variants(texts, count: int, allowed: list[int], kept: set[int], seed: int = 
         raise InstrumentError("The texts of a prompt set must have the same number of tokens.")
     generator = torch.Generator().manual_seed(seed)
     found = [texts] + [swapped(texts, allowed, kept, generator) for _ in range(count - 1)]
-    return torch.tensor(found)
+    return torch.tensor(found, device="cpu")
 
 
 @dataclass
@@ -82,7 +84,7 @@ def over_prompts(
     found, left_out = [], 0
     for index, prompt in enumerate(prompts):
         try:
-            found.append(torch.as_tensor(measure(prompt), dtype=torch.float32))
+            found.append(torch.as_tensor(measure(prompt), dtype=torch.float32, device="cpu"))
         except can_fail:
             if first_required and index == 0:
                 raise

@@ -39,7 +39,7 @@ class ForwardPass:
         """(T - 1,) cross-entropy of each next token: entry t is -log p(token t + 1 | tokens <= t)."""
         if "token_losses" not in self._memo:
             logits = self.logits(model)[:-1]  # (T - 1, V)
-            targets = torch.tensor(self.input_ids[1:])
+            targets = torch.tensor(self.input_ids[1:], device=logits.device)
             self._memo["token_losses"] = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
         return self._memo["token_losses"]
 

@@ -10,8 +10,9 @@ from minigpt.heads.errors import InstrumentError
 
 
 def as_batch(ids) -> torch.Tensor:
-    """(1, T) long tensor of a list of ids or a (T,) / (1, T) tensor."""
-    ids = torch.as_tensor(ids, dtype=torch.long)
+    """(1, T) long tensor of a list of ids (on the CPU: each run moves them to the model's device) or a (T,) / (1, T)
+    tensor (where it is)."""
+    ids = torch.as_tensor(ids, dtype=torch.long, device=ids.device if isinstance(ids, torch.Tensor) else "cpu")
     ids = ids if ids.dim() == 2 else ids[None]
     if ids.shape[0] != 1 or ids.shape[1] == 0:
         raise InstrumentError(

@@ -214,7 +214,7 @@ def head_steps(attn, recorded, layer: int, h: int, i: int, training: bool, seed:
     plain_weights = plain_scores.softmax(-1)  # (i+1,)
     q, k, v = queries_keys_values(attn, x)  # (H, T, D) each
     scores = k[h, seen] @ q[h, i]  # (i+1,)
-    masked = torch.full((T,), float("-inf"), dtype=scores.dtype)  # (T,)
+    masked = torch.full((T,), float("-inf"), dtype=scores.dtype, device=scores.device)  # (T,)
     masked[seen] = scores * attn.scaling
     if training:  # dropout changes the weights, and so everything after them
         output, dropped = attention_in_training(attn, q, k, v, seed, rng_lock)

@@ -64,11 +64,13 @@ def start_id(model) -> int:
     return start
 
 
-def effective_embedding(model, layer: int) -> torch.Tensor:
-    """(V, C) the effective embedding of every token for a head of `layer`: the stream entering `layer` at position 1
-    of [start, t] (embeddings, position 1, and everything layers 0..layer-1 write there)."""
-    V = model.config.vocab_size
-    sequences = torch.stack([torch.full((V,), start_id(model)), torch.arange(V)], dim=1)  # (V, 2)
+def effective_embedding(model, layer: int, tokens: list[int] | None = None) -> torch.Tensor:
+    """(V, C) the effective embedding of every token for a head of `layer` (`tokens`: of those alone, (n, C)): the
+    stream entering `layer` at position 1 of [start, t] (embeddings, position 1, and everything layers 0..layer-1
+    write there)."""
+    vocabulary = torch.arange(model.config.vocab_size, device="cpu")  # ids: each run moves them to the model
+    chosen = vocabulary if tokens is None else torch.tensor(tokens, dtype=torch.long, device="cpu")
+    sequences = torch.stack([torch.full_like(chosen, start_id(model)), chosen], dim=1)  # (n, 2)
     return stream_at(model, layer, sequences, 1)
 
 
@@ -76,19 +78,29 @@ def following_embedding(model, layer: int, samples: int = PREVIOUS_SAMPLES, seed
     """(V, C) each token t as the previous token of a key: the stream entering `layer` at x in [start, t, x],
     averaged over `samples` tokens x drawn (seeded) from the vocabulary."""
     V = model.config.vocab_size
-    xs = torch.randint(V, (samples,), generator=torch.Generator().manual_seed(seed))
+    xs = torch.randint(V, (samples,), generator=torch.Generator().manual_seed(seed), device="cpu")
     streams = []
     for x in xs:
-        sequences = torch.stack([torch.full((V,), start_id(model)), torch.arange(V), torch.full((V,), int(x))], dim=1)
+        column = lambda value: torch.full((V,), value, device="cpu")  # noqa: E731
+        sequences = torch.stack([column(start_id(model)), torch.arange(V, device="cpu"), column(int(x))], dim=1)
         streams.append(stream_at(model, layer, sequences, 2))
     return torch.stack(streams).mean(0)
 
 
-def token_embedding(model, layer: int, source: str) -> torch.Tensor:
-    """(V, C) the tokens as a head of `layer` reads them, centred: effective, or the bare W_E."""
+def token_embedding(model, layer: int, source: str, tokens: list[int] | None = None) -> torch.Tensor:
+    """(V, C) the tokens as a head of `layer` reads them, centred: effective, or the bare W_E (`tokens`: those
+    alone, (n, C))."""
     if source_of(layer, source) == "effective":
-        return centred(effective_embedding(model, layer))
-    return centred(model.model.token_embedding.weight.detach().float().cpu())
+        return centred(effective_embedding(model, layer, tokens))
+    embedding = model.model.token_embedding.weight.detach()
+    return centred((embedding if tokens is None else embedding[list(tokens)]).float().cpu())
+
+
+def folded_unembedding(model) -> torch.Tensor:
+    """(C, V) the unembedding with the final norm's weight folded in: where a head's output lands in the logits. At
+    GPT-2's size 154 MB, the same for every head: a server keeps it per model (`ov_circuit(..., unembedding=)`)."""
+    final = model.model.final_norm.weight.detach().float().cpu()
+    return final[:, None] * model.lm_head.weight.detach().float().cpu().T
 
 
 def checked_size(V: int) -> None:
@@ -99,19 +111,22 @@ def checked_size(V: int) -> None:
         )
 
 
-def ov_circuit(model, layer: int, head: int, top: int | None = None, source: str = "auto", rows_per_block=None):
+def ov_circuit(
+    model, layer, head, top=None, source="auto", rows_per_block=None, *, tokens=None, unembedding=None
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """The head's OV circuit over tokens: entry (s, t) is how much attending to token s raises the logit of t,
     E W_V[h] W_O[h] W_U, with E the tokens as the head reads them (`source`: "auto" is the effective embedding above
     layer 0 and the bare one in layer 0; "effective"; "bare": W_E) and the final norm's centring and weight on the
     way out. top None: the (V, V) matrix (refused above MAX_ENTRIES). top k: (values, indices), (V, k) each: every
-    row's k largest entries, in blocks of rows, so that no V x V matrix is built (GPT-2: 50,257 x 50,257)."""
+    row's k largest entries, in blocks of rows, so that no V x V matrix is built (GPT-2: 50,257 x 50,257).
+    `tokens` [s, ...]: the rows of those source tokens alone (n, V or k), the same numbers as those rows of the whole
+    circuit (float32 rounding aside); `unembedding`: `folded_unembedding(model)`, kept from an earlier call."""
     layer, head = checked_head(model.config, layer, head)
     W = head_weights(model, layer)
-    final = model.model.final_norm.weight.detach().float().cpu()
-    unembedding = final[:, None] * model.lm_head.weight.detach().float().cpu().T  # (C, V)
-    left = token_embedding(model, layer, source) @ W["W_V"][head]  # (V, D)
+    unembedding = folded_unembedding(model) if unembedding is None else unembedding  # (C, V)
+    left = token_embedding(model, layer, source, tokens) @ W["W_V"][head]  # (V or n, D)
     right = centred(W["W_O"][head]) @ unembedding  # (D, V): the final norm centres the head's output
-    V = left.shape[0]
+    V = right.shape[1]
     if top is None:
         checked_size(V)
         return left @ right
@@ -181,8 +196,8 @@ def copying_baseline(vocab_size: int, head_dim: int, samples: int = 16, seed: in
     generator = torch.Generator().manual_seed(seed)
     found = {"positive_share": 0.0, "elhage": 0.0}
     for _ in range(samples):
-        matrix = torch.randn(vocab_size, head_dim, generator=generator) @ torch.randn(
-            head_dim, vocab_size, generator=generator
+        matrix = torch.randn(vocab_size, head_dim, generator=generator, device="cpu") @ torch.randn(
+            head_dim, vocab_size, generator=generator, device="cpu"
         )
         found["positive_share"] += copying_score(matrix) / samples
         found["elhage"] += elhage_copying_score(matrix) / samples
@@ -194,7 +209,7 @@ def diagonal_share(matrix: torch.Tensor, tokens: list[int] | None = None) -> flo
     themselves most (OV) or queries that pick a key of their own token most (QK). Chance: 1 / len(tokens)."""
     tokens = list(range(matrix.shape[0])) if tokens is None else tokens
     square = matrix[tokens][:, tokens]
-    return float((square.argmax(-1) == torch.arange(len(tokens))).float().mean())
+    return float((square.argmax(-1) == torch.arange(len(tokens), device=square.device)).float().mean())
 
 
 __all__ = [

@@ -68,7 +68,7 @@ def composition_scores(model, kind: str, fold_ln: bool = True) -> torch.Tensor:
     W["W_O^T"] = W["W_O"].mT  # (L, H, C, D): the reader's OV is W_V (W_Oᵀ)ᵀ
     X, Y = (W[name] for name in {"q": ("W_Q", "W_K"), "k": ("W_K", "W_Q"), "v": ("W_V", "W_O^T")}[kind])  # B = X Yᵀ
     L, H = model.config.n_layer, model.config.n_head
-    scores = torch.zeros(L, H, L, H)
+    scores = torch.zeros(L, H, L, H, device=X.device)
     for layer in range(L - 1):  # one writing layer at a time: (H, later heads, D, D) at most in memory
         later = X[layer + 1 :].flatten(0, 1), Y[layer + 1 :].flatten(0, 1)
         scores[layer, :, layer + 1 :] = composition(W["W_V"][layer], W["W_O"][layer], *later).view(H, -1, H)
@@ -82,7 +82,9 @@ def composition_baseline(model, kind: str, samples: int = 32, seed: int = 0) -> 
     check_kind(kind)
     C, D = model.config.n_embd, model.config.n_embd // model.config.n_head
     generator = torch.Generator().manual_seed(seed)
-    P, R, X, Y = (torch.randn(samples, *shape, generator=generator) for shape in ((C, D), (D, C), (C, D), (C, D)))
+    P, R, X, Y = (
+        torch.randn(samples, *shape, generator=generator, device="cpu") for shape in ((C, D), (D, C), (C, D), (C, D))
+    )
     return float(composition(P, R, X, Y).mean())
 
 

@@ -72,6 +72,7 @@ class Circuits:
         part: str = "output",
         intermediate: str = "",
         prompts: int = 1,
+        exact_cell: str = "",
     ) -> dict:
         """Patching `text` (clean) into `corrupted_text` (the same token count, another top-1 answer; empty: one token
         changed for you), effect = (LD_patched - LD_corrupted) / (LD_clean - LD_corrupted): each head's `part`
@@ -80,10 +81,12 @@ class Circuits:
         the whole stream) into each of its q, k and v, with its attention from the last query on `key_position` (-1:
         the token after the first copy of the text's repeated end); with `sender` ('0.2', 'mlp 0', 'embed') and
         `intermediate` ('mlp 0'), the two-step path sender -> intermediate -> its `receiver_input`. `prompts` > 1: the
-        mean and spread over the text and its variants."""
+        mean and spread over the text and its variants. Where exact patching would run the model more than the server
+        allows a view (GPT-2's size), the grids are attribution patching's estimates (`estimate`: true, `estimated`:
+        which); `exact_cell` ('1.1', '1.1 5': at position 5, 'resid 1 5') adds that cell's exact value."""
         options = dict(
             sender=sender, receiver=receiver, receiver_input=receiver_input, key_position=key_position, part=part,
-            intermediate=intermediate, prompts=prompts,
+            intermediate=intermediate, prompts=prompts, exact_cell=exact_cell,
         )  # fmt: skip
         return self.patched(text, corrupted_text, model, options)
 
@@ -181,10 +184,10 @@ class Circuits:
         draw = lambda t, m: attribution_html(self.logit_attribution(t, m, position, token, other_token, prompts))  # noqa: E731
         return drawn(shown, draw)
 
-    def show_patching(self, shown, corrupted_text, *choices, progress=PROGRESS):
+    def show_patching(self, shown, corrupted_text, *choices, progress=PROGRESS, exact_cell=""):
         """Patching's answer drawn, and kept (the composition view puts its path patching beside the scores).
         `choices`: the patching options in PATCH_OPTIONS' order, as the page's inputs give them."""
-        kept, options = {}, dict(zip(PATCH_OPTIONS, choices))
+        kept, options = {}, {**dict(zip(PATCH_OPTIONS, choices)), "exact_cell": exact_cell}
 
         def draw(text, model):
             tell = lambda fraction, what: progress(fraction, desc=what)  # noqa: E731
@@ -193,6 +196,15 @@ class Circuits:
             return patching_html(answer)
 
         return drawn(shown, draw), kept or None
+
+    def show_exact_cell(
+        self, shown, corrupted_text, sender, receiver, receiver_input, key_position, part, intermediate, prompts,
+        event: gr.EventData,
+    ):  # fmt: skip
+        """A click on an estimated cell: patching drawn again with that cell's exact value (one run more); the
+        parameters are the page's patching inputs, in PATCH_OPTIONS' order."""
+        choices = (sender, receiver, receiver_input, key_position, part, intermediate, prompts)
+        return self.show_patching(shown, corrupted_text, *choices, exact_cell=str(event.cell))
 
     def change_one_token(self, shown):
         """The "Change one token" button: a corrupted text proposed for the text shown."""
@@ -345,9 +357,9 @@ class Circuits:
             sender=sender, receiver=receiver, receiver_input=receiver_input, key_position=key_position, part=part,
             intermediate=intermediate, prompts=prompts,
         )  # fmt: skip
-        button.click(
-            self.show_patching, [shown, corrupted, *(choices[o] for o in PATCH_OPTIONS)], [out, evidence], **private
-        )
+        inputs = [shown, corrupted, *(choices[o] for o in PATCH_OPTIONS)]
+        button.click(self.show_patching, inputs, [out, evidence], **private)
+        out.exact(self.show_exact_cell, inputs, [out, evidence], **private)
         return out, evidence, corrupted
 
     def head_layout(self, shown) -> SimpleNamespace:

@@ -59,21 +59,34 @@ def unsigned(value: float) -> float:
     return abs(value) if round(value, 2) == 0 else value
 
 
-def residual_table(effects: list[list[float]], tokens: list[str]) -> str:
-    """Layer x position effects of residual patching, the tokens above their columns."""
+ESTIMATES_SAID = "; estimates in italics: click one for its exact value"
+
+
+def estimated_cell(cell: str | None) -> str:
+    """An estimate's cell: marked, and clickable for its exact value (circuits.js: the `exact` event)."""
+    return "" if cell is None else f' class="estimate" data-cell="{esc(cell)}" tabindex="0" role="button"'
+
+
+def residual_table(effects: list[list[float]], tokens: list[str], exact_at=None) -> str:
+    """Layer x position effects of residual patching, the tokens above their columns; with `exact_at` (a list: the
+    grid is estimated), the cells of other positions marked as estimates, each clickable for its exact value."""
     scale = max((abs(v) for row in effects for v in row), default=0.0)
     head = "<tr><th></th>" + "".join(f'<th title="position {i}">{esc(t)}</th>' for i, t in enumerate(tokens)) + "</tr>"
+
+    def cell(layer: int, i: int, v: float) -> str:
+        estimate = exact_at is not None and i not in exact_at
+        said = "estimate" if estimate else "effect"
+        marks = estimated_cell(f"resid {layer} {i}" if estimate else None)
+        tip = f"layer {layer}, position {i}: {said} {v:.4f}"
+        return f'<td style="{diverging_css(v, scale)}" title="{tip}"{marks}>{unsigned(v):.2f}</td>'
+
     rows = "".join(
-        f"<tr><th>layer {layer}</th>"
-        + "".join(
-            f'<td style="{diverging_css(v, scale)}" title="layer {layer}, position {i}: {v:.4f}">{unsigned(v):.2f}</td>'
-            for i, v in enumerate(row)
-        )
-        + "</tr>"
+        f"<tr><th>layer {layer}</th>" + "".join(cell(layer, i, v) for i, v in enumerate(row)) + "</tr>"
         for layer, row in enumerate(effects)
     )
+    said = f" ({ESTIMATES_SAID[2:]})" if exact_at is not None else ""
     return (
-        "<figure><figcaption><b>Residual stream entering each layer, patched at one position</b></figcaption>"
+        f"<figure><figcaption><b>Residual stream entering each layer, patched at one position</b>{said}</figcaption>"
         f'<div class="scroll"><table class="residual">{head}{rows}</table></div></figure>'
     )
 
@@ -84,9 +97,12 @@ def findings_html(answer: dict) -> str:
     return f'<ul class="findings">{items}</ul>' if items else ""
 
 
-def effect_cell(value: float, attention: float | None, scale: float, title: str) -> str:
-    tip = f"{title}: effect {value:+.4f}" + ("" if attention is None else f", attention on the key {attention:.3f}")
-    return f'<td style="{diverging_css(value, scale)}" title="{esc(tip)}">{unsigned(value):+.2f}</td>'
+def effect_cell(value: float, attention: float | None, scale: float, title: str, cell: str | None = None) -> str:
+    """One effect; `cell`: an estimate's, named as exact_cell names it (clickable for its exact value)."""
+    tip = f"{title}: {'estimate' if cell else 'effect'} {value:+.4f}"
+    tip += "" if attention is None else f", attention on the key {attention:.3f}"
+    marks = estimated_cell(cell)
+    return f'<td style="{diverging_css(value, scale)}" title="{esc(tip)}"{marks}>{unsigned(value):+.2f}</td>'
 
 
 def path_table(path: dict) -> str:
@@ -143,7 +159,7 @@ def corrupted_html(answer: dict) -> str:
 
 def by_position_html(answer: dict, threshold: float = 0.05) -> str:
     """Each head at each position, for the heads that matter somewhere (an effect of `threshold` or more)."""
-    cells = answer.get("heads_by_position")
+    cells, estimated = answer.get("heads_by_position"), "heads_by_position" in answer.get("estimated", [])
     if not cells:
         return ""
     tokens = answer["tokens"]
@@ -157,13 +173,17 @@ def by_position_html(answer: dict, threshold: float = 0.05) -> str:
     header = "<tr><th></th>" + "".join(f'<th title="position {i}">{esc(t)}</th>' for i, t in enumerate(tokens))
     rows = "".join(
         f'<tr><th class="pick" data-layer="{layer}" data-head="{head}" tabindex="0" role="button">{layer}.{head}</th>'
-        + "".join(effect_cell(v, None, scale, f"{layer}.{head} at position {i}") for i, v in enumerate(row))
+        + "".join(
+            effect_cell(v, None, scale, f"{layer}.{head} at position {i}", f"{layer}.{head} {i}" if estimated else None)
+            for i, v in enumerate(row)
+        )
         + "</tr>"
         for layer, head, row in shown
     )
     return (
         "<figure><figcaption><b>Each head patched at one position</b> (the heads with an effect of 0.05 or more "
-        f"somewhere)</figcaption><div class='scroll'><table class='residual'>{header}</tr>{rows}</table></div></figure>"
+        f"somewhere{ESTIMATES_SAID if estimated else ''})</figcaption>"
+        f"<div class='scroll'><table class='residual'>{header}</tr>{rows}</table></div></figure>"
     )
 
 
@@ -174,9 +194,13 @@ def patching_html(answer: dict) -> str:
     """What the numbers say, the corrupted text used, the head map of the chosen part, each head at each position,
     path patching's grid and the residual map."""
     clean, corrupted = answer["clean_answer"]["token"], answer["corrupted_answer"]["token"]
+    estimated = answer.get("estimated", [])
     title = f"Each head's {PART_TITLES[answer['part']]} patched alone (click a head: its circuits)"
+    if "heads" in estimated:
+        title = f"Each head's output patched alone, estimated by {answer['method']} (click a head: its circuits)"
     grid = head_table(answer["heads"], title, True, 3)
     notes = "".join(f"<p>{esc(note)}</p>" for note in answer["notes"])
+    exact_at = (answer.get("residual_exact_at") or []) if "residual" in estimated else None
     return (
         f'<div class="insight circuits patching">{findings_html(answer)}{corrupted_html(answer)}{notes}<p>Clean text '
         f"predicts {esc(repr(clean))}, corrupted text {esc(repr(corrupted))}. LD = logit({esc(repr(clean))}) − "
@@ -184,7 +208,7 @@ def patching_html(answer: dict) -> str:
         f"{answer['corrupted_difference']:.3f} on the corrupted one. Each cell: (LD patched − LD corrupted) / "
         "(LD clean − LD corrupted): 1 restores the clean answer, 0 changes nothing.</p>"
         f'<div class="maps">{grid}{path_html(answer["path"])}</div>{by_position_html(answer)}'
-        f"{residual_table(answer['residual'], answer['tokens'])}</div>"
+        f"{residual_table(answer['residual'], answer['tokens'], exact_at)}</div>"
     )
 
 
