@@ -23,9 +23,7 @@ from transformer_lens.model_bridge import TransformerBridge  # noqa: E402
 import minigpt  # noqa: E402
 from minigpt import lens  # noqa: E402
 
-SHIPPED = Path(minigpt.__file__).resolve().parent / "models"  # package data: found from any working folder
-model = sys.argv[1] if len(sys.argv) > 1 else "specimen"
-folder = str(SHIPPED / model) if not Path(model).is_dir() and (SHIPPED / model).is_dir() else model
+folder = minigpt.model_folder(sys.argv[1] if len(sys.argv) > 1 else "specimen")  # a shipped name: the package's
 text = sys.argv[2] if len(sys.argv) > 2 else "To be, or not to be, that is the question."
 heads = [tuple(map(int, h.split("."))) for h in (sys.argv[3] if len(sys.argv) > 3 else "0.2,1.1").split(",")]
 

@@ -8,17 +8,17 @@ from pathlib import Path
 
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+import minigpt
 from minigpt.demo.serving import ContinuousBatcher
 from minigpt.errors import VisitorError, shortened
 from minigpt.heads.role_log import load_snapshot, snapshots_of
 from minigpt.tokenization import missing_local_path
 from modeling_minigpt import MiniGPTForCausalLM  # importing it registers MiniGPT with the Auto classes
 
-PACKAGE = Path(__file__).resolve().parent.parent  # minigpt/: the shipped models are its package data
 # The shipped models: names and Shakespeare to generate from, and two specimens whose heads show the textbook circuit (a
 # previous-token head in layer 0, an induction head in layer 1): the induction lab's model of letters, and Shakespeare's
 # characters trained with repeated spans.
-SHIPPED = {name: PACKAGE / "models" / name for name in ("names", "shakespeare", "induction", "specimen")}
+SHIPPED = {name: minigpt.SHIPPED_FOLDER / name for name in minigpt.SHIPPED_MODELS}  # package data
 
 
 class ModelUnavailable(RuntimeError):
