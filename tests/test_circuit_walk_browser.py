@@ -9,7 +9,7 @@ view near one screen high, and a finger picks a query row. Screenshots go to MIN
 import os
 from urllib.parse import quote
 
-from helpers import chromium_page, needs_chromium
+from helpers import HANG_S, chromium_page, needs_chromium
 
 pytestmark = needs_chromium
 
@@ -145,7 +145,7 @@ def test_the_circuit_found_is_drawn_its_slider_redraws_and_a_head_click_moves_th
         page.locator("#circuits").get_by_text("Circuits: how heads work together").first.click()
         page.locator("#found-button").click()
         found = page.locator("#found-circuit .found-circuit")
-        expect(found.locator("svg.circuit-graph")).to_be_visible()
+        expect(found.locator("svg.circuit-graph")).to_be_visible(timeout=HANG_S * 1000)  # a search: minutes at load 18
         expect(found.locator("ul.findings")).to_contain_text("4 of its 8 heads")
         shown = found.locator("path.edge:not(.hidden)")
         kept = int(found.locator(".readout .kept").inner_text())
@@ -170,7 +170,7 @@ def test_the_circuit_found_is_drawn_its_slider_redraws_and_a_head_click_moves_th
         page.locator("#circuits").get_by_text("Circuits: how heads work together").first.tap()
         page.locator("#found-button").tap()
         found = page.locator("#found-circuit .found-circuit")
-        expect(found.locator("svg.circuit-graph")).to_be_visible()
+        expect(found.locator("svg.circuit-graph")).to_be_visible(timeout=HANG_S * 1000)  # a search: minutes at load 18
         assert page.evaluate(SMALLEST_TEXT) == []
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         slider = found.locator("input.keep-edges")
