@@ -112,6 +112,21 @@ def test_what_gradio_client_cannot_send_gets_a_message_too(server, endpoint, dat
     assert message in raw_error(server[0], endpoint, *data)
 
 
+@pytest.mark.parametrize("endpoint", ["/train", "/cancel", "/resume"])
+def test_an_owner_token_holding_half_a_character_is_refused_in_a_message_not_a_traceback(server, endpoint):
+    """The token was hashed (so encoded) before anything checked it: "'utf-8' codec can't encode ..." reached the
+    visitor and a traceback the log. Now its own message, and at most one short line in the log."""
+    from helpers import RAW_DEFAULTS
+
+    url, process = server
+    mark = len(server_log(process))
+    error = raw_error(url, endpoint, *RAW_DEFAULTS[endpoint][:-1], "token\ud800")  # every other value: its default
+    assert "owner must be a text of at most 200 whole characters, a token you keep secret" in error
+    assert "(U+D800), half of a character (a lone UTF-16 surrogate)" in error and "codec" not in error
+    logged = server_log(process)[mark:]
+    assert len(logged.splitlines()) <= 1 and len(logged) < 200, logged
+
+
 def test_seeds_are_exact_integers_up_to_2_63_minus_1(client):
     top = call(client, "/names", count=20, seed=2**63 - 1)[0]
     assert call(client, "/names", count=20, seed=2**63 - 1)[0] == top  # accepted, and reproducible
@@ -178,6 +193,20 @@ def test_numbers_are_parsed_exactly():
     for bad in (1.5, "1.5", True, "many", float("nan"), 10**400, [1], "٣", "０", "1.٥", "²"):
         with pytest.raises(VisitorError, match="^Count must be"):  # a visitor's mistake: a message, no traceback
             number("Count", bad, 10, int if bad != 10**400 else float)
+
+
+def test_an_owner_token_is_checked_before_it_is_hashed_and_never_echoed():
+    from minigpt.demo.ui.training import MAX_TOKEN_CHARS, visitor
+    from minigpt.errors import VisitorError
+
+    rule = "owner must be a text of at most 200 whole characters, a token you keep secret"
+    secret = "s3cret-" * 40  # 280 characters
+    for token, wrong in [(secret, "got 280 characters"), (12, "got 12"), ("ab\udfff", "(U+DFFF), half of a character")]:
+        with pytest.raises(VisitorError, match="^owner must") as refused:
+            visitor(token, None)
+        assert rule in str(refused.value) and wrong in str(refused.value) and "s3cret" not in str(refused.value)
+    whole = "é" * MAX_TOKEN_CHARS  # any whole characters: a token is hashed, never shown
+    assert len(visitor(whole, None)) == 32 and visitor(whole, None) != visitor(whole[:-1], None)
 
 
 def test_load_errors_lose_the_server_paths():
