@@ -331,6 +331,9 @@ RAW_DEFAULTS = {
     "/text": ["", 5, 1.0, 0, 1.0, -1, None],
     "/attention": ["emma", None],
     "/logit_attribution": ["emma", None, -1, "", ""],
+    "/train": ["names", "", None, *[None] * 7, "", None, None, None],  # the form's fields (RunForm), then owner
+    "/cancel": ["", None],  # name, owner
+    "/resume": ["", None],
 }
 
 

@@ -82,8 +82,8 @@ def test_the_cache_stays_within_its_byte_budget():
     cache = ForwardPassCache(max_bytes=int(2.5 * one))
     for last in range(4):  # four texts of the same length, so the same size
         cache.get(model, IDS[:-1] + [last])
-    kept = cache._passes.values()
-    assert len(kept) == 2 and sum(p.nbytes for _, p in kept) <= cache.max_bytes
+    kept = cache.kept.found.values()
+    assert len(kept) == 2 and sum(p.nbytes for p in kept) == cache.kept.used <= cache.kept.budget
     cache.get(model, IDS[:-1] + [0])  # evicted first (least recently used): computed again
     assert cache.computed == 5
     assert ForwardPassCache(max_bytes=one // 2).get(model, IDS).attentions.shape[-1] == len(IDS)  # too big: not kept

@@ -2,7 +2,6 @@
 patching costs too much) against exact patching: the top cell, the correlation, and the exact cell on demand."""
 
 import threading
-import time
 
 import pytest
 import torch
@@ -50,22 +49,25 @@ def test_ov_rows_of_the_texts_tokens_equal_those_rows_of_the_whole_circuit(state
 
 
 def test_per_model_computes_once_under_concurrent_asks_and_keeps_the_last_models():
-    calls = []
+    calls, started, release = [], threading.Event(), threading.Event()
 
-    def slow(lm):
+    def held(lm):  # the first computation is held until every ask has been made
         calls.append(lm.name)
-        time.sleep(0.05)
+        started.set()
+        release.wait()
         return lm.name.upper()
 
-    kept = PerModel(slow, kept=2)
+    kept = PerModel(held, kept=2)
     models = [type("LM", (), {"name": name, "model": object()})() for name in "abc"]
     answers = []
     threads = [threading.Thread(target=lambda: answers.append(kept.get(models[0]))) for _ in range(4)]
     [t.start() for t in threads]
+    assert started.wait(600)
+    release.set()
     [t.join() for t in threads]
     assert answers == ["A"] * 4 and calls == ["a"]
     kept.get(models[1]), kept.get(models[2])
-    assert len(kept.found) == 2 and kept.get(models[0]) == "A" and calls == ["a", "b", "c", "a"]
+    assert len(kept.kept.found) == 2 and kept.get(models[0]) == "A" and calls == ["a", "b", "c", "a"]
 
 
 def test_estimates_agree_with_exact_patching_on_the_specimen(state):

@@ -6,6 +6,7 @@ or broken reported in one line, without the server's paths."""
 import json
 import subprocess
 import sys
+import tempfile
 
 import httpx
 import pytest
@@ -112,6 +113,21 @@ def test_what_gradio_client_cannot_send_gets_a_message_too(server, endpoint, dat
     assert message in raw_error(server[0], endpoint, *data)
 
 
+@pytest.mark.parametrize("endpoint", ["/train", "/cancel", "/resume"])
+def test_an_owner_token_holding_half_a_character_is_refused_in_a_message_not_a_traceback(server, endpoint):
+    """The token was hashed (so encoded) before anything checked it: "'utf-8' codec can't encode ..." reached the
+    visitor and a traceback the log. Now its own message, and at most one short line in the log."""
+    from helpers import RAW_DEFAULTS
+
+    url, process = server
+    mark = len(server_log(process))
+    error = raw_error(url, endpoint, *RAW_DEFAULTS[endpoint][:-1], "token\ud800")  # every other value: its default
+    assert "owner must be a text of at most 200 whole characters, a token you keep secret" in error
+    assert "(U+D800), half of a character (a lone UTF-16 surrogate)" in error and "codec" not in error
+    logged = server_log(process)[mark:]
+    assert len(logged.splitlines()) <= 1 and len(logged) < 200, logged
+
+
 def test_seeds_are_exact_integers_up_to_2_63_minus_1(client):
     top = call(client, "/names", count=20, seed=2**63 - 1)[0]
     assert call(client, "/names", count=20, seed=2**63 - 1)[0] == top  # accepted, and reproducible
@@ -151,8 +167,75 @@ def test_visitor_mistakes_leave_no_traceback_in_the_server_log(server, client):
 
 
 def run_app(*args) -> subprocess.CompletedProcess:
-    """app.py run to its end: these arguments stop it before it serves."""
-    return subprocess.run([sys.executable, "app.py", *args], cwd=REPO, capture_output=True, text=True, timeout=180)
+    """app.py run to its end: these arguments stop it before it serves. Its stdin stays open, as a terminal's: a
+    question asked there (transformers' "[y/N]" before running a folder's own code) waits for an answer, instead of
+    reading the end of the input as a no."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        command = [sys.executable, "app.py", *args]
+        process = subprocess.Popen(command, cwd=REPO, stdin=subprocess.PIPE, stdout=out, stderr=err, text=True)
+        try:
+            process.wait(timeout=180)
+        finally:
+            if process.poll() is None:  # it waited past the timeout (the test fails): stopped
+                process.kill()
+                process.wait()
+            process.stdin.close()
+        out.seek(0), err.seek(0)
+        return subprocess.CompletedProcess(command, process.returncode, out.read(), err.read())
+
+
+def own_code_folder(root, where: str):
+    """A fixture model folder whose config.json (`where` "config") or tokenizer_config.json ("tokenizer") names code
+    of its own in `auto_map`, in a module the folder does not ship: transformers asks whether to run it, unless told."""
+    from helpers import LOWERCASE, char_tokenizer, save_fixture_model
+
+    folder = save_fixture_model(root / f"own-{where}", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
+    if where == "config":
+        path, asked = folder / "config.json", {"model_type": "owngpt", "auto_map": {"AutoConfig": "own.OwnConfig"}}
+    else:
+        path, asked = folder / "tokenizer_config.json", {"auto_map": {"AutoTokenizer": ["own.OwnTokenizer", None]}}
+    settings = {key: value for key, value in json.loads(path.read_text()).items() if key != "tokenizer_class"}
+    path.write_text(json.dumps({**settings, **asked}))
+    return folder
+
+
+def test_a_file_or_a_folder_with_code_of_its_own_stops_the_command_in_one_line_without_a_question(tmp_path):
+    """A file given as a model was taken for a Hub id and offered in the picker under its server path; a folder whose
+    config.json asks for code of its own brought transformers' "[y/N]" question up on the server's terminal."""
+    (tmp_path / "notes.txt").write_text("emma\n")
+    done = run_app("--model", str(tmp_path / "notes.txt"))
+    assert done.returncode == 1 and done.stderr.strip() == (
+        f"app.py: error: --model {tmp_path}/notes.txt is a file, not a folder: give a model's folder (the one that "
+        "holds its config.json) or a Hub id (owner/name)."
+    )
+    done = run_app("--names-model", str(own_code_folder(tmp_path, "config")))
+    assert done.returncode == 1 and "[y/N]" not in done.stdout + done.stderr and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("app.py: error: Could not load the model 'own-config': ") and "custom code" in last
+
+
+@pytest.mark.parametrize("where", ["config", "tokenizer"])
+def test_a_folder_with_code_of_its_own_is_refused_when_picked_without_a_question(tmp_path, monkeypatch, where):
+    import builtins
+
+    from minigpt.demo.models import ModelPicker, ModelUnavailable
+
+    questions = []
+    monkeypatch.setattr(builtins, "input", lambda *asked: questions.append(asked) or "n")
+    folder = own_code_folder(tmp_path, where)
+    with pytest.raises(ModelUnavailable, match="contains custom code") as refused:
+        ModelPicker({"own": str(folder)}, dict(max_rows=2, max_waiting=2)).get("own")
+    assert questions == [] and str(tmp_path) not in str(refused.value)
+
+
+def test_the_pickers_choices_name_a_folder_never_its_server_path(tmp_path, monkeypatch):
+    from minigpt.demo.models import SHIPPED, model_sources
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "mine").mkdir()
+    sources, *_ = model_sources([str(tmp_path / "mine"), "~/mine", "user/hub-model"], None, None)
+    added = {name: source for name, source in sources.items() if name not in SHIPPED}
+    assert added == {"mine": str((tmp_path / "mine").resolve()), "user/hub-model": "user/hub-model"}
 
 
 def test_a_broken_model_stops_the_app_in_one_line(models):
@@ -180,6 +263,20 @@ def test_numbers_are_parsed_exactly():
             number("Count", bad, 10, int if bad != 10**400 else float)
 
 
+def test_an_owner_token_is_checked_before_it_is_hashed_and_never_echoed():
+    from minigpt.demo.ui.training import MAX_TOKEN_CHARS, visitor
+    from minigpt.errors import VisitorError
+
+    rule = "owner must be a text of at most 200 whole characters, a token you keep secret"
+    secret = "s3cret-" * 40  # 280 characters
+    for token, wrong in [(secret, "got 280 characters"), (12, "got 12"), ("ab\udfff", "(U+DFFF), half of a character")]:
+        with pytest.raises(VisitorError, match="^owner must") as refused:
+            visitor(token, None)
+        assert rule in str(refused.value) and wrong in str(refused.value) and "s3cret" not in str(refused.value)
+    whole = "é" * MAX_TOKEN_CHARS  # any whole characters: a token is hashed, never shown
+    assert len(visitor(whole, None)) == 32 and visitor(whole, None) != visitor(whole[:-1], None)
+
+
 def test_load_errors_lose_the_server_paths():
     from minigpt.demo.models import without_paths
 
@@ -201,6 +298,11 @@ def test_heads_are_bounded_and_never_echoed_whole(client):
     assert "Cannot read the head" in error and len(error) < 400
 
 
+GIVE = (
+    "give a model's folder (the one that holds its config.json) or a Hub id (owner/name)."  # what a bad --model is told
+)
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
@@ -219,9 +321,10 @@ def test_heads_are_bounded_and_never_echoed_whole(client):
         ),
         (
             ["--text-model", "{root}/no/such/model"],
-            "app.py: error: the model folder {root}/no/such/model does not exist.",
+            "app.py: error: --text-model {root}/no/such/model does not exist: " + GIVE,
         ),
-        (["--model", "./no-such-folder"], "app.py: error: the model folder ./no-such-folder does not exist."),
+        (["--model", "./no-such-folder"], "app.py: error: --model ./no-such-folder does not exist: " + GIVE),
+        (["--model", "{root}/names.txt"], "app.py: error: --model {root}/names.txt is a file, not a folder: " + GIVE),
     ],
 )
 def test_out_of_range_flags_and_missing_folders_stop_the_app_in_one_line(tmp_path, flags, message):
@@ -229,6 +332,7 @@ def test_out_of_range_flags_and_missing_folders_stop_the_app_in_one_line(tmp_pat
     the one below show what the command line makes of the SystemExit: its message on stderr, exit code 1)."""
     from minigpt.demo import app
 
+    (tmp_path / "names.txt").write_text("emma\n")
     flags = [flag.format(root=tmp_path) for flag in flags]
     with pytest.raises(SystemExit) as stopped:
         app.check_flags(app.parse_args(flags))

@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import inspect
 import os
+from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: no network calls at start
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -128,6 +129,15 @@ def resolved_device(name: str, prog: str = "app.py") -> str:
     return name
 
 
+def not_a_model_source(source: str) -> str | None:
+    """What is wrong with a --model (or --names-model, --text-model) that can only be a local path, else None: a path
+    that does not exist, or a file (taken for a Hub id, it was offered in the picker under its server path)."""
+    if missing_local_path(source):
+        return "does not exist"
+    path = Path(source).expanduser()
+    return "is a file, not a folder" if path.exists() and not path.is_dir() else None
+
+
 def check_flags(args: argparse.Namespace) -> None:
     """The command line's numbers and folders, each refused in one line when out of range or missing (else the server
     would start and hang, or end in a traceback). Nothing is loaded or started before these checks."""
@@ -140,9 +150,14 @@ def check_flags(args: argparse.Namespace) -> None:
             raise SystemExit(f"{args.prog}: error: {flag} takes {allowed}, got {value}.")
     if not 0 <= args.stream_every <= 1 or args.stream_rate < 0:
         raise SystemExit(f"{args.prog}: error: --stream-every takes 0 to 1 second, --stream-rate 0 or more updates.")
-    for source in [*args.model, args.names_model, args.text_model]:
-        if source and missing_local_path(source):
-            raise SystemExit(f"{args.prog}: error: the model folder {source} does not exist.")
+    given = [("--model", source) for source in args.model]
+    given += [("--names-model", args.names_model), ("--text-model", args.text_model)]
+    for flag, source in given:
+        if source and (wrong := not_a_model_source(source)):
+            raise SystemExit(
+                f"{args.prog}: error: {flag} {source} {wrong}: give a model's folder (the one that holds its "
+                "config.json) or a Hub id (owner/name)."
+            )
     args.device = resolved_device(args.device, args.prog)
 
 

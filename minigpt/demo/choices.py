@@ -102,6 +102,12 @@ def describe(character: str) -> str:
     return f"{character!r} ({unicodedata.name(character, f'U+{ord(character):04X}')})"
 
 
+def lone_surrogates(text: str) -> str:
+    """The halves of UTF-16 pairs `text` holds alone, described ("'\\ud800' (U+D800)"), or "" if none: JSON's escapes
+    carry them to the server, and nothing can encode them (UTF-8, a tokenizer, a hash of the text)."""
+    return ", ".join(map(describe, sorted({c for c in text if "\ud800" <= c <= "\udfff"})))
+
+
 def check_typed_text(text: str, what: str) -> None:
     """A visitor's text, checked before anything reads it closely: at most MAX_TEXT_CHARS characters (tokenizing a
     few megabytes takes seconds and gigabytes, for a model that keeps only its last block_size tokens), and no lone
@@ -111,10 +117,10 @@ def check_typed_text(text: str, what: str) -> None:
             f"The {what} is {len(text):,} characters long: at most {MAX_TEXT_CHARS:,} are accepted (the "
             "model sees only its last context's worth of tokens anyway). Shorten it."
         )
-    if halves := sorted({c for c in text if "\ud800" <= c <= "\udfff"}):
+    if halves := lone_surrogates(text):
         raise VisitorError(
-            f"The {what} holds {', '.join(map(describe, halves))}: half of a character (a lone UTF-16 "
-            "surrogate), which cannot be encoded. Remove it."
+            f"The {what} holds {halves}: half of a character (a lone UTF-16 surrogate), which cannot be encoded. "
+            "Remove it."
         )
 
 

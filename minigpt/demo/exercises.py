@@ -8,7 +8,6 @@ The built-in sets, and lesson step 13's question (from the circuit walk's answer
 import hashlib
 import json
 import re
-import threading
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -23,6 +22,7 @@ from minigpt.demo.exercise_questions import (
     corrupted_view,
     input_question,
 )
+from minigpt.demo.kept_answers import KeptAnswers
 from minigpt.demo.models import split_snapshot_name
 from minigpt.demo.state import DemoState
 from minigpt.demo.texts import TextView
@@ -232,37 +232,21 @@ def walk_question(walk: dict) -> dict | None:
     return None
 
 
-class Kept:
-    """Each (model, text, question type)'s questions, measured once (concurrent asks wait for the first; other keys
-    go on meanwhile) and kept, the last KEPT."""
-
-    def __init__(self, kept: int = KEPT):
-        self.kept, self.found, self.lock, self.locks = kept, {}, threading.Lock(), {}
-
-    def get(self, key, measure):
-        with self.lock:
-            if key in self.found:
-                return self.found[key]
-            lock = self.locks.setdefault(key, threading.Lock())
-        with lock:
-            if key not in self.found:
-                try:
-                    found = measure()
-                except Unasked as why:
-                    found = why
-                with self.lock:
-                    self.found[key] = found
-                    self.locks.pop(key, None)
-                    while len(self.found) > self.kept:
-                        self.found.pop(next(iter(self.found)))
-            return self.found[key]
+def measured(ask, measurements: Measurements) -> list[Question] | Unasked:
+    """A question type's questions on the text, or why the text cannot support it: an answer kept as well."""
+    try:
+        return ask(measurements)
+    except Unasked as why:
+        return why
 
 
 class Exercises:
     """The endpoints, on the demo's state (ui/exercises.py puts them on the page)."""
 
     def __init__(self, state: DemoState):
-        self.state, self.kept = state, Kept()
+        self.state = state
+        # each (model, text, question type)'s questions, measured once (concurrent asks wait for the first) and kept
+        self.kept = KeptAnswers(KEPT)
 
     def view(self, text, model) -> TextView:
         if not isinstance(text, str):
@@ -285,7 +269,7 @@ class Exercises:
         corrupt = lambda v, before: corrupted_view(self.state, v, before)  # noqa: E731
         measurements = Measurements(view, corrupt, self.log_folder(view.lm.name))
         key = (view.lm.name, id(view.lm.model), tuple(view.ids))
-        return {t: self.kept.get((*key, t), lambda t=t: ASKED[t](measurements)) for t in types}
+        return {t: self.kept.get((*key, t), lambda t=t: measured(ASKED[t], measurements)) for t in types}
 
     def exercises(self, text: str = ROMEO, model: str | None = "specimen", kinds: str = "", ids: str = "") -> dict:
         """Questions on `text` built from `model`'s own measurements on it: `kinds` (head, number, choice, or

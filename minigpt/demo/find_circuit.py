@@ -14,8 +14,6 @@ refused with what to change. Answers are kept per (model, task, prompts, options
 computes each once under concurrent asks. No Gradio here."""
 
 import functools
-import threading
-from collections import OrderedDict
 from types import SimpleNamespace
 
 import torch
@@ -23,6 +21,7 @@ import torch
 from minigpt.demo.choices import number
 from minigpt.demo.cores import pass_work
 from minigpt.demo.find_circuit_words import found_findings
+from minigpt.demo.kept_answers import KeptAnswers
 from minigpt.demo.prompt_sets import MAX_PROMPTS, described, ordinary_tokens, text_variants
 from minigpt.errors import VisitorError, shortened
 from minigpt.heads import faithfulness_curve, find_circuit, repeated_tokens
@@ -216,34 +215,15 @@ def found_answer(lm, clean, corrupted, task: str, options: dict, prompts: dict, 
         return answer_of(lm, found, prompts)
 
 
-class FoundCache:
+class FoundCache(KeptAnswers):
     """Answers per key (model, task, prompts, options), the last KEPT_ANSWERS; concurrent asks of one key compute it
-    once (each key's own lock), asks of other keys go on meanwhile."""
+    once, asks of other keys go on meanwhile (kept_answers). Each ask gets a copy of the answer's top level."""
 
     def __init__(self, kept: int = KEPT_ANSWERS):
-        self.kept, self.found, self.pending = kept, OrderedDict(), {}
-        self.lock = threading.Lock()
+        super().__init__(kept)
 
     def get(self, key, compute) -> dict:
-        with self.lock:
-            if key in self.found:
-                self.found.move_to_end(key)
-                return dict(self.found[key])
-            computing = self.pending.setdefault(key, threading.Lock())
-        with computing:
-            with self.lock:
-                if key in self.found:
-                    return dict(self.found[key])
-            try:
-                answer = compute()
-            finally:
-                with self.lock:
-                    self.pending.pop(key, None)
-            with self.lock:
-                self.found[key] = answer
-                while len(self.found) > self.kept:
-                    self.found.popitem(last=False)
-        return dict(answer)
+        return dict(super().get(key, compute))
 
 
 def induction_answer(lm, options: dict, cache: FoundCache, cores) -> dict:

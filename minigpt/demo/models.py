@@ -79,15 +79,17 @@ def load_language_model(
 ) -> LanguageModel:
     """A MiniGPT folder or Hub id (GPT-2 checkpoints are converted), loaded once with sdpa: the attention maps take the
     eager path per call (`output_attentions=True`), so nothing is loaded twice. `step`: the folder's snapshot at that
-    training step instead of its final weights; `device`: where it lives and computes (app.py's --device)."""
+    training step instead of its final weights; `device`: where it lives and computes (app.py's --device). A folder's
+    own code is never run: MiniGPT is this package's (modeling_minigpt), and a config whose `auto_map` names code of
+    its own is refused (transformers would ask on the server's terminal, "[y/N]", and wait for an answer)."""
     if missing_local_path(source):  # else the Hub's "Repo id must be in the form ..." would be the message
         raise FileNotFoundError(f"the folder {source} does not exist")
-    config = AutoConfig.from_pretrained(source)
+    config = AutoConfig.from_pretrained(source, trust_remote_code=False)
     if config.model_type == "gpt2":
         model = MiniGPTForCausalLM.from_gpt2(source)
     else:
         model, loading = AutoModelForCausalLM.from_pretrained(
-            source, attn_implementation="sdpa", output_loading_info=True
+            source, attn_implementation="sdpa", output_loading_info=True, trust_remote_code=False
         )
         if missing := sorted(loading["missing_keys"]):  # transformers would fill them with random numbers
             raise ValueError(
@@ -96,7 +98,7 @@ def load_language_model(
             )
     if step is not None:
         model = load_snapshot(model, Path(source), step)
-    tokenizer = AutoTokenizer.from_pretrained(source)
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     boundary = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     if boundary is None:
         raise ValueError(f"The tokenizer of {name} has neither a bos nor an eos token to start a text from.")
@@ -185,9 +187,10 @@ def without_paths(message: str, source: str, name: str) -> str:
 
 
 def same_path(source: str | None) -> str | None:
-    """A local folder as its absolute path (so that minigpt/models/names and ./minigpt/models/names are one entry), a
-    Hub id as is."""
-    return str(Path(source).resolve()) if source and Path(source).is_dir() else source
+    """A local folder as its absolute path (so that minigpt/models/names, ./minigpt/models/names and ~/... are one
+    entry, named by the folder's name), a Hub id as is."""
+    folder = Path(source).expanduser() if source else None
+    return str(folder.resolve()) if folder and folder.is_dir() else source
 
 
 def model_sources(extra: list[str], names_model: str | None, text_model: str | None) -> tuple[dict[str, str], str, str]:

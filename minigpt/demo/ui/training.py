@@ -15,7 +15,7 @@ import gradio as gr
 
 from minigpt import plots
 from minigpt.demo import run_folder, run_requests, training_runs
-from minigpt.demo.choices import number
+from minigpt.demo.choices import lone_surrogates, number
 from minigpt.demo.state import DemoState
 from minigpt.demo.ui.components import session
 from minigpt.demo.ui.gradio_internals import refusals_logged, unchecked
@@ -128,13 +128,30 @@ def roles_png(name: str, roles: list[dict]) -> bytes | None:
 MAX_TOKEN_CHARS = 200  # the owner token a client sends
 
 
+def checked_token(token) -> str | None:
+    """The owner token as sent, checked before anything reads it (owner_key encodes it to hash it): a text of at most
+    MAX_TOKEN_CHARS whole characters, or None. Never echoed: it is a secret."""
+    if token is None:
+        return None
+    if not isinstance(token, str):
+        wrong = f"got {shortened(token)}"
+    elif len(token) > MAX_TOKEN_CHARS:
+        wrong = f"got {len(token):,} characters"
+    elif halves := lone_surrogates(token):
+        wrong = f"it holds {halves}, half of a character (a lone UTF-16 surrogate)"
+    else:
+        return token
+    raise VisitorError(
+        f"owner must be a text of at most {MAX_TOKEN_CHARS} whole characters, a token you keep secret "
+        f"(Python's secrets.token_urlsafe() makes one): {wrong}."
+    )
+
+
 def visitor(token, request: gr.Request | None) -> str | None:
     """Who asks, as runs keep it (training_runs.owner_key): the token the page keeps in the browser's storage, so that
     a run stays its visitor's across page reloads (an API client sends a token of its own, or is known by its
     session alone)."""
-    if token is not None and not isinstance(token, str) or len(token or "") > MAX_TOKEN_CHARS:
-        raise VisitorError(f"owner must be a text of at most {MAX_TOKEN_CHARS} characters (a token you keep secret).")
-    return training_runs.owner_key(token or session(request))
+    return training_runs.owner_key(checked_token(token) or session(request))
 
 
 def starter(token, request: gr.Request | None) -> str:
