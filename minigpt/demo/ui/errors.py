@@ -121,7 +121,9 @@ def route_errors() -> dict:
     """FastAPI exception handlers (app.py passes them to the server) for what Gradio's unqueued component route lets
     through: a server function's visitor error, and a component id that is not on the page, answer with a message
     and a 4xx status, no traceback (Gradio answered 500 and logged 6 KB, or reset the connection). Any other
-    KeyError keeps the rule: its traceback goes to the log, a 500 to the client."""
+    KeyError keeps the rule: its traceback goes to the log, a 500 to the client. A body that does not fit a route's
+    fields (`"data"` not a list) gets FastAPI's answer without the value it quoted whole (a 1 MB text came back)."""
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
 
     async def visitor_error(request, error: gr.Error):
@@ -133,7 +135,11 @@ def route_errors() -> dict:
         logger.error("Unexpected error on %s", request.url.path, exc_info=error)
         return JSONResponse({"error": "Internal Server Error"}, status_code=500)
 
-    return {gr.Error: visitor_error, KeyError: unknown_key}
+    async def unfit(request, error: RequestValidationError):
+        fields = [{key: problem[key] for key in ("type", "loc", "msg")} for problem in error.errors()[:5]]
+        return JSONResponse({"detail": fields}, status_code=422)  # the field and what it should be, not the value
+
+    return {gr.Error: visitor_error, KeyError: unknown_key, RequestValidationError: unfit}
 
 
 MAX_BODY_BYTES = 8 << 20  # a request's body: the largest a visitor sends is a 1,000,000-character text, JSON-escaped
