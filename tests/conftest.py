@@ -77,6 +77,7 @@ SHARED = {
         "test_attention_scale.py",
         "test_circuit_walk_browser.py",
         "test_exercises.py",
+        "test_hostile_routes.py",
     ),
     "broken-server": ("test_error_rule.py", "test_robustness.py"),  # `broken_server`: two broken model folders
     "training-server": ("test_app_train.py", "test_app_train_browser.py", "test_crowd.py"),  # `training_server`

@@ -1,8 +1,10 @@
 """Each use of Gradio's internals (minigpt/demo/ui/gradio_internals.py), checked against the pinned Gradio through a
-real call: a tiny page is built and called through Gradio's own call path (Blocks.__call__: the components'
-preprocess, the function, as a served request runs them). Each test fails if its patch stops taking effect (a Gradio
+real call: a tiny page is built and called through Gradio's own call path (Blocks.__call__, or Blocks.process_api
+which every route calls: the count of values, the components' preprocess, the function, as a served request runs
+them). Each test fails if its patch stops taking effect (a Gradio
 release that renames `fns`, stops calling `preprocess` or moves its uploads)."""
 
+import asyncio
 import logging
 import tempfile
 from pathlib import Path
@@ -10,11 +12,14 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from minigpt.demo.ui.errors import under_the_rule
+from minigpt.demo.ui.errors import under_the_rule, values_completed_by_the_rule
 from minigpt.demo.ui.gradio_internals import (
+    Parameter,
     components,
     every_function_wrapped,
+    every_refusal_logged,
     is_uploaded,
+    page_functions,
     refusals_logged,
     unchecked,
     upload_folder,
@@ -67,6 +72,42 @@ def test_the_error_rule_is_put_on_every_function_of_the_built_page():
     assert demo(3, api_name="layer_of") == "3" and received["layer"] == 3
 
 
+def pair(text, number, kept):
+    received["pair"] = (text, number, kept)
+    return repr((text, number, kept))
+
+
+def test_every_function_is_listed_with_what_it_takes_and_values_left_out_are_never_quoted():
+    """page_functions: an endpoint's parameters as its API description declares them, a gr.State marked, a private
+    event's named after its handler. Gradio's count of the values (on every route's way to a function) quoted every
+    value received; replaced, the values left out get their defaults (a gr.State's its own), or a message naming the
+    one without a default, no value quoted, no traceback."""
+    with gr.Blocks() as demo:
+        number, out, button = gr.Number(), gr.Textbox(), gr.Button()
+        button.click(pair, [gr.Textbox("emma"), number, gr.State(7)], out, api_name="pair")
+        button.click(pair, [number, number, number], out, api_visibility="private")
+    functions = page_functions(demo)
+    assert functions[0].parameters == (
+        Parameter("text", True, "emma"),
+        Parameter("number"),
+        Parameter("kept", True, None, True),
+    )
+    assert functions[1].parameters == (Parameter("text"), Parameter("number"), Parameter("kept"))
+    assert functions[0].documented and not functions[1].documented and functions[1].name == "pair_1"
+    run = lambda index, values: asyncio.run(demo.process_api(block_fn=index, inputs=values, state=None))["data"]
+    with pytest.raises(ValueError, match="didn't receive enough input values") as quoted:
+        run(1, ["x" * 1000])
+    assert "x" * 1000 in str(quoted.value)
+    values_completed_by_the_rule(demo)
+    with pytest.raises(gr.Error) as refused:
+        run(1, ["x" * 1000])
+    message = "/pair_1 takes 3 values (text, number, kept): got 1, and number, kept have no default."
+    assert refused.value.message == message and refused.value.print_exception is False
+    assert run(0, ["ab", 3]) == [repr(("ab", 3, 7))]
+    with pytest.raises(gr.Error, match="number has no default"):
+        run(0, ["ab"])
+
+
 def test_a_named_endpoints_components_hand_the_handler_the_values_as_sent():
     """Gradio's own check of the number (at most 5) refuses 7.6 with a message naming no parameter; once the page is
     wrapped, the endpoint gets 7.6 as sent, to check with its own message."""
@@ -107,3 +148,26 @@ def test_a_files_refusal_is_a_visitors_mistake_and_an_upload_is_in_the_upload_fo
     assert is_uploaded(received["echo"]) and Path(received["echo"]).is_relative_to(upload_folder())
     assert not is_uploaded(str(taken)) and not is_uploaded(tempfile.gettempdir())
     assert upload in components(demo)
+
+
+def test_every_components_refusal_is_a_visitors_mistake_with_the_value_cut(caplog):
+    """Gradio's own check of a value sent to a page's event (a choice not offered, a text for a number) quoted the
+    value whole, with a traceback; on every input (`every_refusal_logged`): a message of at most ~300 characters
+    saying what is wrong with the value, no traceback, one short line in the log."""
+    with gr.Blocks() as demo:
+        button, out = gr.Button(), gr.Textbox()
+        button.click(echo, gr.Dropdown(["a", "b"]), out, api_visibility="private")
+        button.click(echo, gr.Number(maximum=5, label="Layer"), out, api_visibility="private")
+    huge = "x" * 1_000_000
+    with pytest.raises(gr.Error) as quoted:
+        demo(huge, fn_index=0)
+    assert huge in quoted.value.message and quoted.value.print_exception  # the value whole, and a traceback
+    every_refusal_logged(demo)
+    for index, says in [(0, "xxx is not in the list of choices: ['a', 'b']"), (1, "Layer cannot take 'xxx")]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING), pytest.raises(gr.Error) as refused:
+            demo(huge, fn_index=index)
+        message, logged = refused.value.message, [r.getMessage() for r in caplog.records]
+        assert says in message and len(message) <= 310 and refused.value.print_exception is False
+        assert len(logged) == 1 and logged[0].startswith("Value refused: ") and len(logged[0]) < 300
+    assert demo("b", fn_index=0) == "'b'" and demo(3, fn_index=1) == "3"

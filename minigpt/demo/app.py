@@ -198,7 +198,9 @@ def main(argv=None, prog: str = "app.py") -> None:
         except ModelUnavailable as error:  # a broken default model: one line, not a traceback
             raise SystemExit(f"{args.prog}: error: {error} ({state.picker.sources[default]})") from None
     demo = build_demo(state)
-    demo.queue(default_concurrency_limit=args.concurrency)
+    # api_open=False (as on a Space, where Gradio sets it): a queued function runs through the queue only, within
+    # --concurrency; Gradio's /gradio_api/run/NAME ran it at once, beside the queue, for anyone who asked.
+    demo.queue(default_concurrency_limit=args.concurrency, api_open=False)
     try:
         demo.launch(
             **without_self_check(demo.launch),

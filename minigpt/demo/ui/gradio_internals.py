@@ -1,12 +1,16 @@
 """Every use of Gradio beyond its documented API, in one place, each checked against the pinned version
 (tests/test_gradio_internals.py calls a tiny page through Gradio's own call path and fails when a patch stops taking
-effect): the error rule put on every function of the built page (`demo.fns`); a component's own check replaced
-(`preprocess`: `unchecked`) or its refusal made a visitor's mistake (`refusals_logged`); the folder Gradio keeps
-uploads in (`gradio.utils`); the components of a built page (`demo.blocks`). A Gradio upgrade is checked here first."""
+effect): the error rule put on every function of the built page (`demo.fns`); what each function takes, and Gradio's
+count of its values replaced (`page_functions`, `values_completed`); a component's own check replaced (`preprocess`:
+`unchecked`) or its refusals made a visitor's mistake (`refusals_logged`, on every input: `every_refusal_logged`); the
+folder Gradio keeps uploads in (`gradio.utils`); the components of a built page (`demo.blocks`). A Gradio upgrade is
+checked here first."""
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 from gradio.utils import abspath, get_upload_folder, is_in_or_equal
@@ -52,6 +56,64 @@ def declared_parameters(block_function, named: dict) -> Declared:
     return declared
 
 
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """One input of a function of the page, as a client sends its value."""
+
+    name: str
+    has_default: bool = False
+    default: Any = None
+    state: bool = False  # a gr.State: the server keeps its value, a client sends none (its place holds null)
+
+
+@dataclasses.dataclass(frozen=True)
+class PageFunction:
+    """A function of the built page (an event's or an endpoint's), as a request names it: by `fn_index` (the page's
+    own calls) or by `name` (its api_name: Gradio gives every function one, a private event's its handler's name)."""
+
+    index: int
+    name: str
+    parameters: tuple[Parameter, ...]  # one per input, in order, gr.State included
+    documented: bool  # in the page's API description (the only ones Gradio's /call/v2 route knows)
+
+
+def page_functions(demo: gr.Blocks) -> dict[int, PageFunction]:
+    """Every function of the built page by its index, with what it takes: a documented endpoint's parameters as its
+    API description declares them (names, defaults); a private event's named after its handler's parameters (Gradio's
+    `input_parameter_names`), without defaults: the page sends all its values, and nothing declares any."""
+    named = demo.get_api_info()["named_endpoints"]
+    functions = {}
+    for index, block_function in demo.fns.items():
+        about = named.get(f"/{block_function.api_name}")
+        described = iter(about["parameters"] if about else ())
+        handlers = block_function.input_parameter_names
+        parameters = []
+        for i, component in enumerate(block_function.inputs):
+            name = (handlers[i] if i < len(handlers) else None) or f"value {i + 1}"
+            if getattr(component, "skip_api", False):
+                parameters.append(Parameter(name, has_default=True, state=True))
+            elif about is not None:
+                declared = next(described)
+                default = declared.get("parameter_default")
+                parameters.append(Parameter(declared["parameter_name"], declared["parameter_has_default"], default))
+            else:
+                parameters.append(Parameter(name))
+        functions[index] = PageFunction(index, block_function.api_name, tuple(parameters), about is not None)
+    return functions
+
+
+def values_completed(demo: gr.Blocks, complete: Callable[[int, list], list]) -> None:
+    """Gradio's check that a function got all its values (`Blocks.validate_inputs`, which every route that runs a
+    function passes through) replaced by `complete(fn_index, values)`: the values whole, the missing ones filled, or
+    its own error. Gradio's refused too few values with a message quoting every value received: a 1 MB text went whole
+    into the log and back to the client. Set on the instance; Gradio reads the list it handed on afterwards."""
+
+    def validate_inputs(block_function, inputs: list) -> None:
+        inputs[:] = complete(block_function._id, inputs)
+
+    demo.validate_inputs = validate_inputs
+
+
 def unchecked(component):
     """`component`'s value reaches the handler as sent: an API client may send any value, and the handler checks it
     with a message naming the parameter (Gradio's own range and choice checks would not name it, and would print a
@@ -62,20 +124,43 @@ def unchecked(component):
 
 
 def refusals_logged(component):
-    """`component` (a gr.File), its own refusals (a file of a type it does not take: `names.exe`, `model.zip`) made a
-    visitor's mistake by the error rule: Gradio's message, and one line in the log instead of a traceback. (Its
-    preprocess is wrapped: a subclass of a Gradio component would have Gradio write a .pyi file beside this one.)"""
-    preprocess = component.preprocess
+    """`component`'s own refusals of a value (a file of a type it does not take: `names.exe`, `model.zip`; a choice it
+    does not offer; a text for a number) made a visitor's mistake by the error rule: its message, any value in it cut,
+    and one line in the log instead of a traceback (Gradio quoted the value whole: a 1 MB text into the log and back).
+    Its preprocess is wrapped: a subclass of a Gradio component would have Gradio write a .pyi file beside this one."""
+    preprocess, kind = component.preprocess, "Upload" if isinstance(component, gr.File) else "Value"
+    if getattr(preprocess, "refusals_logged", False):
+        return component
 
     def checked(payload):
         try:
             return preprocess(payload)
-        except gr.Error as error:
-            logger.warning("Upload refused: %s", shortened(error.message, 200))
-            raise gr.Error(error.message, print_exception=False) from None
+        except Exception as error:  # the value a client sent: a component of the page fails on no other
+            if isinstance(error, gr.Error):
+                message = cut(error.message)
+            else:  # Python's own words (a comparison of a text with a number): which value, and which component
+                name = component.label or type(component).__name__
+                message = f"{name} cannot take {shortened(payload)} ({cut(str(error))})."
+            logger.warning("%s refused: %s", kind, cut(message, 200))
+            raise gr.Error(message, print_exception=False) from None
 
+    checked.refusals_logged = True
     component.preprocess = checked
     return component
+
+
+def every_refusal_logged(demo: gr.Blocks) -> None:
+    """`refusals_logged` on each input of each function of the built page: a client may send the page's own events
+    any value too (a named endpoint's components take any value already: `unchecked`)."""
+    for block_function in demo.fns.values():
+        for component in block_function.inputs:
+            refusals_logged(component)
+
+
+def cut(message: str, limit: int = 300) -> str:
+    """`message` with its middle cut when it is long: a value it quotes goes, what it says of it stays (its start
+    and end)."""
+    return message if len(message) <= limit else f"{message[: limit // 2]} ... {message[-limit // 2 :]}"
 
 
 def upload_folder() -> Path:

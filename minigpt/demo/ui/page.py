@@ -9,10 +9,16 @@ from minigpt.demo.links import TABS, read_link
 from minigpt.demo.state import DemoState
 from minigpt.demo.ui.attention import AttentionSection
 from minigpt.demo.ui.circuits import Circuits
-from minigpt.demo.ui.errors import under_the_rule
+from minigpt.demo.ui.errors import under_the_rule, values_completed_by_the_rule
 from minigpt.demo.ui.exercises import ExercisesSection
 from minigpt.demo.ui.generation import GenerationTabs
-from minigpt.demo.ui.gradio_internals import components, every_function_wrapped, unchecked, upload_folder
+from minigpt.demo.ui.gradio_internals import (
+    components,
+    every_function_wrapped,
+    every_refusal_logged,
+    unchecked,
+    upload_folder,
+)
 from minigpt.demo.ui.head_finder import HeadFinder
 from minigpt.demo.ui.insights import InsightsSection
 from minigpt.demo.ui.selection import Selection
@@ -97,6 +103,8 @@ def build_demo(state: DemoState) -> gr.Blocks:
         first_screen_walk(state, (walk_button, predict_button), walk_out, maps, maps_section, circuits, exercises)
         pickers_follow_training(demo, state, training)
     every_function_wrapped(demo, under_the_rule)  # the error rule, alike on every event and endpoint
+    values_completed_by_the_rule(demo)  # ... on the values each is sent, whatever the route
+    every_refusal_logged(demo)  # ... and on its components' refusals of a value
     return demo
 
 
