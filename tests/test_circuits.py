@@ -172,7 +172,7 @@ def test_path_patching_refuses_senders_that_cannot_reach_the_receiver(specimen):
     for sender in [("head", 1, 0), ("mlp", 1), ("resid", 2), "1.2"]:
         with pytest.raises(ValueError, match="writes nothing that 1.1 reads"):
             circuits.patch_path(model, clean, corrupted, sender, (1, 1), "k")
-    with pytest.raises(ValueError, match="Cannot read the node 'neuron 0'"):
+    with pytest.raises(ValueError, match=re.escape("sender ('neuron', 0): cannot read it as a node")):
         circuits.patch_path(model, clean, corrupted, ("neuron", 0), (1, 1), "k")
     with pytest.raises(ValueError, match="'q', 'k' or 'v'"):
         circuits.patch_path(model, clean, corrupted, ("embed",), (1, 1), "o")

@@ -25,8 +25,16 @@ from types import SimpleNamespace
 import torch
 from torch.nn import functional as F
 
-from minigpt.heads.errors import InstrumentError, checked_head, checked_position, shortened
+from minigpt.heads.errors import (
+    InstrumentError,
+    checked_count,
+    checked_ids,
+    checked_position,
+    checked_token,
+    shortened,
+)
 from minigpt.heads.hooks import hooks
+from minigpt.heads.nodes import head_of
 from minigpt.heads.prompts import repeated_tokens
 from minigpt.heads.recorded_pass import ForwardPass, run_forward_pass, unembed
 
@@ -40,8 +48,8 @@ def head_mask(heads: list[tuple[int, int]], n_layer: int, n_head: int) -> torch.
     """(L, H) bool, True for the heads to ablate."""
     mask = torch.zeros(n_layer, n_head, dtype=torch.bool, device="cpu")
     shape = SimpleNamespace(n_layer=n_layer, n_head=n_head)
-    for layer, head in heads:
-        mask[checked_head(shape, layer, head)] = True
+    for head in heads:
+        mask[head_of(head, shape, "heads")] = True
     return mask
 
 
@@ -112,6 +120,7 @@ def ablation_values(model, prompts: torch.Tensor, mode: str, seed: int = 0) -> t
     prompt's outputs (a seeded shuffle that moves every prompt: a run of prompt i reads prompt j's heads, j != i)."""
     if check_mode(mode) == "zero":
         return None
+    prompts = checked_ids(prompts, model.config.vocab_size, "prompts")
     merged = merged_heads_of(model, prompts)  # (N, L, T, C)
     if mode == "mean":
         return merged.mean(dim=(0, 2))
@@ -129,6 +138,7 @@ def ablation_values(model, prompts: torch.Tensor, mode: str, seed: int = 0) -> t
 
 def top_tokens(logits: torch.Tensor, k: int) -> tuple[list[int], list[float]]:
     """The k most likely next tokens of (V,) logits and their probabilities (softmax of the logits)."""
+    k = checked_count(k, "k", "the most likely tokens listed")
     probabilities = logits.float().softmax(dim=-1)  # (V,)
     values, ids = probabilities.topk(min(k, probabilities.numel()))
     return ids.tolist(), values.tolist()
@@ -328,12 +338,15 @@ def above_chance(score: float, chance: float) -> bool:
 def induction_probe(token_ids: list[int], start_id: int, block_size: int, probes: int, seed: int = 0) -> torch.Tensor:
     """(P, 1 + 2n) probes: the start token, then n random tokens, then the same n again, n = (block_size - 1) // 2
     (`prompts.repeated_tokens` sized to the context)."""
+    probes = checked_count(probes, "probes", "the random sequences written twice")
+    block_size = checked_count(block_size, "block_size", "the context the probe fills: a start and two copies", 3)
     return repeated_tokens(token_ids, start_id, probes, (block_size - 1) // 2, seed)
 
 
 def induction_scores(model, probes: torch.Tensor) -> dict:
     """Induction score per head on the probes (mean over probes), and the loss on the first copy against the
     repeated one: a model that learnt in-context copying predicts the second copy far better than chance."""
+    probes = checked_ids(probes, model.config.vocab_size, "probes")
     with torch.no_grad():
         out = model(input_ids=probes.to(model.device), output_attentions=True, use_cache=False)
     attentions = torch.stack(out.attentions, dim=1).float()  # (P, L, H, T, T)
@@ -358,6 +371,7 @@ def probed_induction(model, boundary_id: int, excluded: set[int], vocab_size: in
     """`induction_scores` on this model's induction probe: ROLE_PROBES sequences of its tokens (all but `excluded`: the
     boundary, end and padding tokens) written twice after `boundary_id`, sized to its context, and the probe's length.
     It does not depend on any text: a server computes it once per model (`measured_roles(..., probed=)`)."""
+    boundary_id = checked_token(model.config.vocab_size, boundary_id, "boundary_id")
     vocabulary = [i for i in range(vocab_size) if i not in excluded]
     probes = induction_probe(vocabulary, boundary_id, model.config.block_size, ROLE_PROBES)
     return {**induction_scores(model, probes), "probe_length": (probes.shape[1] - 1) // 2}
@@ -400,6 +414,7 @@ def head_roles(model, recorded: ForwardPass, probes: torch.Tensor | None, induct
 
 def top_heads(scores: torch.Tensor, k: int = 3) -> list[tuple[int, int, float]]:
     """The k highest-scoring heads of (L, H) scores, as (layer, head, score)."""
+    k = checked_count(k, "k", "the heads listed")
     flat = scores.flatten()
     values, order = flat.topk(min(k, flat.numel()))
     n_head = scores.shape[1]
@@ -432,7 +447,7 @@ def likely_replacements(model, recorded: ForwardPass, position: int, never_ids: 
     """The k tokens the model finds most likely at `position` (what it predicts from position - 1) other than the one
     there and `never_ids`, most likely first."""
     ids = list(recorded.input_ids)
-    position = checked_position(position, len(ids))
+    position, k = checked_position(position, len(ids)), checked_count(k, "k", "the replacements listed")
     if position == 0:
         raise InstrumentError("position 0 is the start token, which nothing predicts: give a later position.")
     logits = recorded.logits(model)[position - 1].float().clone()

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
+from minigpt.heads.errors import checked_ids
 from minigpt.heads.insights import (
     CALL_WORK,
     WORK_PER_SECOND,
@@ -291,6 +292,8 @@ def measure(model, windows: list[list[int]], progress=lambda fraction: None) -> 
     as the work goes."""
     config = model.config
     L, H = config.n_layer, config.n_head
+    for index, window in enumerate(windows):
+        checked_ids(window, config.vocab_size, f"windows[{index}]")
     started = time.perf_counter()
     ablated = ablation_windows(model, windows)
     work = 2 * sum(map(len, windows)) + (1 + L * H) * sum(map(len, ablated))  # an eager pass costs about two
