@@ -4,7 +4,7 @@
 
 For the names and shakespeare presets (their sizes, batch and evaluation interval; random weights, which cost the same
 as trained ones), one training step (forward, loss, backward, AdamW) and one role scoring (the recorded pass of a
-context-long sample and the induction probe, `head_insights.measured_roles`), timed in alternating rounds. The ratio
+context-long sample and the induction probe, `role_scores.measured_roles`), timed in alternating rounds. The ratio
 is the scoring's share of the training time between two evaluations: eval_steps training steps, then one scoring.
 """
 
@@ -17,8 +17,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 from configuration_minigpt import MiniGPTConfig  # noqa: E402
-from minigpt.heads.insights import measured_roles  # noqa: E402
 from minigpt.heads.recorded_pass import run_forward_pass  # noqa: E402
+from minigpt.heads.role_scores import measured_roles  # noqa: E402
 from minigpt.presets import TRAINING_PRESETS  # noqa: E402
 from modeling_minigpt import MiniGPTForCausalLM  # noqa: E402
 from timing import alternate, machine_summary, print_table, summarise  # noqa: E402

@@ -13,8 +13,8 @@ import torch
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
 from helpers import SPECIMEN, tiny_model
 from minigpt.heads import circuits
-from minigpt.heads.insights import previous_token_pattern, role_score
 from minigpt.heads.recorded_pass import run_forward_pass
+from minigpt.heads.role_scores import previous_token_pattern, role_score
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
 
 ROMEO, ROMEO_CORRUPTED = "Romeo and Juliet, Romeo and Jul", "Romeo and Julaet, Romeo and Jul"
@@ -172,7 +172,7 @@ def test_path_patching_refuses_senders_that_cannot_reach_the_receiver(specimen):
     for sender in [("head", 1, 0), ("mlp", 1), ("resid", 2), "1.2"]:
         with pytest.raises(ValueError, match="writes nothing that 1.1 reads"):
             circuits.patch_path(model, clean, corrupted, sender, (1, 1), "k")
-    with pytest.raises(ValueError, match="Cannot read the node 'neuron 0'"):
+    with pytest.raises(ValueError, match=re.escape("sender ('neuron', 0): cannot read it as a node")):
         circuits.patch_path(model, clean, corrupted, ("neuron", 0), (1, 1), "k")
     with pytest.raises(ValueError, match="'q', 'k' or 'v'"):
         circuits.patch_path(model, clean, corrupted, ("embed",), (1, 1), "o")
@@ -181,7 +181,7 @@ def test_path_patching_refuses_senders_that_cannot_reach_the_receiver(specimen):
 def refusals(model, ids):
     """Calls of the library with a layer, head, position or token the model or the text does not have, and the
     message each must give (issue 48: Python's -1 read as the last head, bare IndexErrors)."""
-    from minigpt.heads import insights
+    from minigpt.heads import ablation, comparison, predictions
     from minigpt.heads.steps import attention_steps
 
     recorded = run_forward_pass(model, ids)
@@ -197,10 +197,10 @@ def refusals(model, ids):
         (lambda: circuits.logit_attribution(model, ids, position=T), f"position {T} is outside the text's {T} tokens"),
         (lambda: circuits.patch_path(model, ids, ids, ("embed",), (1, 4), "k"), "head must be 0 to 3"),
         (lambda: circuits.patch_path(model, ids, ids, ("embed",), (1, 1), "k", T), f"key_position {T} is outside"),
-        (lambda: insights.head_mask([(0, 9)], 2, 4), "head must be 0 to 3"),
-        (lambda: insights.logit_lens(model, recorded, -T - 1), f"position {-T - 1} is outside"),
-        (lambda: insights.next_token_probabilities(model, recorded, T), f"position {T} is outside"),
-        (lambda: insights.likely_replacements(model, recorded, 0, set()), "position 0 is the start token"),
+        (lambda: ablation.head_mask([(0, 9)], 2, 4), "head must be 0 to 3"),
+        (lambda: predictions.logit_lens(model, recorded, -T - 1), f"position {-T - 1} is outside"),
+        (lambda: predictions.next_token_probabilities(model, recorded, T), f"position {T} is outside"),
+        (lambda: comparison.likely_replacements(model, recorded, 0, set()), "position 0 is the start token"),
         (lambda: attention_steps(model, recorded, 0, 7), "head must be 0 to 3"),
     ]
 
@@ -218,7 +218,7 @@ def test_the_library_refuses_a_layer_head_position_or_token_the_model_or_text_la
 def test_likely_replacements_take_the_whole_vocabulary_when_asked_for_more(specimen):
     """A 79-token vocabulary asked for 1,000 replacements (the "change one token" helper asks 64 of a 28-token one):
     every token but the one there and those left out, most likely first, as the model's logits order them."""
-    from minigpt.heads.insights import likely_replacements
+    from minigpt.heads.comparison import likely_replacements
 
     model, encode = specimen
     ids = encode(ZORBAK)

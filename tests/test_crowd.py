@@ -182,9 +182,10 @@ def test_a_view_of_every_map_is_refused_past_its_size_and_importance_is_bounded(
     longest that fits), served for a short one; the page's Compare (one head) is drawn at any length. Importance is
     measured over the start of the text that fits its work bound, with a note, and equals the importance of that
     start."""
+    from minigpt.demo import work_budgets
     from minigpt.demo.texts import MAX_ANSWER_NUMBERS
     from minigpt.errors import VisitorError
-    from minigpt.heads import insights as head_insights
+    from minigpt.heads.ablation import head_importance
 
     state, section, maps = big_model_views
     insights = section.insights
@@ -201,14 +202,14 @@ def test_a_view_of_every_map_is_refused_past_its_size_and_importance_is_bounded(
     assert "Mean |difference| of each head" in page and "view-error" not in page
 
     view = state.text_view("wide", "emma" * 10)
-    half = head_insights.importance_work(view.lm.model.config, len(view.ids) // 2)
-    monkeypatch.setattr(head_insights, "IMPORTANCE_WORK", half)  # a bound that holds about half the text
-    measured = head_insights.importance_tokens(view.lm.model.config, len(view.ids))
+    half = work_budgets.importance_work(view.lm.model.config, len(view.ids) // 2)
+    monkeypatch.setattr(work_budgets, "IMPORTANCE_WORK", half)  # a bound that holds about half the text
+    measured = work_budgets.importance_tokens(view.lm.model.config, len(view.ids))
     assert 2 < measured < len(view.ids)
     answer = insights.importance("emma" * 10, "wide")
     assert f"over the first {measured} tokens of {len(view.ids)}" in " ".join(answer["notes"])
     start = state.text_view("wide", state.picker.get("wide").tokenizer.decode(view.ids[1:measured]))
-    expected, _ = head_insights.head_importance(view.lm.model, start.recorded)
+    expected, _ = head_importance(view.lm.model, start.recorded)
     torch.testing.assert_close(torch.tensor(answer["importance"]), expected, atol=1e-5, rtol=0)
 
 

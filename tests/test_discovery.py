@@ -183,7 +183,7 @@ def test_what_a_search_cannot_take_is_refused(specimen):
         (dict(method="acdc"), "'eap' or 'eap-ig'"),
         (dict(ablation="zero"), "'mean' or 'corrupted'"),
         (dict(target=1.5), "at most 1"),
-        (dict(steps=0), "at least one step"),
+        (dict(steps=0), "steps must be 1 or more"),
         (dict(task="copying"), "'induction' or 'pairs'"),
         (dict(prompts=1), "a mean over one prompt"),
     ]:

@@ -388,7 +388,7 @@ def test_the_specimens_head_1_1_is_said_with_what_each_role_was_measured_on(clie
     twice."""
     from minigpt import data
     from minigpt.demo.views.head_finder import role_sentence
-    from minigpt.heads.insights import above_chance
+    from minigpt.heads.role_scores import above_chance
 
     prose = data.builtin_shakespeare().read_text()[:6_000]  # the plays' opening: prose with little to copy
     answer = call(client, "/head_dashboard", model="specimen", layer=1, head=1, text=prose)
@@ -440,24 +440,23 @@ def test_a_model_with_costly_attention_is_measured_within_the_bound_on_fewer_tok
     under the parameter-count bound. Its corpus is now cut so that the estimated work, counted over every window's
     attention (L x H x T^2 cells) and the (L x H + 1) ablation passes, fits the two bounds."""
     from helpers import printable_tokenizer, save_fixture_model
-    from minigpt.demo import head_corpus
+    from minigpt.demo import head_corpus, work_budgets
     from minigpt.demo.models import load_language_model
-    from minigpt.heads import metrics
 
     shape = dict(name="shakespeare", n_layer=12, n_head=16, n_embd=32, block_size=256)
     folder = save_fixture_model(tmp_path / "wide-attention", printable_tokenizer(), seed=0, **shape)
     lm = load_language_model("wide-attention", str(folder), dict(max_rows=2, max_waiting=2))
     head_corpus.check_measurable(lm)  # one window fits: measured, on fewer tokens
     corpus = head_corpus.text_corpus(lm, "to be or not to be, that is the question. " * 2_000)
-    config, ablated = lm.model.config, metrics.ablation_windows(lm.model, corpus.windows)
-    recording = sum(metrics.recording_work(config, len(w)) for w in corpus.windows) / metrics.WORK_PER_SECOND
-    ablation = sum(metrics.ablation_work(config, len(w)) for w in ablated) / metrics.WORK_PER_SECOND
-    assert recording <= metrics.RECORD_SECONDS and ablation <= metrics.ABLATION_SECONDS
-    assert metrics.measure_seconds(config, corpus.windows, ablated) == pytest.approx(recording + ablation)
+    config, ablated = lm.model.config, work_budgets.ablation_windows(lm.model, corpus.windows)
+    recording = sum(work_budgets.recording_work(config, len(w)) for w in corpus.windows) / work_budgets.WORK_PER_SECOND
+    ablation = sum(work_budgets.ablation_work(config, len(w)) for w in ablated) / work_budgets.WORK_PER_SECOND
+    assert recording <= work_budgets.RECORD_SECONDS and ablation <= work_budgets.ABLATION_SECONDS
+    assert work_budgets.measure_seconds(config, corpus.windows, ablated) == pytest.approx(recording + ablation)
     # the costly part, the ablation, reads the first tokens only, and they fill most of its bound (not cut to nothing)
-    assert sum(map(len, ablated)) < corpus.tokens and ablation > metrics.ABLATION_SECONDS / 2
+    assert sum(map(len, ablated)) < corpus.tokens and ablation > work_budgets.ABLATION_SECONDS / 2
     # a window's cells are counted: the same tokens in windows of the full context cost more than in short ones
-    assert metrics.recording_work(config, 256) > 4 * metrics.recording_work(config, 64)
+    assert work_budgets.recording_work(config, 256) > 4 * work_budgets.recording_work(config, 64)
 
 
 def test_a_model_too_big_to_measure_gets_its_estimate_before_any_corpus_is_read(monkeypatch):

@@ -10,8 +10,29 @@ import torch
 from torch.nn import functional as F
 
 from helpers import THREE_LAYERS, tiny_model
-from minigpt.heads import insights as hi
+from minigpt.heads.ablation import (
+    ablated_pass,
+    check_mode,
+    head_importance,
+    head_mask,
+    head_means,
+    heads_ablated,
+    losses_per_row,
+)
+from minigpt.heads.comparison import compare_attention
+from minigpt.heads.predictions import logit_lens, next_token_probabilities, sampled_probabilities, top_tokens
 from minigpt.heads.recorded_pass import run_forward_pass
+from minigpt.heads.role_scores import (
+    above_chance,
+    chance_level,
+    first_token_pattern,
+    induction_pattern,
+    induction_probe,
+    induction_scores,
+    previous_token_pattern,
+    role_score,
+    self_pattern,
+)
 
 IDS = [0, 5, 9, 3, 3, 7, 1, 0, 12, 5, 9]
 
@@ -37,14 +58,14 @@ def reference_ablation(model, layer: int, head: int, replacement=None):
 def test_next_token_probabilities_are_the_softmax_of_the_logits():
     model = tiny_model(shape=THREE_LAYERS)
     recorded = run_forward_pass(model, IDS)
-    answer = hi.next_token_probabilities(model, recorded, position=4, k=10)
+    answer = next_token_probabilities(model, recorded, position=4, k=10)
     probabilities = logits_of(model)[4].softmax(-1)
     expected, order = probabilities.sort(descending=True)
     assert answer["top_ids"] == order[:10].tolist()
     torch.testing.assert_close(torch.tensor(answer["top_probabilities"]), expected[:10])
     assert answer["next_id"] == IDS[5]
     assert answer["next_probability"] == pytest.approx(float(probabilities[IDS[5]]), rel=1e-5)
-    assert "next_id" not in hi.next_token_probabilities(model, recorded, position=len(IDS) - 1)  # nothing follows
+    assert "next_id" not in next_token_probabilities(model, recorded, position=len(IDS) - 1)  # nothing follows
 
 
 def test_sampled_probabilities_follow_the_samplers_warpers():
@@ -52,12 +73,12 @@ def test_sampled_probabilities_follow_the_samplers_warpers():
 
     logits = torch.randn(6, 9)
     ids = [0, 3, 8, 1, 1, 4]
-    greedy = hi.sampled_probabilities(logits, ids)
+    greedy = sampled_probabilities(logits, ids)
     torch.testing.assert_close(greedy, logits[:-1].softmax(-1)[range(5), ids[1:]])
-    warm = hi.sampled_probabilities(logits, ids, LogitsProcessorList([TemperatureLogitsWarper(0.5)]), never_ids=[2])
+    warm = sampled_probabilities(logits, ids, LogitsProcessorList([TemperatureLogitsWarper(0.5)]), never_ids=[2])
     expected = (logits[:-1] / 0.5).index_fill(1, torch.tensor([2]), float("-inf")).softmax(-1)[range(5), ids[1:]]
     torch.testing.assert_close(warm, expected)
-    top1 = hi.sampled_probabilities(logits, ids, LogitsProcessorList([TopKLogitsWarper(1)]))
+    top1 = sampled_probabilities(logits, ids, LogitsProcessorList([TopKLogitsWarper(1)]))
     is_argmax = logits[:-1].argmax(-1) == torch.tensor(ids[1:])
     assert torch.equal(top1, is_argmax.float())  # top-k 1: the argmax was certain, anything else impossible
 
@@ -66,10 +87,10 @@ def test_sampled_probabilities_follow_the_samplers_warpers():
 def test_ablating_nothing_is_bit_identical(implementation):
     model = tiny_model(implementation, shape=THREE_LAYERS)
     plain = logits_of(model)
-    nothing = hi.head_mask([], 3, 2)
-    with hi.heads_ablated(model, nothing):
+    nothing = head_mask([], 3, 2)
+    with heads_ablated(model, nothing):
         assert torch.equal(logits_of(model), plain)
-    with hi.heads_ablated(model, nothing, hi.head_means(run_forward_pass(model, IDS))):
+    with heads_ablated(model, nothing, head_means(run_forward_pass(model, IDS))):
         assert torch.equal(logits_of(model), plain)
     assert all(not layer.attn.out_proj._forward_pre_hooks for layer in model.model.layers)
 
@@ -80,17 +101,17 @@ def test_ablating_a_head_equals_a_hook_on_its_slice(implementation, mode):
     model = tiny_model(implementation, shape=THREE_LAYERS)
     recorded = run_forward_pass(model, IDS)
     D = 8
-    means = hi.head_means(recorded) if mode == "mean" else None
+    means = head_means(recorded) if mode == "mean" else None
     replacement = None if means is None else recorded.merged_heads[1, :, D:].mean(0)  # layer 1, head 1, over T
     handle = reference_ablation(model, layer=1, head=1, replacement=replacement)
     expected = logits_of(model)
     handle.remove()
-    with hi.heads_ablated(model, hi.head_mask([(1, 1)], 3, 2), means):
+    with heads_ablated(model, head_mask([(1, 1)], 3, 2), means):
         ablated = logits_of(model)
     torch.testing.assert_close(ablated, expected, rtol=0, atol=0)
     targets = torch.tensor(IDS[1:])
     assert F.cross_entropy(ablated[:-1], targets) != F.cross_entropy(logits_of(model)[:-1], targets)  # it matters
-    after = hi.ablated_pass(model, recorded, [(1, 1)], mode)  # the recorded (eager) pass, ablated
+    after = ablated_pass(model, recorded, [(1, 1)], mode)  # the recorded (eager) pass, ablated
     torch.testing.assert_close(after.logits(model), expected, rtol=1e-5, atol=1e-5)
     assert torch.equal(after.attentions[:2], recorded.attentions[:2])  # layers up to the ablated one see nothing yet
     assert not torch.equal(after.attentions[2], recorded.attentions[2])
@@ -100,7 +121,7 @@ def test_the_ablation_applies_to_the_calling_thread_only():
     model = tiny_model(shape=THREE_LAYERS)
     plain = logits_of(model)
     seen = {}
-    with hi.heads_ablated(model, hi.head_mask([(0, 0), (2, 1)], 3, 2)):
+    with heads_ablated(model, head_mask([(0, 0), (2, 1)], 3, 2)):
         other = threading.Thread(target=lambda: seen.update(other=logits_of(model)))
         other.start()
         other.join()
@@ -112,8 +133,8 @@ def test_ablation_holds_through_generation_with_the_cache():
     """Generating token by token with the KV cache under the switch gives the logits of one full ablated pass."""
     model = tiny_model(shape=THREE_LAYERS)
     recorded = run_forward_pass(model, IDS)
-    mask, means = hi.head_mask([(0, 1)], 3, 2), hi.head_means(recorded)
-    with hi.heads_ablated(model, mask, means), torch.no_grad():
+    mask, means = head_mask([(0, 1)], 3, 2), head_means(recorded)
+    with heads_ablated(model, mask, means), torch.no_grad():
         full = logits_of(model)
         out = model(torch.tensor([IDS[:4]]), use_cache=True)
         steps = [out.logits[0, -1]]
@@ -127,18 +148,18 @@ def test_ablation_holds_through_generation_with_the_cache():
 def test_importance_is_the_loss_increase_of_each_head_alone(mode):
     model = tiny_model(shape=THREE_LAYERS)
     recorded = run_forward_pass(model, IDS)
-    importance, plain = hi.head_importance(model, recorded, mode)
+    importance, plain = head_importance(model, recorded, mode)
     assert importance.shape == (3, 2)
     assert plain == pytest.approx(float(recorded.token_losses(model).mean()), rel=1e-5)
     for layer in range(3):
         for head in range(2):
-            alone = hi.ablated_pass(model, recorded, [(layer, head)], mode).token_losses(model).mean()
+            alone = ablated_pass(model, recorded, [(layer, head)], mode).token_losses(model).mean()
             assert float(importance[layer, head]) == pytest.approx(float(alone) - plain, abs=1e-5)
     # chunked batches (one row each) give the same losses
     rows = torch.eye(6, dtype=torch.bool).view(6, 3, 2)
     torch.testing.assert_close(
-        hi.losses_per_row(model, IDS, rows, None, budget_bytes=1),
-        hi.losses_per_row(model, IDS, rows, None),
+        losses_per_row(model, IDS, rows, None, budget_bytes=1),
+        losses_per_row(model, IDS, rows, None),
         rtol=1e-5,
         atol=1e-6,
     )
@@ -152,21 +173,21 @@ def test_role_scores_on_hand_built_patterns():
     previous[0, 0] = 1.0
     uniform = torch.ones(T, T).tril() / torch.arange(1, T + 1)[:, None]  # row i: 1 / (i + 1) on each visible key
     itself, first = torch.eye(T), torch.zeros(T, T).index_fill(1, torch.tensor([0]), 1.0)
-    score = lambda attention, pattern: float(hi.role_score(attention, pattern))
-    assert score(previous, hi.previous_token_pattern(T)) == 1.0
-    assert score(previous, hi.self_pattern(T)) == 0.0
-    assert score(previous, hi.first_token_pattern(T)) == pytest.approx(1 / 5)  # row 1's previous token is the first
-    assert score(itself, hi.self_pattern(T)) == 1.0 and score(itself, hi.previous_token_pattern(T)) == 0.0
-    assert score(first, hi.first_token_pattern(T)) == 1.0
+    score = lambda attention, pattern: float(role_score(attention, pattern))
+    assert score(previous, previous_token_pattern(T)) == 1.0
+    assert score(previous, self_pattern(T)) == 0.0
+    assert score(previous, first_token_pattern(T)) == pytest.approx(1 / 5)  # row 1's previous token is the first
+    assert score(itself, self_pattern(T)) == 1.0 and score(itself, previous_token_pattern(T)) == 0.0
+    assert score(first, first_token_pattern(T)) == 1.0
     mean_over_rows = sum(1 / (i + 1) for i in range(1, T)) / (T - 1)  # rows 1..T-1 give each key 1 / (i + 1)
-    for pattern in (hi.previous_token_pattern(T), hi.first_token_pattern(T), hi.self_pattern(T)):
+    for pattern in (previous_token_pattern(T), first_token_pattern(T), self_pattern(T)):
         assert score(uniform, pattern) == pytest.approx(mean_over_rows)
     # Induction on a sequence repeated twice: query i of the second copy looks at the token after i's first occurrence.
     ids = [0, 4, 7, 2, 4, 7, 2]  # start, then 4 7 2 twice
-    pattern = hi.induction_pattern(ids, run=1)  # every repeated token counts
+    pattern = induction_pattern(ids, run=1)  # every repeated token counts
     assert sorted(map(tuple, pattern.nonzero().tolist())) == [(4, 2), (5, 3), (6, 4)]
     # The one definition (run 3): only a query ending a repeated run of three tokens, 4 7 2, counts
-    assert sorted(map(tuple, hi.induction_pattern(ids).nonzero().tolist())) == [(6, 4)]
+    assert sorted(map(tuple, induction_pattern(ids).nonzero().tolist())) == [(6, 4)]
     induction = torch.eye(7)
     for query, key in ((4, 2), (5, 3), (6, 4)):
         induction[query] = F.one_hot(torch.tensor(key), 7).float()
@@ -174,11 +195,11 @@ def test_role_scores_on_hand_built_patterns():
     uniform7 = torch.ones(7, 7).tril() / torch.arange(1, 8)[:, None]
     assert score(uniform7, pattern) == pytest.approx((1 / 5 + 1 / 6 + 1 / 7) / 3)  # rows 4, 5, 6 see 5, 6, 7 keys
     stacked = torch.stack([previous, itself])  # (2, T, T): scores per head at once
-    assert hi.role_score(stacked, hi.self_pattern(T)).tolist() == [0.0, 1.0]
+    assert role_score(stacked, self_pattern(T)).tolist() == [0.0, 1.0]
 
 
 def test_induction_probe_is_a_random_half_repeated():
-    probes = hi.induction_probe(list(range(1, 30)), start_id=0, block_size=24, probes=3, seed=1)
+    probes = induction_probe(list(range(1, 30)), start_id=0, block_size=24, probes=3, seed=1)
     assert probes.shape == (3, 1 + 2 * 11)
     for probe in probes.tolist():
         half = probe[1:12]
@@ -197,7 +218,7 @@ def test_an_induction_head_grows_in_a_model_trained_to_copy():
     torch.set_num_threads(1)  # a tiny model: one thread is fastest, and does not fight the other tests for the cores
     try:
         for step in range(300):
-            batch = hi.induction_probe(list(range(1, vocab)), 0, 2 * n + 1, probes=32, seed=step + 1)  # (32, 17)
+            batch = induction_probe(list(range(1, vocab)), 0, 2 * n + 1, probes=32, seed=step + 1)  # (32, 17)
             loss = model(input_ids=batch, labels=batch).loss
             optimizer.zero_grad()
             loss.backward()
@@ -205,8 +226,8 @@ def test_an_induction_head_grows_in_a_model_trained_to_copy():
     finally:
         torch.set_num_threads(threads)
     model.eval()
-    held_out = hi.induction_probe(list(range(1, vocab)), 0, 2 * n + 1, probes=8, seed=10_000)
-    result = hi.induction_scores(model, held_out)
+    held_out = induction_probe(list(range(1, vocab)), 0, 2 * n + 1, probes=8, seed=10_000)
+    result = induction_scores(model, held_out)
     scores = result["induction"].flatten().sort(descending=True).values
     assert scores[0] > 0.5 and scores[0] > 2 * scores[1], scores
     assert result["repeated_half_loss"] < 0.5 * result["first_half_loss"], result
@@ -215,28 +236,28 @@ def test_an_induction_head_grows_in_a_model_trained_to_copy():
 def test_logit_lens_ends_at_the_models_logits():
     model = tiny_model(shape=THREE_LAYERS)
     recorded = run_forward_pass(model, IDS)
-    lens = hi.logit_lens(model, recorded, position=6, k=3)
+    lens = logit_lens(model, recorded, position=6, k=3)
     assert len(lens) == 3 + 1  # after the embeddings, then after each block
-    assert (lens[-1][0], pytest.approx(lens[-1][1])) == hi.top_tokens(logits_of(model)[6], 3)
+    assert (lens[-1][0], pytest.approx(lens[-1][1])) == top_tokens(logits_of(model)[6], 3)
     with torch.no_grad():  # the first entry reads the embeddings through the final norm and head
         embeddings = model.model.token_embedding.weight[IDS[6]] + model.model.position_embedding.weight[6]
         expected = model.lm_head(model.model.final_norm(embeddings))
-    assert lens[0][0] == hi.top_tokens(expected, 3)[0]
+    assert lens[0][0] == top_tokens(expected, 3)[0]
 
 
 def test_compare_gives_the_difference_of_the_maps_over_the_common_positions():
     model = tiny_model(shape=THREE_LAYERS)
     first, second = run_forward_pass(model, IDS), run_forward_pass(model, IDS[:-1] + [2])
-    difference, per_head = hi.compare_attention(first, second)
+    difference, per_head = compare_attention(first, second)
     torch.testing.assert_close(difference, first.attentions - second.attentions)
     T = len(IDS)
     assert per_head.shape == (3, 2) and float(per_head.max()) > 0
     torch.testing.assert_close(per_head, difference.abs().sum((-2, -1)) / (T * (T + 1) / 2))
-    assert float(hi.compare_attention(first, first)[1].abs().max()) == 0.0
+    assert float(compare_attention(first, first)[1].abs().max()) == 0.0
     shorter = run_forward_pass(model, IDS[:-3])  # 8 tokens: the first 8 rows of `first` are its whole maps
-    difference, per_head = hi.compare_attention(first, shorter)
+    difference, per_head = compare_attention(first, shorter)
     assert difference.shape == (3, 2, 8, 8) and float(difference.abs().max()) < 1e-6
-    torch.testing.assert_close(difference, hi.compare_attention(shorter, first)[0].neg())
+    torch.testing.assert_close(difference, compare_attention(shorter, first)[0].neg())
 
 
 @pytest.mark.parametrize(
@@ -257,7 +278,7 @@ def test_heads_are_read_as_people_type_them(spec, message):
     with pytest.raises(ValueError, match=message):
         parse_heads(spec, 3, 2)
     with pytest.raises(ValueError, match="'zero', 'mean' or 'resample'"):
-        hi.check_mode("half")
+        check_mode("half")
 
 
 def test_chance_level_is_the_score_of_attention_spread_evenly_and_the_probe_is_worded_by_its_sign():
@@ -265,12 +286,12 @@ def test_chance_level_is_the_score_of_attention_spread_evenly_and_the_probe_is_w
 
     T = 9
     even = sum(1 / (i + 1) for i in range(1, T)) / (T - 1)  # rows 1..T-1, one marked key among i + 1
-    for pattern in (hi.previous_token_pattern(T), hi.first_token_pattern(T), hi.self_pattern(T)):
-        assert hi.chance_level(pattern) == pytest.approx(even)
+    for pattern in (previous_token_pattern(T), first_token_pattern(T), self_pattern(T)):
+        assert chance_level(pattern) == pytest.approx(even)
     ids = [0, 4, 7, 2, 4, 7, 2]  # induction of single tokens marks one key in rows 4, 5, 6; of runs of 3, in row 6
-    assert hi.chance_level(hi.induction_pattern(ids, run=1)) == pytest.approx((1 / 5 + 1 / 6 + 1 / 7) / 3)
-    assert hi.chance_level(hi.induction_pattern(ids)) == pytest.approx(1 / 7)
-    assert hi.above_chance(0.61, 0.2) and not hi.above_chance(0.59, 0.2)  # halfway from 0.2 to 1 is 0.6
+    assert chance_level(induction_pattern(ids, run=1)) == pytest.approx((1 / 5 + 1 / 6 + 1 / 7) / 3)
+    assert chance_level(induction_pattern(ids)) == pytest.approx(1 / 7)
+    assert above_chance(0.61, 0.2) and not above_chance(0.59, 0.2)  # halfway from 0.2 to 1 is 0.6
     easier = probe_sentence(dict(count=4, length=7, first_half_loss=4.0, repeated_half_loss=1.0))
     harder = probe_sentence(dict(count=4, length=7, first_half_loss=6.17, repeated_half_loss=6.44))
     assert "repeated half is 75% easier" in easier and "no easier (4% harder)" in harder

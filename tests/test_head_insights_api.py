@@ -245,7 +245,7 @@ def test_induction_is_measured_on_the_learners_text_when_it_repeats(client):
     beside the probe's, its chance level from even attention, head 1.1 the best on both; a text with no repeated
     run of 3 tokens has none, and the page offers a text that repeats a phrase."""
     from minigpt.demo.views.insights import roles_html
-    from minigpt.heads.insights import chance_level, induction_pattern
+    from minigpt.heads.role_scores import chance_level, induction_pattern
 
     text = "the cat sat on the mat. the cat sat on the mat."
     roles = call(client, "/head_roles", text=text, model="specimen")

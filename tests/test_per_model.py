@@ -12,7 +12,7 @@ from minigpt.demo.insights import Insights
 from minigpt.demo.per_model import PerModel
 from minigpt.demo.state import DemoState
 from minigpt.demo.ui.circuits import Circuits
-from minigpt.heads import insights as head_insights
+from minigpt.heads import role_scores
 
 TEXT = "Romeo and Juliet, Romeo and Jul"
 CORRUPTED = "Romeo and Jullet, Romeo and Jul"  # one token changed: the specimen's answer changes from "i" to "l"
@@ -29,7 +29,7 @@ def test_head_roles_from_the_kept_probe_equal_a_fresh_computation_bitwise(state)
     lm = state.picker.get("specimen")
     excluded = {lm.boundary_id, lm.eos_id, *lm.never_ids} - {None}
     for text, answer in ((TEXT, first), ("Juliet and Romeo", second)):
-        fresh = head_insights.measured_roles(lm.model, state.text_view("specimen", text).recorded, lm.boundary_id,
+        fresh = role_scores.measured_roles(lm.model, state.text_view("specimen", text).recorded, lm.boundary_id,
                                              excluded, lm.vocab_size)  # fmt: skip
         for role in ("previous_token", "first_token", "self", "induction"):
             assert answer[role] == fresh[role].tolist()  # the same floats, not merely close

@@ -235,7 +235,7 @@ def test_rows_for_same_bits_is_the_fewest_rows_from_which_a_linear_layer_keeps_e
         assert floor == 1 or not same(floor - 1)
     # Measured on the shapes alone: a hook of the model's (an ablation, as the ablated generation runs under) changes
     # nothing, and the second measure of the same shapes is the first's.
-    from minigpt.heads.insights import head_mask, heads_ablated
+    from minigpt.heads.ablation import head_mask, heads_ablated
 
     with heads_ablated(model, head_mask([(model.config.n_layer - 1, 0)], model.config.n_layer, model.config.n_head)):
         assert rows_for_same_bits(model, 40) == floor

@@ -13,7 +13,7 @@ import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
 from helpers import REPO
 from minigpt.demo.insights import Insights
 from minigpt.demo.state import DemoState
-from minigpt.heads import insights as head_insights
+from minigpt.heads import ablation, role_scores
 
 LAB_MODEL = REPO / "minigpt" / "models" / "induction"
 SPECIMEN = REPO / "minigpt" / "models" / "specimen"
@@ -59,12 +59,12 @@ def test_the_shipped_circuit_is_what_copies(folder, text):
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     vocabulary = [i for i in range(len(tokenizer)) if i not in set(tokenizer.all_special_ids)]
-    probes = head_insights.induction_probe(vocabulary, tokenizer.bos_token_id, model.config.block_size, probes=4)
+    probes = role_scores.induction_probe(vocabulary, tokenizer.bos_token_id, model.config.block_size, probes=4)
     L, H = model.config.n_layer, model.config.n_head
 
     def losses(heads):
-        with head_insights.heads_ablated(model, head_insights.head_mask(heads, L, H)):
-            return head_insights.induction_scores(model, probes)
+        with ablation.heads_ablated(model, ablation.head_mask(heads, L, H)):
+            return role_scores.induction_scores(model, probes)
 
     plain = losses([])
     for head in (induction, previous):
@@ -119,8 +119,8 @@ def test_a_shipped_lab_carries_its_history_and_the_phase_change_is_said(folder, 
     where an induction head forms is found in the log (the first evaluation with a head clearly above chance, as the
     Head roles view outlines it), and the curve says it in words."""
     from minigpt.demo.models import ModelPicker
-    from minigpt.heads.insights import above_chance
     from minigpt.heads.role_log import induction_forms, read_roles, snapshots_of
+    from minigpt.heads.role_scores import above_chance
 
     lines = read_roles(folder)
     assert len(lines) >= 3 and [line["step"] for line in lines] == sorted(line["step"] for line in lines)
@@ -147,7 +147,7 @@ def test_a_shipped_lab_carries_its_history_and_the_phase_change_is_said(folder, 
 
 def roles_at(lm, head: tuple[int, int]) -> float:
     """A head's induction score on the Head roles probe, for a loaded model (a snapshot's weights)."""
-    from minigpt.heads.insights import ROLE_PROBES, induction_probe, induction_scores
+    from minigpt.heads.role_scores import ROLE_PROBES, induction_probe, induction_scores
 
     vocabulary = [i for i in range(len(lm.tokenizer)) if i not in set(lm.tokenizer.all_special_ids)]
     probes = induction_probe(vocabulary, lm.boundary_id, lm.block_size, ROLE_PROBES)

@@ -30,7 +30,7 @@ from minigpt.heads import (
     patch_residual,
     patch_two_step,
 )
-from minigpt.heads import insights as head_insights
+from minigpt.heads.comparison import likely_replacements
 from minigpt.heads.nodes import node_name, writes_before
 from minigpt.heads.paths import INPUTS
 
@@ -428,7 +428,7 @@ def one_token_changed(view: TextView, before: int = 0) -> tuple[list[int], str]:
     where = repeated_source(ids)
     where = where - before if where is not None and 0 < where - before < len(ids) else len(ids) - 2
     never = {lm.boundary_id, lm.eos_id, *lm.never_ids} - {None}
-    candidates = head_insights.likely_replacements(lm.model, view.recorded, where, never, k=64)
+    candidates = likely_replacements(lm.model, view.recorded, where, never, k=64)
     answer = int(view.recorded.logits(lm.model)[-1].argmax())
     for candidate in candidates:  # most likely first; one pass each, stopping at the first that changes the answer
         changed = ids[:where] + [candidate] + ids[where + 1 :]

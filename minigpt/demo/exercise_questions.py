@@ -25,9 +25,10 @@ from minigpt.demo.circuits import check_patch_length, one_token_changed, path_pa
 from minigpt.demo.head_circuit import MAX_OV_VOCABULARY
 from minigpt.demo.prompt_sets import special_tokens
 from minigpt.demo.texts import TextView
+from minigpt.demo.work_budgets import importance_tokens
 from minigpt.errors import VISITORS_MISTAKES
 from minigpt.heads import ablated_pass, head_importance, logit_attribution, ov_circuit, patch_heads, read_roles
-from minigpt.heads.insights import chance_level, clear_threshold, importance_tokens, previous_token_pattern, role_score
+from minigpt.heads.role_scores import chance_level, clear_threshold, previous_token_pattern, role_score
 
 KINDS = {
     "previous_token": "head",
@@ -201,9 +202,9 @@ def writer(m: Measurements) -> list[Question]:
 
 
 def importance(m: Measurements) -> list[Question]:
-    scores, loss = head_importance(m.model, m.view.recorded, "zero")
-    ranked = ranked_heads(scores)
     measured = importance_tokens(m.config, len(m.ids))
+    scores, loss = head_importance(m.model, m.view.recorded, "zero", tokens=measured)
+    ranked = ranked_heads(scores)
     evidence = {"grid": scores.tolist(), "title": "The rise of the mean loss with each head zero-ablated (nats)"}
     explained = lambda right: words.importance_explained(ranked, loss, right)  # noqa: E731
     prompt = words.importance_prompt(measured, len(m.ids))

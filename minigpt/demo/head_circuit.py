@@ -27,7 +27,7 @@ from minigpt.heads import (
     qk_circuit,
     role_score,
 )
-from minigpt.heads.insights import check_mode
+from minigpt.heads.ablation import check_mode
 
 MAX_OV_VOCABULARY = 128  # a vocabulary up to this size: the whole token x token OV circuit; above, the text's rows
 OV_TOP = 8  # above it, each source token's top targets

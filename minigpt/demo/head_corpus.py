@@ -18,15 +18,14 @@ from minigpt import data, reading, tokenization
 from minigpt.demo.choices import MAX_TEXT_CHARS
 from minigpt.demo.models import LanguageModel
 from minigpt.demo.texts import encode
+from minigpt.demo.work_budgets import RECORD_SECONDS, WORK_PER_SECOND, first_tokens, recording_work, within_work
 from minigpt.errors import VisitorError
-from minigpt.heads.insights import WORK_PER_SECOND
-from minigpt.heads.metrics import RECORD_SECONDS, first_tokens, recording_work, within_work
 
 logger = logging.getLogger(__name__)
 
 MAX_CORPUS_CHARS = 1_000_000  # a visitor's corpus, checked before tokenizing (the Train tab's limit on a pasted text)
 MOST_TOKENS = 32_768  # tokens a corpus is cut to: a shipped model measures them in seconds on 2 CPU cores; a big
-# model fewer, as many as its recording's work bound holds (heads.metrics.RECORD_SECONDS)
+# model fewer, as many as its recording's work bound holds (work_budgets.RECORD_SECONDS)
 DEFAULT_SEED = 42  # TrainingArguments' seed, which picks the held-out names of a run that did not record its own
 
 

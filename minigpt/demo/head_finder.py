@@ -20,8 +20,9 @@ from minigpt.demo.cores import CoreShare, pass_work
 from minigpt.demo.head_corpus import Corpus
 from minigpt.demo.models import LanguageModel
 from minigpt.demo.pass_cache import ForwardPassCache
-from minigpt.heads.insights import ROLE_PROBES, above_chance, induction_probe, induction_scores
+from minigpt.demo.work_budgets import ablation_windows
 from minigpt.heads.metrics import METRICS, ROLES, measure
+from minigpt.heads.role_scores import ROLE_PROBES, above_chance, induction_probe, induction_scores
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +105,8 @@ class MetricsStore:
             if saved is not None or self.stale(folder, weights):
                 shutil.rmtree(folder, ignore_errors=True)  # measured with other weights: none of it holds
             with self.cores.threads_for(pass_work(lm.model.config, corpus.tokens)):
-                result = {"weights": weights, **measure(lm.model, corpus.windows, progress)}
+                ablated = ablation_windows(lm.model, corpus.windows)  # the server's bound on the ablation's work
+                result = {"weights": weights, **measure(lm.model, corpus.windows, progress, ablated)}
             self.computed += 1
             write_atomically(path, json.dumps(result))
             write_atomically(folder / "weights", weights)

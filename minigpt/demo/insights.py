@@ -2,7 +2,7 @@
 logit lens, head ablation (with the text generated again), head importance, head roles, two texts compared, and the
 probability each generated token was sampled with. Endpoints: /next_tokens, /logit_lens, /ablate, /importance,
 /head_roles, /compare; ui/insights.py puts them on the page, views/insights.py draws their answers. Every number comes
-from `minigpt.heads.insights`; nothing here knows of Gradio."""
+from `minigpt.heads` (`predictions`, `ablation`, `role_scores`, `comparison`); nothing here knows of Gradio."""
 
 import torch
 
@@ -13,8 +13,9 @@ from minigpt.demo.prompt_sets import resample_values
 from minigpt.demo.serving import Sampling, generate_in_this_thread
 from minigpt.demo.state import DemoState
 from minigpt.demo.texts import TextView, check_every_map, from_boundary, keep_context
+from minigpt.demo.work_budgets import importance_tokens
 from minigpt.errors import VisitorError
-from minigpt.heads import insights as head_insights
+from minigpt.heads import ablation, comparison, predictions, role_scores
 
 MAX_INSIGHT_TOKENS = 200  # new tokens per generation redone with an ablation
 
@@ -32,7 +33,7 @@ def six_decimals(difference: torch.Tensor) -> list:
 def probed_induction(lm) -> dict:
     """The Head roles' induction probe on the model's ordinary tokens (not its boundary, end or padding tokens)."""
     excluded = {lm.boundary_id, lm.eos_id, *lm.never_ids} - {None}
-    return head_insights.probed_induction(lm.model, lm.boundary_id, excluded, lm.vocab_size)
+    return role_scores.probed_induction(lm.model, lm.boundary_id, excluded, lm.vocab_size)
 
 
 class Insights:
@@ -69,12 +70,12 @@ class Insights:
         position = self.position_of(view, position)
         notes = list(view.notes)
         sampling = parse_sampling(temperature, top_k, top_p, 0, view.lm.vocab_size, notes)
-        found = head_insights.next_token_probabilities(view.lm.model, view.recorded, position, k=10)
+        found = predictions.next_token_probabilities(view.lm.model, view.recorded, position, k=10)
         logits = found["logits"][None]  # (1, V)
         if sampling.greedy:  # the most likely token, every time
             drawn = torch.zeros_like(logits).scatter_(1, logits.argmax(-1, keepdim=True), 1.0)[0]
         else:
-            drawn = head_insights.warped_probabilities(logits, sampling.warpers(), view.lm.never_ids)[0]
+            drawn = predictions.warped_probabilities(logits, sampling.warpers(), view.lm.never_ids)[0]
         answer = {
             **view.about,
             "position": position,
@@ -96,7 +97,7 @@ class Insights:
         """At `position`, the top-3 tokens the residual stream predicts after the embeddings and after each layer."""
         view = self.insight_view(text, model, min_tokens=1)
         position = self.position_of(view, position)
-        lens = head_insights.logit_lens(view.lm.model, view.recorded, position, k=3)
+        lens = predictions.logit_lens(view.lm.model, view.recorded, position, k=3)
         names = ["embeddings"] + [f"layer {layer}" for layer in range(len(lens) - 1)]
         layers = [{"after": name, "top": labelled(view, ids, p)} for name, (ids, p) in zip(names, lens)]
         return {**view.about, "position": position, "layers": layers, "notes": view.notes}
@@ -124,9 +125,9 @@ class Insights:
         chosen = parse_heads(heads, config.n_layer, config.n_head)
         position = self.position_of(view, position)
         before = view.recorded
-        values = resample_values(view.lm, list(view.ids)) if head_insights.check_mode(mode) == "resample" else None
-        after = head_insights.ablated_pass(view.lm.model, before, chosen, mode, values)
-        top = [head_insights.top_tokens(p.logits(view.lm.model, position), 5) for p in (before, after)]
+        values = resample_values(view.lm, list(view.ids)) if ablation.check_mode(mode) == "resample" else None
+        after = ablation.ablated_pass(view.lm.model, before, chosen, mode, values)
+        top = [predictions.top_tokens(p.logits(view.lm.model, position), 5) for p in (before, after)]
         loss_before, loss_after = before.token_losses(view.lm.model), after.token_losses(view.lm.model)
         answer = {
             **view.about,
@@ -159,13 +160,13 @@ class Insights:
         ablation puts in the means over the analysed text, resample the means over a variant of it)."""
         lm = view.lm
         ids = keep_context(lm, from_boundary(lm, prompt or "", "prompt"), "prompt", [])
-        means = head_insights.head_means(view.recorded) if mode == "mean" else None
+        means = ablation.head_means(view.recorded) if mode == "mean" else None
         if mode == "resample":  # the variant's outputs averaged over its positions: the prompt has other positions
             means = resample_values(lm, list(view.ids))[0].mean(dim=1)
-        mask = head_insights.head_mask(heads, lm.model.config.n_layer, lm.model.config.n_head)
+        mask = ablation.head_mask(heads, lm.model.config.n_layer, lm.model.config.n_head)
         generate = lambda: generate_in_this_thread(lm.model, lm.eos_id, lm.never_ids, ids, new, sampling)[0]  # noqa: E731
         plain = generate()
-        with head_insights.heads_ablated(lm.model, mask, means):  # the hook acts on this thread's forward passes only
+        with ablation.heads_ablated(lm.model, mask, means):  # the hook acts on this thread's forward passes only
             ablated = generate()
         decode = lambda new_ids: lm.tokenizer.decode(ids + new_ids, skip_special_tokens=True)  # noqa: E731
         return {"seed": sampling.seed, "plain": decode(plain), "ablated": decode(ablated)}
@@ -173,9 +174,9 @@ class Insights:
     def importance(self, text: str = "emma", model: str | None = None, mode: str = "zero") -> dict:
         """Per head (layer x head list), the rise of the mean loss over the text when that head alone is ablated."""
         view = self.insight_view(text, model)
-        values = resample_values(view.lm, list(view.ids)) if head_insights.check_mode(mode) == "resample" else None
-        scores, loss = head_insights.head_importance(view.lm.model, view.recorded, mode, values)
-        measured = head_insights.importance_tokens(view.lm.model.config, len(view.ids))
+        values = resample_values(view.lm, list(view.ids)) if ablation.check_mode(mode) == "resample" else None
+        measured = importance_tokens(view.lm.model.config, len(view.ids))
+        scores, loss = ablation.head_importance(view.lm.model, view.recorded, mode, values, tokens=measured)
         if measured < len(view.ids):
             view.notes.append(
                 f"Importance runs the model once per head: it is measured over the first {measured} tokens of "
@@ -191,10 +192,10 @@ class Insights:
         view = self.insight_view(text, model)
         lm = view.lm
         probed = self.probed.get(lm)
-        scores = head_insights.measured_roles(lm.model, view.recorded, lm.boundary_id, set(), lm.vocab_size, probed)
+        scores = role_scores.measured_roles(lm.model, view.recorded, lm.boundary_id, set(), lm.vocab_size, probed)
         roles = {role: scores[role] for role in ("previous_token", "first_token", "self", "induction")}
         top = {
-            role: [{"layer": layer, "head": head, "score": score} for layer, head, score in head_insights.top_heads(s)]
+            role: [{"layer": layer, "head": head, "score": score} for layer, head, score in role_scores.top_heads(s)]
             for role, s in roles.items()
         }
         on_text = {}
@@ -210,10 +211,10 @@ class Insights:
             for role, s in roles.items()
             for layer, row in enumerate(s.tolist())
             for head, score in enumerate(row)
-            if head_insights.above_chance(score, chance[role])
+            if role_scores.above_chance(score, chance[role])
         ]
         probe = {
-            "count": head_insights.ROLE_PROBES,
+            "count": role_scores.ROLE_PROBES,
             "length": scores["probe_length"],
             "first_half_loss": scores["first_half_loss"],
             "repeated_half_loss": scores["repeated_half_loss"],
@@ -223,7 +224,7 @@ class Insights:
             **on_text,
             "top_heads": top,
             "chance": chance,
-            "threshold": {role: head_insights.clear_threshold(c) for role, c in chance.items()},
+            "threshold": {role: role_scores.clear_threshold(c) for role, c in chance.items()},
             "above_chance": above,
             "probe": probe,
             **view.about,
@@ -248,7 +249,7 @@ class Insights:
     def compared(self, first: TextView, second: TextView, every_map: bool = True) -> dict:
         """Compare's answer for two texts read by one model; without `every_map`, no difference maps (the page draws
         one head's)."""
-        difference, per_head = head_insights.compare_attention(first.recorded, second.recorded)
+        difference, per_head = comparison.compare_attention(first.recorded, second.recorded)
         notes = first.notes + second.notes
         length = difference.shape[-1]
         if len(first.ids) != len(second.ids):
@@ -275,9 +276,7 @@ class Insights:
         """`view`'s text with its last token changed to the model's most likely other token there (a same-length second
         text for Compare), with a note saying which."""
         lm = view.lm
-        ids = head_insights.one_token_changed(
-            lm.model, view.recorded, {lm.boundary_id, lm.eos_id, *lm.never_ids} - {None}
-        )
+        ids = comparison.one_token_changed(lm.model, view.recorded, {lm.boundary_id, lm.eos_id, *lm.never_ids} - {None})
         tokens = token_labels(lm.tokenizer, ids)
         note = (
             f"Second text: the first with its last token {view.tokens[-1]!r} changed to {tokens[-1]!r}, the model's "
@@ -323,7 +322,7 @@ class Insights:
         )
         logits = view.recorded.logits(lm.model)  # (T, V)
         warp = None if sampling.greedy else sampling.warpers()
-        drawn = head_insights.sampled_probabilities(logits, view.ids, warp, lm.never_ids).tolist()
+        drawn = predictions.sampled_probabilities(logits, view.ids, warp, lm.never_ids).tolist()
         pieces = [lm.tokenizer.decode([i], skip_special_tokens=True) for i in view.ids]
         shown = [None] + [p if t >= max(prompt_length, 1) else None for t, p in enumerate(drawn, start=1)]
         return {"key": view.key, "label": view.label, "pieces": pieces, "probabilities": shown}

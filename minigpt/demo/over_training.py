@@ -8,7 +8,7 @@ from minigpt.demo.models import snapshot_choices, split_snapshot_name
 from minigpt.demo.state import DemoState
 from minigpt.errors import VisitorError, shortened
 from minigpt.heads import induction_pattern, role_score
-from minigpt.heads.insights import previous_token_pattern
+from minigpt.heads.role_scores import previous_token_pattern
 
 MAX_CELLS = 128  # a map of a longer text is max-pooled to at most this many cells a side (as the grid's tiles are)
 

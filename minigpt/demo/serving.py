@@ -469,7 +469,7 @@ def generate_in_this_thread(
 ) -> list[list[int]]:
     """`ContinuousBatcher.generate` for one request, decoded in the calling thread by a batcher of its own: the same
     tokens as in the shared batch (a row's numbers do not depend on the others), for callers whose forward hooks act
-    on their own thread only (head_insights.heads_ablated)."""
+    on their own thread only (ablation.heads_ablated)."""
     batcher = ContinuousBatcher(model, eos_id, never_ids, background=False)
     events = []
     request = batcher.submit(prompt, max_new, sampling, events.append, rows)

@@ -17,8 +17,10 @@ transformers only: no Gradio, nothing of the demo (which is built on this, as tr
     heads.find_circuit(model)                           # the edges that keep induction, found by EAP-IG and checked
     heads.attribution_patching(model, clean_ids, corrupted_ids)  # (L, H, T) patching estimated from one backward
 
-Modules: `recorded_pass` (the pass), `hooks` (hooks on the model's modules for the calling thread alone), `insights`
-(probabilities, ablation, importance, roles, logit lens, comparison), `attribution` (direct logit attribution),
+Modules: `recorded_pass` (the pass), `hooks` (hooks on the model's modules for the calling thread alone), `predictions`
+(next-token probabilities, the sampler's, the logit lens), `ablation` (the ablation switch, what it puts in, head
+importance), `role_scores` (head roles, the one definition of induction, the induction probe), `comparison` (two texts'
+maps), `attribution` (direct logit attribution),
 `patching` (activation and path patching), `weights` (per-head weights, composition, QK and OV circuits; `circuits`
 names these three modules' instruments in one place, as it always did), `graph`, `circuit_tasks`, `edge_attribution`
 and `discovery` (the circuit found: the graph of senders and receivers, prompt sets and their metrics, EAP and EAP-IG
@@ -27,36 +29,30 @@ trace), `metrics` (head metrics over a corpus), `role_log` (roles at each evalua
 runs).
 """
 
+from minigpt.heads.ablation import ablated_pass, ablation_values, head_importance, head_mask, heads_ablated
 from minigpt.heads.attribution import Attribution, logit_attribution
-from minigpt.heads.block_steps import block_parts, embedding_parts, parameter_counts, probability_parts
+from minigpt.heads.comparison import compare_attention
 from minigpt.heads.discovery import Edge, FoundCircuit, circuit_faithfulness, faithfulness_curve, find_circuit
 from minigpt.heads.edge_attribution import EstimatedPatching, attribution_patching, estimated_patching
-from minigpt.heads.insights import (
-    ablated_pass,
-    ablation_values,
-    compare_attention,
-    head_importance,
-    head_mask,
+from minigpt.heads.metrics import METRICS, ROLES, measure
+from minigpt.heads.patching import Patching, patch_heads, patch_heads_by_position, patch_residual, patch_units
+from minigpt.heads.paths import PathGrid, PathPatching, patch_path, patch_paths, patch_two_step
+from minigpt.heads.predictions import logit_lens, next_token_probabilities
+from minigpt.heads.prompts import OverPrompts, over_prompts, repeated_tokens, variants
+from minigpt.heads.recorded_pass import ForwardPass, run_forward_pass, unembed
+from minigpt.heads.role_log import load_snapshot, log_roles, read_roles, snapshots_of
+from minigpt.heads.role_scores import (
     head_roles,
-    heads_ablated,
     induction_pattern,
     induction_probe,
     induction_scores,
-    logit_lens,
     measured_roles,
-    next_token_probabilities,
     probed_induction,
     role_score,
     top_heads,
 )
-from minigpt.heads.metrics import METRICS, ROLES, measure
-from minigpt.heads.patching import Patching, patch_heads, patch_heads_by_position, patch_residual, patch_units
-from minigpt.heads.paths import PathGrid, PathPatching, patch_path, patch_paths, patch_two_step
-from minigpt.heads.prompts import OverPrompts, over_prompts, repeated_tokens, variants
-from minigpt.heads.recorded_pass import ForwardPass, run_forward_pass, unembed
-from minigpt.heads.role_log import load_snapshot, log_roles, read_roles, snapshots_of
 from minigpt.heads.shapes import TraceStep, trace_steps
-from minigpt.heads.steps import attention_steps, steps_json
+from minigpt.heads.steps import attention_steps
 from minigpt.heads.token_circuits import (
     copying_baseline,
     copying_score,
@@ -70,74 +66,86 @@ from minigpt.heads.token_circuits import (
 )
 from minigpt.heads.weights import composition_baseline, composition_scores
 
+# The public names, by what they are for
 __all__ = [
-    "Edge",
-    "FoundCircuit",
+    # The recorded pass
+    "ForwardPass",
+    "run_forward_pass",
+    "unembed",
+    # What the model predicts
+    "logit_lens",
+    "next_token_probabilities",
+    # Heads switched off, and how much the model needs each
+    "ablated_pass",
+    "ablation_values",
+    "head_importance",
+    "head_mask",
+    "heads_ablated",
+    # Head roles: previous token, first token, self, induction
+    "head_roles",
+    "induction_pattern",
+    "induction_probe",
+    "induction_scores",
+    "measured_roles",
+    "probed_induction",
+    "role_score",
+    "top_heads",
+    # Two texts' maps compared
+    "compare_attention",
+    # Every head's metrics over a corpus (the Head Finder)
+    "METRICS",
+    "ROLES",
+    "measure",
+    # Direct logit attribution
+    "Attribution",
+    "logit_attribution",
+    # Activation patching
+    "Patching",
+    "patch_heads",
+    "patch_heads_by_position",
+    "patch_residual",
+    "patch_units",
+    # Path patching
+    "PathGrid",
+    "PathPatching",
+    "patch_path",
+    "patch_paths",
+    "patch_two_step",
+    # Attribution patching: patching estimated from gradients
+    "EstimatedPatching",
     "attribution_patching",
     "estimated_patching",
-    "EstimatedPatching",
-    "patch_units",
+    # The circuit found, and any circuit's faithfulness
+    "Edge",
+    "FoundCircuit",
     "circuit_faithfulness",
     "faithfulness_curve",
     "find_circuit",
-    "ablation_values",
-    "variants",
-    "repeated_tokens",
-    "over_prompts",
-    "OverPrompts",
-    "patch_heads_by_position",
-    "qk_circuit",
-    "elhage_copying_score",
-    "effective_embedding",
-    "diagonal_share",
-    "copying_baseline",
-    "METRICS",
-    "ROLES",
-    "Attribution",
-    "ForwardPass",
-    "Patching",
-    "PathGrid",
-    "PathPatching",
-    "TraceStep",
-    "ablated_pass",
-    "attention_steps",
-    "block_parts",
-    "compare_attention",
+    # Circuits from the weights: composition between heads
     "composition_baseline",
     "composition_scores",
+    # A head's circuits over tokens
+    "copying_baseline",
     "copying_score",
-    "embedding_parts",
-    "head_importance",
-    "head_mask",
-    "head_roles",
-    "heads_ablated",
-    "induction_probe",
-    "induction_scores",
-    "load_snapshot",
-    "log_roles",
-    "logit_attribution",
-    "logit_lens",
-    "measure",
-    "measured_roles",
-    "probed_induction",
-    "next_token_probabilities",
+    "diagonal_share",
+    "effective_embedding",
+    "elhage_copying_score",
     "folded_unembedding",
     "ov_circuit",
-    "parameter_counts",
-    "patch_heads",
-    "patch_path",
-    "patch_paths",
-    "patch_residual",
-    "patch_two_step",
     "positional_qk_circuit",
-    "probability_parts",
-    "read_roles",
-    "induction_pattern",
-    "role_score",
-    "run_forward_pass",
-    "snapshots_of",
-    "steps_json",
-    "top_heads",
+    "qk_circuit",
+    # Prompt sets, and a measurement over them
+    "OverPrompts",
+    "over_prompts",
+    "repeated_tokens",
+    "variants",
+    # One head at work, step by step, and the shapes on the way
+    "attention_steps",
+    "TraceStep",
     "trace_steps",
-    "unembed",
+    # Roles over training: the roles log and weight snapshots
+    "load_snapshot",
+    "log_roles",
+    "read_roles",
+    "snapshots_of",
 ]

@@ -42,7 +42,7 @@ def logit_attribution(model, input_ids, position: int = -1, token=None, other_to
     centred, divided by the final residual's norm scale at that position (sqrt(var + eps), read from the final norm's
     real input) and multiplied by its weight; then dotted with the unembedding direction. The final norm's bias is
     the one term left over."""
-    ids = as_batch(input_ids)
+    ids = as_batch(input_ids, model.config.vocab_size, "input_ids")
     position = checked_position(position, ids.shape[1])
     vocab_size = model.lm_head.weight.shape[0]
     token = None if token is None else checked_token(vocab_size, token)

@@ -15,7 +15,7 @@ Shapes: T tokens, C width, V vocabulary; i the query position.
 import torch
 from torch import nn
 
-from minigpt.heads.insights import next_token_probabilities
+from minigpt.heads.predictions import next_token_probabilities
 
 TOP_NEURONS = 8  # the MLP neurons listed by activation, largest first
 TOP_TOKENS = 10  # the next tokens listed by probability

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from minigpt.heads.errors import InstrumentError
+from minigpt.heads.errors import InstrumentError, checked_count, checked_ids
 from minigpt.heads.prompts import repeated_tokens
 from minigpt.heads.runs import last_logits
 
@@ -52,15 +52,13 @@ class Task:
         return predicted.gather(-1, targets[..., None]).mean()
 
 
-def as_prompts(ids, name: str = "prompts") -> torch.Tensor:
-    """(N, T) long of one prompt (a list or (T,) tensor) or a set (a list of lists, an (N, T) tensor)."""
-    try:
-        ids = torch.as_tensor(ids, dtype=torch.long, device=ids.device if isinstance(ids, torch.Tensor) else "cpu")
-    except (TypeError, ValueError):
-        raise InstrumentError(f"The {name} must be token ids, all of the same length.") from None
+def as_prompts(ids, vocab_size: int, name: str) -> torch.Tensor:
+    """(N, T) long of one prompt (a list or (T,) tensor) or a set (a list of lists, an (N, T) tensor), each id one of
+    the vocabulary's `vocab_size` (`name`: the argument, for the message)."""
+    ids = checked_ids(ids, vocab_size, name)
     ids = ids[None] if ids.dim() == 1 else ids
     if ids.dim() != 2 or 0 in ids.shape:
-        raise InstrumentError(f"The {name} must be one prompt or a set of prompts, not a tensor of {tuple(ids.shape)}.")
+        raise InstrumentError(f"{name} must be one prompt or a set of prompts, not a tensor of {tuple(ids.shape)}.")
     return ids
 
 
@@ -87,17 +85,17 @@ def induction_task(model, clean_ids=None, corrupted_ids=None, count: int = 20, h
     config = model.config
     allowed, start = allowed_tokens(config), config.bos_token_id if config.bos_token_id is not None else 0
     if clean_ids is None:
-        if count < 1 or half < 2:
-            raise InstrumentError("The induction task needs at least one prompt of at least two tokens a copy.")
+        count = checked_count(count, "prompts", "the induction task's prompts")
+        half = checked_count(half, "half", "the random tokens of each prompt, written twice", least=2)
         clean = repeated_tokens(allowed, start, count, half, seed)
     else:
-        clean = as_prompts(clean_ids, "clean prompts")
+        clean = as_prompts(clean_ids, config.vocab_size, "clean_ids")
     half = repeated_or_refused(clean)
     if corrupted_ids is None:
         other = repeated_tokens(allowed, start, len(clean), half, seed + 1)[:, 1 : half + 1]
         corrupted = torch.cat([clean[:, :1], other, clean[:, half + 1 :]], dim=1)
     else:
-        corrupted = as_prompts(corrupted_ids, "corrupted prompts")
+        corrupted = as_prompts(corrupted_ids, config.vocab_size, "corrupted_ids")
     if corrupted.shape != clean.shape:
         raise InstrumentError("Each clean prompt needs a corrupted prompt of the same length.")
     return Task("induction", clean, corrupted, None)
@@ -106,7 +104,9 @@ def induction_task(model, clean_ids=None, corrupted_ids=None, count: int = 20, h
 def pairs_task(model, clean_ids, corrupted_ids) -> Task:
     """Clean and corrupted texts, pair by pair; each pair's answers are the model's top-1 next tokens after each
     (one forward pass of both), a pair with the same answer left out."""
-    clean, corrupted = as_prompts(clean_ids, "clean texts"), as_prompts(corrupted_ids, "corrupted texts")
+    vocab_size = model.config.vocab_size
+    clean = as_prompts(clean_ids, vocab_size, "clean_ids")
+    corrupted = as_prompts(corrupted_ids, vocab_size, "corrupted_ids")
     if clean.shape != corrupted.shape:
         raise InstrumentError(
             f"The clean texts are {tuple(clean.shape)} and the corrupted ones {tuple(corrupted.shape)}: each clean "

@@ -29,7 +29,7 @@ import torch
 
 from minigpt.heads.circuit_tasks import Task, task_of
 from minigpt.heads.edge_attribution import checked_method, edge_scores, recorded_outputs
-from minigpt.heads.errors import InstrumentError
+from minigpt.heads.errors import InstrumentError, shortened, whole
 from minigpt.heads.graph import INPUTS, Graph, graph_hooks, graph_of
 from minigpt.heads.hooks import hooks
 from minigpt.heads.nodes import node_name, parse_node
@@ -113,7 +113,7 @@ def faithfulness_of(model, setting: Setting, kept: torch.Tensor) -> float:
 
 def checked_ablation(ablation: str) -> None:
     if ablation not in ABLATIONS:
-        raise InstrumentError(f"The ablation is 'mean' or 'corrupted', not {ablation!r}.")
+        raise InstrumentError(f"ablation is 'mean' or 'corrupted', not {shortened(ablation)}.")
 
 
 def setting_of(model, task: Task, ablation: str) -> tuple[Setting, torch.Tensor]:
@@ -159,19 +159,44 @@ def edge_of(graph: Graph, sender: int, receiver: int, score: float) -> Edge:
     return Edge(*graph.edge_name(sender, receiver), score)
 
 
-def indices_of(graph: Graph, model, edge) -> tuple[int, int]:
+EDGE_FORMS = (
+    "give each edge as an Edge (what find_circuit gives) or a (sender, receiver, input) tuple of node names, such as "
+    "('0.2', '1.1', 'k') or ('mlp 1', 'logits', None)"
+)
+
+
+def edge_parts(edge, name: str) -> tuple:
+    """(sender, receiver, input) of an Edge or a 3-tuple; anything else refused by `name`."""
+    if isinstance(edge, Edge):
+        return edge.sender, edge.receiver, edge.input
+    if isinstance(edge, (tuple, list)) and len(edge) == 3:
+        return tuple(edge)
+    raise InstrumentError(f"{name} is {shortened(edge)}: {EDGE_FORMS}.")
+
+
+def indices_of(graph: Graph, model, edge, name: str = "edge") -> tuple[int, int]:
     """(sender index, receiver index) of an Edge or a (sender, receiver, input) tuple of names or node tuples."""
-    sender, receiver, into = (edge.sender, edge.receiver, edge.input) if isinstance(edge, Edge) else edge
-    sender, receiver = parse_node(sender, model.config), parse_node(receiver, model.config)
+    sender, receiver, into = edge_parts(edge, name)
+    sender = parse_node(sender, model.config, f"{name}'s sender")
+    receiver = parse_node(receiver, model.config, f"{name}'s receiver")
     if receiver[0] == "head" and into not in INPUTS or receiver[0] != "head" and into is not None:
-        raise InstrumentError(f"An edge into a head names its input 'q', 'k' or 'v'; into {node_name(receiver)} none.")
+        raise InstrumentError(
+            f"{name}: an edge into a head names its input 'q', 'k' or 'v'; into {node_name(receiver)}, None."
+        )
     try:
         found = graph.senders.index(sender), graph.receivers.index((receiver, into))
     except ValueError:
         found = None
     if found is None or not graph.exists[found]:
-        raise InstrumentError(f"There is no edge {node_name(sender)} -> {node_name(receiver)} in the model's graph.")
+        raise InstrumentError(f"{name}: there is no edge {node_name(sender)} -> {node_name(receiver)} in the graph.")
     return found
+
+
+def edges_mask(graph: Graph, model, edges) -> torch.Tensor:
+    """(S, R) bool, True on `edges` (a list of Edges or (sender, receiver, input) tuples), each checked by name."""
+    if isinstance(edges, (str, Edge)) or not hasattr(edges, "__iter__"):
+        raise InstrumentError(f"edges must be a list of edges, got {shortened(edges)}: {EDGE_FORMS}.")
+    return mask_of(graph, [indices_of(graph, model, edge, f"edges[{i}]") for i, edge in enumerate(edges)])
 
 
 # ---- the search -----------------------------------------------------------------------------------------------------
@@ -205,8 +230,8 @@ def checked_search(method: str, ablation: str, target: float, steps: int) -> Non
     """The search's parameters checked before any pass runs."""
     checked_method(method, steps)
     checked_ablation(ablation)
-    if not 0 < target <= 1:
-        raise InstrumentError(f"The target faithfulness is above 0 and at most 1, not {target!r}.")
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target <= 1:
+        raise InstrumentError(f"target (the faithfulness to keep) is above 0 and at most 1, not {shortened(target)}.")
 
 
 def find_circuit(
@@ -264,10 +289,17 @@ def circuit_faithfulness(
 ) -> float:  # fmt: skip
     """The exact faithfulness of the circuit made of `edges` (Edges, or (sender, receiver, input) names such as
     ("0.2", "1.1", "k"), ("mlp 1", "logits", None)) on a task given as `find_circuit` takes it."""
+    kept = edges_mask(graph_of(model.config), model, edges)  # checked before any pass
     found_task = task_of(model, clean_ids, corrupted_ids, task, prompts, half, seed)
     setting = setting_of(model, found_task, ablation)[0]
-    kept = mask_of(setting.graph, [indices_of(setting.graph, model, edge) for edge in edges])
     return faithfulness_of(model, setting, kept)
+
+
+def checked_k(k, total: int) -> int:
+    k = whole(k, "ks")
+    if not 0 <= k <= total:
+        raise InstrumentError(f"ks holds {k}: give numbers of top edges kept, 0 to {total} (every edge).")
+    return k
 
 
 def faithfulness_curve(model, found: FoundCircuit, ks: list[int] | None = None) -> list[tuple[int, float]]:
@@ -275,6 +307,7 @@ def faithfulness_curve(model, found: FoundCircuit, ks: list[int] | None = None) 
     ... up to every edge, and the number kept), on the prompts it was found on: one exact run each."""
     if ks is None:
         ks = sorted({0, found.total_edges, found.kept_edges} | {2**i for i in range(found.total_edges.bit_length())})
+    ks = [checked_k(k, found.total_edges) for k in ks]
     task = task_of(model, found.clean, found.corrupted, found.task, len(found.clean), 0, 0)
     setting = setting_of(model, task, found.ablation)[0]
     order = [indices_of(setting.graph, model, edge) for edge in found.ranking]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from minigpt.heads.circuit_tasks import Task
-from minigpt.heads.errors import InstrumentError
+from minigpt.heads.errors import InstrumentError, checked_count, shortened
 from minigpt.heads.graph import Graph, graph_hooks
 from minigpt.heads.hooks import Hook, hooks
 from minigpt.heads.patching import answers_of, texts_pair
@@ -65,9 +65,9 @@ def graph_gradients(model, graph: Graph, ids: torch.Tensor, task: Task, embeds: 
 
 def checked_method(method: str, steps: int) -> None:
     if method not in METHODS:
-        raise InstrumentError(f"The method is 'eap' or 'eap-ig', not {method!r}.")
-    if method == "eap-ig" and steps < 1:
-        raise InstrumentError(f"EAP-IG averages gradients over at least one step, not {steps}.")
+        raise InstrumentError(f"method is 'eap' or 'eap-ig', not {shortened(method)}.")
+    if method == "eap-ig":
+        checked_count(steps, "steps", "the interpolated runs EAP-IG averages gradients over")
 
 
 def edge_scores(model, graph: Graph, task: Task, clean_out, reference_out, method: str, steps: int) -> torch.Tensor:
@@ -135,7 +135,7 @@ def estimated_patching(model, clean_ids, corrupted_ids) -> EstimatedPatching:
     the clean and corrupted texts' top-1 answers at the last position; the parts are each head's output at each
     position and the stream entering each layer at each position. Raises InstrumentError for texts of different
     lengths or with the same answer."""
-    pair = texts_pair(clean_ids, corrupted_ids)
+    pair = texts_pair(model, clean_ids, corrupted_ids)
     H = model.config.n_head
     clean_logits, clean_inputs = inputs_recorded(model, pair[:1])
     zeros = torch.zeros(clean_inputs.shape, device=model.device, dtype=clean_inputs.dtype, requires_grad=True)

@@ -1,8 +1,10 @@
-"""The library's one error type, and the checks every instrument makes of the layers, heads, positions and tokens it
-is given, so that a wrong one is refused by name instead of read as another (Python's -1 is the last head) or failing
-deep inside as a bare IndexError."""
+"""The library's one error type, and the checks every instrument makes of the layers, heads, positions, tokens and
+counts it is given, so that a wrong one is refused by name instead of read as another (Python's -1 is the last head)
+or failing deep inside as a bare IndexError."""
 
 import operator
+
+import torch
 
 
 class InstrumentError(ValueError):
@@ -65,3 +67,38 @@ def checked_token(vocab_size: int, token, name: str = "token") -> int:
     if not 0 <= token < vocab_size:
         raise InstrumentError(f"{name} must be a token id 0 to {vocab_size - 1}, got {token}.")
     return token
+
+
+def checked_ids(ids, vocab_size: int, name: str) -> torch.Tensor:
+    """`ids` (a list of ints, a list of lists of one length, an integer tensor) as a long tensor (a tensor stays
+    where it is), every id checked against the vocabulary where the ids enter an instrument: an id outside it would
+    fail in the embedding as a bare IndexError, or, negative, be read as another token."""
+    try:
+        found = torch.as_tensor(ids, device=ids.device if isinstance(ids, torch.Tensor) else "cpu")
+    except (TypeError, ValueError, RuntimeError):
+        found = None
+    integers = found is not None and not (found.is_floating_point() or found.is_complex() or found.dtype == torch.bool)
+    if not integers and (found is None or found.numel()):  # [] is a float tensor: an empty text, refused later
+        raise InstrumentError(
+            f"{name} must be token ids: a list of whole numbers (a list of such lists, all of one length, for a set) "
+            f"or an integer tensor, got {shortened(ids)}."
+        )
+    found = found.long()
+    outside = (found < 0) | (found >= vocab_size)
+    if outside.any():
+        where = outside.nonzero()[0].tolist()
+        place = f"position {where[-1]}" + (f" of row {where[0]}" if len(where) > 1 else "")
+        raise InstrumentError(
+            f"{name} holds the token id {int(found[tuple(where)])} (at {place}), outside the model's vocabulary: "
+            f"give token ids 0 to {vocab_size - 1}, as the model's tokenizer encodes a text."
+        )
+    return found
+
+
+def checked_count(value, name: str, what: str, least: int = 1) -> int:
+    """A count an instrument takes (top, k, batch_size, samples, prompts): a whole number, at least `least`. `what`
+    says what it counts, for the message."""
+    value = whole(value, name)
+    if value < least:
+        raise InstrumentError(f"{name} must be {least} or more ({what}), got {value}.")
+    return value

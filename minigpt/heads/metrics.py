@@ -3,14 +3,14 @@ copy of the current one), how spread its attention is (entropy), how far it look
 falls at), and how much the model needs it (the mean loss increase when it alone is ablated). No Gradio here.
 
 The weights are the model's own (`output_attentions=True`, the eager path), read window by window of the corpus
-(minigpt/demo/head_corpus.py); the ablation is head_insights' switch on the model's out_proj. Each metric is a mean over
-the queries i >= 1 of every window (query 0 can only look at itself), with A the head's attention weights and t the
-window's tokens:
+(minigpt/demo/head_corpus.py); the ablation is `ablation.heads_ablated`, the switch on the model's out_proj. Each metric
+is a mean over the queries i >= 1 of every window (query 0 can only look at itself), with A the head's attention
+weights and t the window's tokens:
 
     previous_token   A[i, i-1]
     self             A[i, i]
     sink             A[i, 0]                          the first token of the window: the start token, where a head rests
-    induction        sum of A[i, j+1] over j < i whose last 3 tokens are i's last 3 (insights.induction_pattern,
+    induction        sum of A[i, j+1] over j < i whose last 3 tokens are i's last 3 (role_scores.induction_pattern,
                      the one definition of induction on a text), over the queries ending such a repeated run
     entropy          -sum_j A[i, j] log A[i, j]      in nats; log(i + 1) when spread evenly
     distance_mean    sum_j A[i, j] (i - j)           the mean of the pooled distance histogram
@@ -30,25 +30,14 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from minigpt.heads.insights import (
-    CALL_WORK,
-    WORK_PER_SECOND,
-    forward_work,
-    induction_pattern,
-    losses_per_row,
-    one_head_each,
-)
+from minigpt.heads.ablation import losses_per_row, one_head_each
+from minigpt.heads.errors import checked_ids
+from minigpt.heads.role_scores import induction_pattern
 
 ROLES = ("previous_token", "self", "sink", "induction")  # the kinds of behaviour a head's examples are chosen by
 METRICS = (*ROLES, "entropy", "distance_mean", "distance_spread", "ablation")
 EXAMPLES = 6  # windows kept per head and kind: where it does that most
 ATTENTION_BYTES = 1 << 29  # attention weights of one batch, at most (a GPT-2 window of 1,024 tokens alone: 604 MB)
-# A measure's work bound. Work is counted in multiply-adds' worth of CPU time (insights.forward_work: the weights, the
-# attention's T x T products and the per-weight cost of its cells, a fixed cost a call); bench/bench_head_finder.py
-# compares the estimate with the measured time. Recording the maps reads at most RECORD_SECONDS' worth, the ablation's
-# (heads + 1) passes at most ABLATION_SECONDS': every shipped model's whole corpus fits, a big model reads fewer tokens.
-RECORD_SECONDS = 40  # on one core
-ABLATION_SECONDS = 60
 DISTANCE_EDGES_EXACT = 16  # distances 0..15 have a bin each; beyond, bins double: 16-31, 32-63, ...
 
 
@@ -213,67 +202,9 @@ def batches(windows: list[list[int]], row_bytes) -> list[list[int]]:
     return groups + [current] if current else groups
 
 
-def first_tokens(windows: list[list[int]], budget: int) -> list[list[int]]:
-    """The first windows holding `budget` tokens, the last one cut (a piece of one token, which predicts nothing, is
-    left out)."""
-    kept, total = [], 0
-    for window in windows:
-        piece = window[: budget - total]
-        if len(piece) < 2:
-            break
-        kept.append(piece)
-        total += len(piece)
-    return kept
-
-
-def within_work(windows: list[list[int]], work, bound: float) -> list[list[int]]:
-    """The first windows whose `work(length)` sums to at most `bound`, the last one cut to fit (a piece of one token,
-    which predicts nothing, is left out)."""
-    kept, total = [], 0.0
-    for window in windows:
-        length = len(window)
-        if total + work(length) > bound:  # the longest start of the window that still fits (work grows with length)
-            low, high = 1, length
-            while low < high:
-                middle = (low + high + 1) // 2
-                low, high = (middle, high) if total + work(middle) <= bound else (low, middle - 1)
-            length = low
-        if length < 2:
-            break
-        kept.append(window[:length])
-        total += work(length)
-        if length < len(window):
-            break
-    return kept
-
-
-def recording_work(config, length: int) -> float:
-    """Work of recording one window's maps and reading the metrics off them: about two eager passes (windows are read
-    in batches: no call's fixed cost a window)."""
-    return 2 * (forward_work(config, length) - CALL_WORK)
-
-
-def ablation_work(config, length: int) -> float:
-    """Work of one window's ablation: a batch of (heads + 1) rows, one plain and one per head switched off."""
-    return forward_work(config, length, rows=1 + config.n_layer * config.n_head)
-
-
-def ablation_windows(model, windows: list[list[int]]) -> list[list[int]]:
-    """The first windows the ablation reads: all of a shipped model's corpus; a big model's first tokens only, so
-    that its (heads + 1) passes stay within ABLATION_SECONDS."""
-    config = model.config
-    return within_work(windows, lambda length: ablation_work(config, length), ABLATION_SECONDS * WORK_PER_SECOND)
-
-
-def measure_seconds(config, windows: list[list[int]], ablated: list[list[int]]) -> float:
-    """The estimated time of `measure` on one core: the recording of `windows` and the ablation of `ablated`."""
-    work = sum(recording_work(config, len(w)) for w in windows) + sum(ablation_work(config, len(w)) for w in ablated)
-    return work / WORK_PER_SECOND
-
-
 def ablation_rise(model, windows: list[list[int]], progress) -> tuple[torch.Tensor, float, int]:
     """(L, H) mean loss increase per predicted token with each head alone zero-ablated, the plain mean loss, and the
-    tokens predicted: for each window, one batch of rows (head_insights.losses_per_row), row 0 ablating nothing."""
+    tokens predicted: for each window, one batch of rows (ablation.losses_per_row), row 0 ablating nothing."""
     L, H = model.config.n_layer, model.config.n_head
     ablate = one_head_each(L, H)
     total, predicted = torch.zeros(1 + L * H, dtype=torch.float64, device="cpu"), 0
@@ -285,14 +216,21 @@ def ablation_rise(model, windows: list[list[int]], progress) -> tuple[torch.Tens
     return (mean[1:] - mean[0]).float().view(L, H), float(mean[0]), predicted
 
 
-def measure(model, windows: list[list[int]], progress=lambda fraction: None) -> dict:
+def measure(
+    model, windows: list[list[int]], progress=lambda fraction: None, ablated: list[list[int]] | None = None
+) -> dict:
     """Every head's metrics over `windows` (lists of token ids, each at most block_size), their chance levels, the
     distance histograms (binned), and the windows where each head does each role most. `progress(fraction)` is called
-    as the work goes."""
+    as the work goes. `ablated`: the windows the ablation reads ((heads + 1) runs of each: the costly part), `windows`
+    when None; a caller bounding its work gives fewer (the demo's server: the first that fit its budget)."""
     config = model.config
     L, H = config.n_layer, config.n_head
+    named = {"windows": windows} if ablated is None else {"windows": windows, "ablated": ablated}
+    for name, given in named.items():
+        for index, window in enumerate(given):
+            checked_ids(window, config.vocab_size, f"{name}[{index}]")
+    ablated = windows if ablated is None else ablated
     started = time.perf_counter()
-    ablated = ablation_windows(model, windows)
     work = 2 * sum(map(len, windows)) + (1 + L * H) * sum(map(len, ablated))  # an eager pass costs about two
     done = 0
 

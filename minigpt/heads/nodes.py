@@ -18,16 +18,34 @@ def node_name(node: tuple) -> str:
     return f"{where[0]}.{where[1]}" if kind == "head" else " ".join(map(str, node))
 
 
-def parse_node(name, config) -> tuple:
-    """A node's name or tuple, checked against the model: "0.2" -> ("head", 0, 2), "mlp 1", "resid 1", "embed"."""
-    if isinstance(name, tuple):
-        name = node_name(name)
-    match = NODE.fullmatch(str(name).strip().lower())
+UNREADABLE = (
+    "cannot read it as a node: write a head as 'L.H' ('1.1'), (layer, head) or ('head', layer, head); 'mlp L', "
+    "'resid L', 'embed' or 'logits'."
+)
+NOT_A_HEAD = "not a head: give (layer, head) such as (1, 1), or its name '1.1'."
+
+
+def parse_node(value, config, name: str = "node", unreadable: str = UNREADABLE) -> tuple:
+    """A node's name or tuple, checked against the model: "0.2", (0, 2) and ("head", 0, 2) -> ("head", 0, 2);
+    "mlp 1", "resid 1", "embed", "logits" (or their tuples). A refusal names `name` (the argument) and says
+    `unreadable` of what is no node."""
+    try:
+        return node_of(value, config, unreadable)
+    except InstrumentError as error:
+        raise InstrumentError(f"{name} {shortened(value)}: {error}") from None
+
+
+def node_of(value, config, unreadable: str) -> tuple:
+    if isinstance(value, (tuple, list)):
+        kind, *where = value if value and isinstance(value[0], str) else ("head", *value)  # (layer, head): a head
+        if kind == "head":
+            if len(where) != 2:
+                raise InstrumentError(unreadable)
+            return ("head", *checked_head(config, *where))
+        value = " ".join(map(str, (kind, *where)))
+    match = NODE.fullmatch(str(value).strip().lower())
     if not match:
-        raise InstrumentError(
-            f"Cannot read the node {shortened(name)}: write a head as 'L.H' ('0.2'), 'mlp L', 'resid L', 'embed' or "
-            "'logits'."
-        )
+        raise InstrumentError(unreadable)
     if match[1]:
         return (match[1],)
     if match[2]:
@@ -38,6 +56,15 @@ def parse_node(name, config) -> tuple:
             raise InstrumentError(f"resid L takes L from 0 to {config.n_layer}, got {layer}.")
         return ("resid", layer)
     return ("mlp", checked_layer(config, layer))
+
+
+def head_of(value, config, name: str = "head") -> tuple[int, int]:
+    """(layer, head) of a head given as (layer, head), ("head", layer, head) or its name "L.H"; any other node, or
+    anything else, refused by `name`."""
+    node = parse_node(value, config, name, NOT_A_HEAD)
+    if node[0] != "head":
+        raise InstrumentError(f"{name} {shortened(value)}: {NOT_A_HEAD}")
+    return node[1:]
 
 
 def writers_before(config, layer: int) -> list[tuple]:

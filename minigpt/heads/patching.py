@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from minigpt.heads.errors import InstrumentError
+from minigpt.heads.errors import InstrumentError, checked_count, shortened, whole
 from minigpt.heads.hooks import hooks
 from minigpt.heads.runs import as_batch, last_logits
 
@@ -41,9 +41,11 @@ class Patching:
     corrupted_token: int  # the corrupted text's
 
 
-def texts_pair(clean_ids, corrupted_ids) -> torch.Tensor:
-    """(2, T): the clean and corrupted ids, which patching needs of the same length."""
-    clean, corrupted = as_batch(clean_ids), as_batch(corrupted_ids)
+def texts_pair(model, clean_ids, corrupted_ids) -> torch.Tensor:
+    """(2, T): the clean and corrupted ids, which patching needs of the same length, each a token of `model`'s."""
+    vocab_size = model.config.vocab_size
+    clean = as_batch(clean_ids, vocab_size, "clean_ids")
+    corrupted = as_batch(corrupted_ids, vocab_size, "corrupted_ids")
     if clean.shape[1] != corrupted.shape[1]:
         raise InstrumentError(
             f"The clean text is {clean.shape[1]} tokens long and the corrupted text {corrupted.shape[1]}: patching "
@@ -172,7 +174,8 @@ def patching(model, clean_ids, corrupted_ids, site: str, progress, batch_size, u
     `unit_shape`): those alone, their effects (N,) in that order."""
     if site not in SITES:
         raise InstrumentError(f"The patched part must be one of {', '.join(SITES)}, not {site!r}.")
-    pair = texts_pair(clean_ids, corrupted_ids)
+    batch_size = checked_count(batch_size, "batch_size", "the patched runs a forward pass takes at once")
+    pair = texts_pair(model, clean_ids, corrupted_ids)
     clean, lds, answers = clean_run(model, pair, weights=site == "pattern")
     shape = unit_shape(model.config, site, pair.shape[1])
     if units is None:
@@ -192,9 +195,13 @@ def unit_masks(shape: tuple[int, ...], units, device) -> torch.Tensor:
     """(N, *shape) one mask per unit, each patching that unit alone; a unit outside `shape` refused."""
     masks = torch.zeros(len(units), *shape, dtype=torch.bool, device=device)
     for row, unit in enumerate(units):
-        if len(unit) != len(shape) or not all(0 <= int(i) < n for i, n in zip(unit, shape)):
-            raise InstrumentError(f"The unit {tuple(unit)} is outside the patched units' shape {tuple(shape)}.")
-        masks[(row, *(int(i) for i in unit))] = True
+        unit = tuple(whole(i, "units") for i in (unit if hasattr(unit, "__iter__") else (unit,)))
+        if len(unit) != len(shape) or not all(0 <= i < n for i, n in zip(unit, shape)):
+            raise InstrumentError(
+                f"units holds {shortened(unit)}, outside the patched units' shape {tuple(shape)}: give each unit as an "
+                "index tuple of that shape."
+            )
+        masks[(row, *unit)] = True
     return masks
 
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import torch
 
-from minigpt.heads.errors import InstrumentError, checked_head, checked_position
+from minigpt.heads.errors import InstrumentError, checked_count, checked_position, shortened
 from minigpt.heads.hooks import hooks
-from minigpt.heads.nodes import node_name, parse_node, writers_before, writes_before
+from minigpt.heads.nodes import head_of, node_name, parse_node, writers_before, writes_before
 from minigpt.heads.patching import answers_of, difference, texts_pair
 from minigpt.heads.runs import last_logits
 
@@ -163,9 +163,9 @@ def key_of(weights: torch.Tensor, key_position) -> int:
 
 
 def checked_receiver(model, receiver, receiver_input: str | None = None) -> tuple[int, int]:
-    layer, head = checked_head(model.config, *receiver)
+    layer, head = head_of(receiver, model.config, "receiver")
     if receiver_input is not None and receiver_input not in INPUTS:
-        raise InstrumentError(f"The receiver's input must be 'q', 'k' or 'v', not {receiver_input!r}.")
+        raise InstrumentError(f"receiver_input must be 'q', 'k' or 'v', not {shortened(receiver_input)}.")
     return layer, head
 
 
@@ -173,7 +173,7 @@ def patch_paths(
     model,
     clean_ids,
     corrupted_ids,
-    receiver: tuple[int, int],
+    receiver: tuple[int, int] | str,
     key_position: int | None = None,
     progress: Callable[[float], None] | None = None,
     batch_size: int = 32,
@@ -182,7 +182,8 @@ def patch_paths(
     of earlier layers, and the whole clean stream entering the receiver's layer (`resid L2`: all of them together,
     what the receiver would read in the clean run). 3 x (2 + L2 x (H + 1)) patched runs, batched."""
     layer, head = checked_receiver(model, receiver)
-    pair = texts_pair(clean_ids, corrupted_ids)
+    batch_size = checked_count(batch_size, "batch_size", "the patched runs a forward pass takes at once")
+    pair = texts_pair(model, clean_ids, corrupted_ids)
     if key_position is not None:
         key_position = checked_position(key_position, pair.shape[1], "key_position")
     senders = [*writers_before(model.config, layer), ("resid", layer)]
@@ -225,8 +226,8 @@ def one_path(model, pair, delta, receiver, receiver_input, key_position, lds, an
     )
 
 
-def checked_sender(model, sender, reader: tuple) -> tuple:
-    sender = parse_node(sender, model.config)
+def checked_sender(model, sender, reader: tuple, name: str = "sender") -> tuple:
+    sender = parse_node(sender, model.config, name)
     if sender[0] == "logits" or not writes_before(sender, reader):
         raise InstrumentError(
             f"The sender {node_name(sender)} writes nothing that {node_name(reader)} reads: give the embeddings, a "
@@ -236,17 +237,18 @@ def checked_sender(model, sender, reader: tuple) -> tuple:
 
 
 def patch_path(
-    model, clean_ids, corrupted_ids, sender, receiver: tuple[int, int], receiver_input: str, key_position=None
+    model, clean_ids, corrupted_ids, sender, receiver: tuple[int, int] | str, receiver_input: str, key_position=None
 ) -> PathPatching:
-    """Path patching: in the corrupted run, head receiver = (L2, H2) computes its `receiver_input` ("q", "k" or "v")
-    from corrupted_resid + (clean_sender - corrupted_sender) (the residual stream entering L2, normed by L2's own
-    attn_norm); every other head, and its other two inputs, read the corrupted stream. Senders (a node name or tuple,
-    see `nodes`): a head "L.H" / ("head", L, H) (its output through W_O[h]), "mlp L", "embed" (token + position
-    embeddings), "resid L" (the whole stream entering layer L, so that "resid L2" feeds the clean stream itself).
+    """Path patching: in the corrupted run, head receiver = (L2, H2) (or its name "L2.H2") computes its
+    `receiver_input` ("q", "k" or "v") from corrupted_resid + (clean_sender - corrupted_sender) (the residual stream
+    entering L2, normed by L2's own attn_norm); every other head, and its other two inputs, read the corrupted stream.
+    Senders (a node name or tuple, see `nodes`): a head "L.H" / (L, H) / ("head", L, H) (its output through W_O[h]),
+    "mlp L", "embed" (token + position embeddings), "resid L" (the whole stream entering layer L, so that "resid L2"
+    feeds the clean stream itself).
     key_position defaults to the key the clean run's receiver weighs most from the last query."""
     receiver = checked_receiver(model, receiver, receiver_input)
     sender = checked_sender(model, sender, ("head", *receiver))
-    pair = texts_pair(clean_ids, corrupted_ids)
+    pair = texts_pair(model, clean_ids, corrupted_ids)
     if key_position is not None:
         key_position = checked_position(key_position, pair.shape[1], "key_position")
     outputs, lds, answers = written(model, pair, [sender])
@@ -290,7 +292,7 @@ def intermediate_change(model, corrupted, sender_delta, intermediate: tuple) -> 
 
 
 def patch_two_step(
-    model, clean_ids, corrupted_ids, sender, intermediate, receiver: tuple[int, int], receiver_input: str,
+    model, clean_ids, corrupted_ids, sender, intermediate, receiver: tuple[int, int] | str, receiver_input: str,
     key_position=None,
 ) -> PathPatching:  # fmt: skip
     """A two-step path, sender -> intermediate -> the receiver's input: in the corrupted run, the intermediate (a head
@@ -299,16 +301,16 @@ def patch_two_step(
     feeds a sender). What 0.2 does for 1.1 through MLP 0: patch_two_step(model, clean, corrupted, "0.2", "mlp 0",
     (1, 1), "k")."""
     receiver = checked_receiver(model, receiver, receiver_input)
-    intermediate = parse_node(intermediate, model.config)
+    intermediate = parse_node(intermediate, model.config, "intermediate")
     if intermediate[0] not in ("head", "mlp"):
         raise InstrumentError(
             f"The intermediate must be a head 'L.H' or an MLP 'mlp L', not {node_name(intermediate)}."
         )
-    intermediate = checked_sender(model, intermediate, ("head", *receiver))
+    intermediate = checked_sender(model, intermediate, ("head", *receiver), "intermediate")
     sender = checked_sender(model, sender, intermediate)
     if sender[0] == "resid":
         raise InstrumentError("A two-step path starts at a part that writes (embed, a head, an MLP), not at resid L.")
-    pair = texts_pair(clean_ids, corrupted_ids)
+    pair = texts_pair(model, clean_ids, corrupted_ids)
     if key_position is not None:
         key_position = checked_position(key_position, pair.shape[1], "key_position")
     outputs, lds, answers = written(model, pair, [sender])

@@ -17,12 +17,15 @@ from dataclasses import dataclass
 
 import torch
 
-from minigpt.heads.errors import InstrumentError
+from minigpt.heads.errors import InstrumentError, checked_count
 
 
 def repeated_tokens(allowed: list[int], start_id: int, count: int, half: int, seed: int = 0) -> torch.Tensor:
     """(count, 1 + 2 * half): the start token, then `half` random tokens of `allowed`, then the same again; within a
     copy no token repeats while `allowed` has enough tokens (so each token's earlier occurrence is unique)."""
+    count, half = checked_count(count, "count", "prompts"), checked_count(half, "half", "the tokens of each copy")
+    if not len(allowed):
+        raise InstrumentError("allowed is empty: give the tokens a random prompt may hold.")
     generator, choices = torch.Generator().manual_seed(seed), torch.tensor(allowed, device="cpu")
     rows = []
     for _ in range(count):
@@ -56,6 +59,7 @@ def variants(texts, count: int, allowed: list[int], kept: set[int], seed: int = 
     count - 1 variants, each with the tokens of all the texts swapped by one mapping (see `swapped`): the repeats
     within a text and the differences between the texts stay where they are. `kept`: tokens never swapped (the start
     token)."""
+    count = checked_count(count, "count", "the prompts of the set, the texts themselves first")
     texts = [list(map(int, text)) for text in texts]
     if len({len(text) for text in texts}) != 1:
         raise InstrumentError("The texts of a prompt set must have the same number of tokens.")

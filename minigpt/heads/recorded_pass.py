@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from minigpt.heads.hooks import Hook, hooks
+from minigpt.heads.runs import as_batch
 
 
 @dataclass
@@ -52,7 +53,8 @@ def unembed(model, stream: torch.Tensor) -> torch.Tensor:
 
 
 def run_forward_pass(model, input_ids: list[int]) -> ForwardPass:
-    """One eager pass of `model` (a MiniGPTForCausalLM, loaded with any attention implementation) over `input_ids`.
+    """One eager pass of `model` (a MiniGPTForCausalLM, loaded with any attention implementation) over `input_ids`
+    (a list of token ids, or a (T,) or (1, T) tensor).
 
     Hooks on the real modules record each block's input and output, each attention sublayer's input (after the
     norm), its merged heads and its output projection; the attention weights come from `output_attentions=True`.
@@ -66,6 +68,7 @@ def run_forward_pass(model, input_ids: list[int]) -> ForwardPass:
 
         return hook
 
+    input_ids = as_batch(input_ids, model.config.vocab_size, "input_ids")[0].tolist()
     config, length = model.config, len(input_ids)
     weights = torch.empty(config.n_layer, 1, config.n_head, length, length, device=model.device)
 

@@ -1,6 +1,6 @@
 """Head roles over training: at every evaluation, each head's role scores (previous token, first token, self,
 induction on the probe, and the probe's first-half and repeated-half losses) on a fixed validation sample, computed by
-the Head roles view's own code (head_insights.measured_roles), one JSON line per evaluation in the run folder's
+the Head roles view's own code (role_scores.measured_roles), one JSON line per evaluation in the run folder's
 roles_log.jsonl, beside its loss log. train.py's RoleLog callback calls it in every run (the Train tab's too); the
 Train tab and the model folder's roles_curve.png (plots.roles_figure) read the lines back. No Gradio, no Trainer."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import torch
 
-from minigpt.heads.insights import above_chance, measured_roles
 from minigpt.heads.recorded_pass import run_forward_pass
+from minigpt.heads.role_scores import above_chance, measured_roles
 
 LOG_NAME = "roles_log.jsonl"
 

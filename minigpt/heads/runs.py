@@ -6,17 +6,17 @@ Ids: a list of ints, or a (T,) or (1, T) tensor. The model runs as it is: put it
 
 import torch
 
-from minigpt.heads.errors import InstrumentError
+from minigpt.heads.errors import InstrumentError, checked_ids
 
 
-def as_batch(ids) -> torch.Tensor:
+def as_batch(ids, vocab_size: int, name: str = "ids") -> torch.Tensor:
     """(1, T) long tensor of a list of ids (on the CPU: each run moves them to the model's device) or a (T,) / (1, T)
-    tensor (where it is)."""
-    ids = torch.as_tensor(ids, dtype=torch.long, device=ids.device if isinstance(ids, torch.Tensor) else "cpu")
+    tensor (where it is), each id one of the vocabulary's `vocab_size` (`name`: the argument, for the message)."""
+    ids = checked_ids(ids, vocab_size, name)
     ids = ids if ids.dim() == 2 else ids[None]
-    if ids.shape[0] != 1 or ids.shape[1] == 0:
+    if ids.dim() != 2 or ids.shape[0] != 1 or ids.shape[1] == 0:
         raise InstrumentError(
-            f"Give one non-empty text (a list of token ids), not a batch of shape {tuple(ids.shape)}."
+            f"{name}: give one non-empty text (a list of token ids), not a batch of shape {tuple(ids.shape)}."
         )
     return ids
 

@@ -21,7 +21,7 @@ Shapes: V vocabulary, C width, D = C // H.
 
 import torch
 
-from minigpt.heads.errors import InstrumentError, checked_head
+from minigpt.heads.errors import InstrumentError, checked_count, checked_head, checked_ids
 from minigpt.heads.hooks import hooks
 from minigpt.heads.runs import run
 from minigpt.heads.weights import head_weights
@@ -69,7 +69,7 @@ def effective_embedding(model, layer: int, tokens: list[int] | None = None) -> t
     stream entering `layer` at position 1 of [start, t] (embeddings, position 1, and everything layers 0..layer-1
     write there)."""
     vocabulary = torch.arange(model.config.vocab_size, device="cpu")  # ids: each run moves them to the model
-    chosen = vocabulary if tokens is None else torch.tensor(tokens, dtype=torch.long, device="cpu")
+    chosen = vocabulary if tokens is None else chosen_tokens(model, tokens)
     sequences = torch.stack([torch.full_like(chosen, start_id(model)), chosen], dim=1)  # (n, 2)
     return stream_at(model, layer, sequences, 1)
 
@@ -87,13 +87,21 @@ def following_embedding(model, layer: int, samples: int = PREVIOUS_SAMPLES, seed
     return torch.stack(streams).mean(0)
 
 
+def chosen_tokens(model, tokens) -> torch.Tensor:
+    """(n,) the token ids a call chose (`tokens`), each of the model's vocabulary, on the CPU."""
+    chosen = checked_ids(tokens, model.config.vocab_size, "tokens").cpu()
+    if chosen.dim() != 1:
+        raise InstrumentError(f"tokens must be a list of token ids, not a tensor of {tuple(chosen.shape)}.")
+    return chosen
+
+
 def token_embedding(model, layer: int, source: str, tokens: list[int] | None = None) -> torch.Tensor:
     """(V, C) the tokens as a head of `layer` reads them, centred: effective, or the bare W_E (`tokens`: those
     alone, (n, C))."""
     if source_of(layer, source) == "effective":
         return centred(effective_embedding(model, layer, tokens))
     embedding = model.model.token_embedding.weight.detach()
-    return centred((embedding if tokens is None else embedding[list(tokens)]).float().cpu())
+    return centred((embedding if tokens is None else embedding[chosen_tokens(model, tokens)]).float().cpu())
 
 
 def folded_unembedding(model) -> torch.Tensor:
@@ -122,6 +130,8 @@ def ov_circuit(
     `tokens` [s, ...]: the rows of those source tokens alone (n, V or k), the same numbers as those rows of the whole
     circuit (float32 rounding aside); `unembedding`: `folded_unembedding(model)`, kept from an earlier call."""
     layer, head = checked_head(model.config, layer, head)
+    top = None if top is None else checked_count(top, "top", "each row's largest entries kept")
+    rows_per_block = None if rows_per_block is None else checked_count(rows_per_block, "rows_per_block", "rows a block")
     W = head_weights(model, layer)
     unembedding = folded_unembedding(model) if unembedding is None else unembedding  # (C, V)
     left = token_embedding(model, layer, source, tokens) @ W["W_V"][head]  # (V or n, D)
@@ -193,6 +203,8 @@ def elhage_copying_score(matrix: torch.Tensor) -> float:
 def copying_baseline(vocab_size: int, head_dim: int, samples: int = 16, seed: int = 0) -> dict[str, float]:
     """What both copying scores give for random circuits of a head's shape: A B with A (V, D) and B (D, V) i.i.d.
     Gaussian, averaged over `samples` draws (seeded): the level that says nothing."""
+    vocab_size, head_dim = checked_count(vocab_size, "vocab_size", "rows"), checked_count(head_dim, "head_dim", "width")
+    samples = checked_count(samples, "samples", "random circuits averaged over")
     generator = torch.Generator().manual_seed(seed)
     found = {"positive_share": 0.0, "elhage": 0.0}
     for _ in range(samples):

@@ -10,7 +10,7 @@ Shapes: L layers, H heads, C width, D = C // H, V vocabulary, P positions (block
 
 import torch
 
-from minigpt.heads.errors import InstrumentError, checked_layer
+from minigpt.heads.errors import InstrumentError, checked_count, checked_layer
 
 # ---- per-head weights -----------------------------------------------------------------------------------------------
 
@@ -80,6 +80,7 @@ def composition_baseline(model, kind: str, samples: int = 32, seed: int = 0) -> 
     samples x samples writer-reader pairs, seeded: what "no composition" looks like at this width (it shrinks as C
     grows). The score is scale-free and every kind reads two (C, D) factors, so q, k and v share one baseline."""
     check_kind(kind)
+    samples = checked_count(samples, "samples", "random weights of each kind drawn")
     C, D = model.config.n_embd, model.config.n_embd // model.config.n_head
     generator = torch.Generator().manual_seed(seed)
     P, R, X, Y = (

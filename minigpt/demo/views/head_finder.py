@@ -12,8 +12,8 @@ from minigpt.demo.attention_maps import Window
 from minigpt.demo.views.assets import asset
 from minigpt.demo.views.insights import viridis_css
 from minigpt.demo.views.maps import figure_body, head_caption
-from minigpt.heads.insights import above_chance
 from minigpt.heads.metrics import METRICS
+from minigpt.heads.role_scores import above_chance
 
 FINDER_CSS = asset("head_finder.css")
 FINDER_JS = asset("head_finder.js")

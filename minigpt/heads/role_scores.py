@@ -1,0 +1,205 @@
+"""Head roles measured: how much of its attention a head puts where a role looks (previous token, first token,
+itself, induction), the one definition of induction on a text, the induction probe (random tokens written twice) and
+each role's chance level.
+
+Head roles are scored as TransformerLens's head detectors score them (`transformer_lens.head_detector`): a 0/1
+detection pattern over (query, key) pairs, and the attention weight the head puts on it, its "mul" measure
+sum(attention * pattern) / sum(attention), taken over the rows (queries) where the pattern marks a key, so that a head
+doing exactly the role scores 1 (TransformerLens divides by every row, so its perfect previous-token head scores
+(T - 1) / T). Patterns: previous token (i, i - 1); first token (i, 0); self (i, i), each for i >= 1 (the first token
+can only look at itself); induction (i, j + 1) for every earlier j < i holding the same token as i.
+
+Shapes: L layers, H heads, T tokens, P probes.
+"""
+
+import torch
+from torch.nn import functional as F
+
+from minigpt.heads.errors import InstrumentError, checked_count, checked_ids, checked_token
+from minigpt.heads.prompts import repeated_tokens
+from minigpt.heads.recorded_pass import ForwardPass
+
+# ---- the patterns ---------------------------------------------------------------------------------------------------
+
+
+def previous_token_pattern(length: int) -> torch.Tensor:
+    """(T, T) bool: query i marks key i - 1."""
+    return torch.ones(length, length, dtype=torch.bool, device="cpu").tril(-1).triu(-1)
+
+
+def first_token_pattern(length: int) -> torch.Tensor:
+    """(T, T) bool: query i >= 1 marks key 0 (the start token: the 'attention sink' or boundary)."""
+    pattern = torch.zeros(length, length, dtype=torch.bool, device="cpu")
+    pattern[1:, 0] = True
+    return pattern
+
+
+def self_pattern(length: int) -> torch.Tensor:
+    """(T, T) bool: query i >= 1 marks itself."""
+    pattern = torch.eye(length, dtype=torch.bool, device="cpu")
+    pattern[0, 0] = False
+    return pattern
+
+
+INDUCTION_RUN = 3  # tokens that must repeat, the query's and the ones before it, for a query to count as induction
+
+
+def induction_pattern(ids: list[int], run: int = INDUCTION_RUN) -> torch.Tensor:
+    """(T, T) bool, the one definition of induction on a text: query i marks key j + 1 for every earlier j < i whose
+    last `run` tokens (j - run + 1 .. j) are the query's last `run` tokens: what came after this run of tokens the
+    last time it was seen, which an induction head copies. With run 1 every repeated token counts (TransformerLens's
+    duplicate-token pattern shifted one key to the right); then single letters repeated by chance ("the cat sat. the
+    ca": the "a" of "sat") outnumber the repeated phrase, and a head that attends to what followed any earlier copy
+    of its own token (a layer-0 head can) scores as high as the head that copies the phrase. With 3, only a repeated
+    phrase counts. Queries without such a run mark nothing."""
+    tokens = torch.tensor(ids, device="cpu")
+    length = len(ids)
+    equal = tokens[:, None] == tokens[None, :]  # (T, T): token i == token j
+    matches = equal.clone()
+    for back in range(1, run):  # and the `back`-th tokens before them too
+        earlier = torch.zeros_like(equal)
+        earlier[back:, back:] = equal[:-back, :-back]
+        matches &= earlier
+    matches = matches.tril(-1)  # (T, T): earlier j ending the same run as i
+    return F.pad(matches, (1, 0))[:, :length]  # key j -> j + 1 (j + 1 <= i: the query itself at most)
+
+
+# ---- scores and chance ----------------------------------------------------------------------------------------------
+
+
+def role_score(attentions: torch.Tensor, pattern: torch.Tensor) -> torch.Tensor:
+    """(...,) the mean, over the queries where `pattern` (T, T) marks a key, of the weight that attentions
+    (..., T, T) put on the marked keys. NaN when the pattern marks nothing."""
+    pattern = pattern.to(attentions.device)  # a model on a GPU: its attention stays there
+    rows = pattern.any(dim=-1)  # (T,)
+    on_pattern = (attentions * pattern).sum(dim=-1)  # (..., T)
+    return on_pattern[..., rows].mean(dim=-1)
+
+
+def chance_level(pattern: torch.Tensor) -> float:
+    """The role score of a head without a role: one that spreads its attention evenly over the keys each query may
+    see (1 / (i + 1) on each of keys 0..i). A head far above it does the role; near it, nothing in particular."""
+    length = pattern.shape[-1]
+    even = (
+        torch.ones(length, length, device="cpu").tril() / torch.arange(1, length + 1, device="cpu")[:, None]
+    )  # (T, T), rows sum to 1
+    return float(role_score(even, pattern))
+
+
+def clear_threshold(chance: float) -> float:
+    """The score of a head clearly doing a role: halfway from chance to a perfect score of 1."""
+    return chance + (1 - chance) / 2
+
+
+def above_chance(score: float, chance: float) -> bool:
+    """Clearly doing the role: at least halfway from chance to a perfect score of 1."""
+    return score >= clear_threshold(chance)
+
+
+# ---- the induction probe, and every role measured -------------------------------------------------------------------
+
+
+def induction_probe(token_ids: list[int], start_id: int, block_size: int, probes: int, seed: int = 0) -> torch.Tensor:
+    """(P, 1 + 2n) probes: the start token, then n random tokens, then the same n again, n = (block_size - 1) // 2
+    (`prompts.repeated_tokens` sized to the context)."""
+    probes = checked_count(probes, "probes", "the random sequences written twice")
+    block_size = checked_count(block_size, "block_size", "the context the probe fills: a start and two copies", 3)
+    return repeated_tokens(token_ids, start_id, probes, (block_size - 1) // 2, seed)
+
+
+def induction_scores(model, probes: torch.Tensor) -> dict:
+    """Induction score per head on the probes (mean over probes), and the loss on the first copy against the
+    repeated one: a model that learnt in-context copying predicts the second copy far better than chance."""
+    probes = checked_ids(probes, model.config.vocab_size, "probes")
+    with torch.no_grad():
+        out = model(input_ids=probes.to(model.device), output_attentions=True, use_cache=False)
+    attentions = torch.stack(out.attentions, dim=1).float()  # (P, L, H, T, T)
+    scores = torch.stack([role_score(a, induction_pattern(p.tolist())) for a, p in zip(attentions, probes)])
+    targets = probes[:, 1:].to(out.logits.device)
+    losses = F.cross_entropy(out.logits[:, :-1].float().transpose(1, 2), targets, reduction="none")  # (P, T-1)
+    n = (probes.shape[1] - 1) // 2
+    # losses[:, t] is the loss of token t + 1. First copy: tokens 2..n (token 1 follows only the start token);
+    # repeated copy: tokens n + 2..2n (token n + 1 repeats token 1, which nothing before predicts).
+    return {
+        "induction": scores.mean(dim=0),  # (L, H)
+        "induction_chance": sum(chance_level(induction_pattern(p.tolist())) for p in probes) / len(probes),
+        "first_half_loss": float(losses[:, 1:n].mean()),
+        "repeated_half_loss": float(losses[:, n + 1 :].mean()),
+    }
+
+
+ROLE_PROBES = 4  # random repeated sequences the induction score averages over
+
+
+def probed_induction(model, boundary_id: int, excluded: set[int], vocab_size: int) -> dict:
+    """`induction_scores` on this model's induction probe: ROLE_PROBES sequences of its tokens (all but `excluded`: the
+    boundary, end and padding tokens) written twice after `boundary_id`, sized to its context, and the probe's length.
+    It does not depend on any text: a server computes it once per model (`measured_roles(..., probed=)`)."""
+    boundary_id = checked_token(model.config.vocab_size, boundary_id, "boundary_id")
+    vocabulary = [i for i in range(vocab_size) if i not in excluded]
+    probes = induction_probe(vocabulary, boundary_id, model.config.block_size, ROLE_PROBES)
+    return {**induction_scores(model, probes), "probe_length": (probes.shape[1] - 1) // 2}
+
+
+def measured_roles(
+    model, recorded: ForwardPass, boundary_id: int, excluded: set[int], vocab_size: int, probed: dict | None = None
+) -> dict:
+    """`head_roles` with the induction probe built for this model (`probed_induction`; `probed`: its answer, kept
+    from an earlier call on this model). What the Head roles view shows, and what training logs at each evaluation
+    (train.py's RoleLog)."""
+    probed = dict(probed or probed_induction(model, boundary_id, excluded, vocab_size))
+    length = probed.pop("probe_length")
+    return {**head_roles(model, recorded, None, probed), "probe_length": length}
+
+
+def head_roles(model, recorded: ForwardPass, probes: torch.Tensor | None, induction: dict | None = None) -> dict:
+    """(L, H) scores of each role: previous token, first token and self on the text; induction on the probes (or
+    `induction`: `induction_scores`' answer on them, computed before)."""
+    length = len(recorded.input_ids)
+    if length < 2:
+        raise InstrumentError("The text is empty: the head roles need at least one token after the start token.")
+    attentions = recorded.attentions  # (L, H, T, T)
+    patterns = {
+        "previous_token": previous_token_pattern(length),
+        "first_token": first_token_pattern(length),
+        "self": self_pattern(length),
+    }
+    induction = dict(induction) if induction is not None else induction_scores(model, probes)  # popped below
+    chance = {role: chance_level(pattern) for role, pattern in patterns.items()}
+    chance["induction"] = induction.pop("induction_chance")
+    scores = {**{role: role_score(attentions, p) for role, p in patterns.items()}, **induction, "chance": chance}
+    repeats = induction_pattern(list(recorded.input_ids))
+    if repeats.any():  # the learner's own text repeats a token: induction measured on it too, beside the probe's
+        scores["induction_on_text"] = role_score(attentions, repeats)
+        chance["induction_on_text"] = chance_level(repeats)
+        scores["repeated_queries"] = int(repeats.any(dim=-1).sum())
+    return scores
+
+
+def top_heads(scores: torch.Tensor, k: int = 3) -> list[tuple[int, int, float]]:
+    """The k highest-scoring heads of (L, H) scores, as (layer, head, score)."""
+    k = checked_count(k, "k", "the heads listed")
+    flat = scores.flatten()
+    values, order = flat.topk(min(k, flat.numel()))
+    n_head = scores.shape[1]
+    return [(int(i) // n_head, int(i) % n_head, float(v)) for v, i in zip(values, order)]
+
+
+__all__ = [
+    "INDUCTION_RUN",
+    "ROLE_PROBES",
+    "above_chance",
+    "chance_level",
+    "clear_threshold",
+    "first_token_pattern",
+    "head_roles",
+    "induction_pattern",
+    "induction_probe",
+    "induction_scores",
+    "measured_roles",
+    "previous_token_pattern",
+    "probed_induction",
+    "role_score",
+    "self_pattern",
+    "top_heads",
+]
