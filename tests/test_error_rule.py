@@ -405,7 +405,7 @@ EXPECTED_WORDS = {"str": "text", "int": "a whole number", "float": "a number", "
 
 def declared(client) -> list[tuple[str, list[tuple[str, str, object]]]]:
     """Each named endpoint and its parameters: (name, kind, default)."""
-    from minigpt.demo.ui.errors import declared_kind
+    from minigpt.demo.core.error_rule import declared_kind
 
     return [
         (

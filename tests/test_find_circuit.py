@@ -1,10 +1,10 @@
-"""The circuit found on the page (minigpt/demo/find_circuit.py, its words and its view), on the shipped specimen: the
-default `find_circuit` answer meets issue 51's "Done when" (faithfulness >= 0.9 with at most a third of the edges and
-half of the heads, edges into 1.1's key and value, 1.1 -> logits); mean-ablating every head outside it, measured here
-with heads.heads_ablated and this file's own metric, keeps >= 0.8 of the behaviour; the slider's curve equals
-heads.circuit_faithfulness at its ks, and at the found k it draws the found circuit; the text task on the Romeo pair
-finds 1.1; the words follow the numbers; the bounds scale a GPT-2-shaped model's prompt set and refuse what does not
-fit; the cache computes a key once. (The endpoint through the server, its mistakes and the page: test_error_rule.py
+"""The circuit found on the page (minigpt/demo/circuits/find_circuit.py, its words and its view), on the shipped
+specimen: the default `find_circuit` answer meets issue 51's "Done when" (faithfulness >= 0.9 with at most a third of
+the edges and half of the heads, edges into 1.1's key and value, 1.1 -> logits); mean-ablating every head outside it,
+measured here with heads.heads_ablated and this file's own metric, keeps >= 0.8 of the behaviour; the slider's curve
+equals heads.circuit_faithfulness at its ks, and at the found k it draws the found circuit; the text task on the Romeo
+pair finds 1.1; the words follow the numbers; the bounds scale a GPT-2-shaped model's prompt set and refuse what does
+not fit; the cache computes a key once. (The endpoint through the server, its mistakes and the page: test_error_rule.py
 and test_circuit_walk_browser.py.)"""
 
 import threading
@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from minigpt import heads
-from minigpt.demo import find_circuit as found_circuit
-from minigpt.demo.cores import CoreShare
-from minigpt.demo.find_circuit_words import found_findings
-from minigpt.demo.views.find_circuit import found_circuit_html, shown_edges
+from minigpt.demo.circuits import find_circuit as found_circuit
+from minigpt.demo.circuits.find_circuit_view import found_circuit_html, shown_edges
+from minigpt.demo.circuits.find_circuit_words import found_findings
+from minigpt.demo.core.cores import CoreShare
 from minigpt.errors import VisitorError
 
 ROMEO, ROMEO_CORRUPTED = "Romeo and Juliet, Romeo and Jul", "Romeo and Jullet, Romeo and Jul"
@@ -25,7 +25,7 @@ ROMEO, ROMEO_CORRUPTED = "Romeo and Juliet, Romeo and Jul", "Romeo and Jullet, R
 
 @pytest.fixture(scope="module")
 def state():
-    from minigpt.demo.state import DemoState
+    from minigpt.demo.core.state import DemoState
 
     return DemoState.configure(training=False)
 

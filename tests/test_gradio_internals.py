@@ -1,4 +1,4 @@
-"""Each use of Gradio's internals (minigpt/demo/ui/gradio_internals.py), checked against the pinned Gradio through a
+"""Each use of Gradio's internals (minigpt/demo/core/gradio_internals.py), checked against the pinned Gradio through a
 real call: a tiny page is built and called through Gradio's own call path (Blocks.__call__: the components'
 preprocess, the function, as a served request runs them). Each test fails if its patch stops taking effect (a Gradio
 release that renames `fns`, stops calling `preprocess` or moves its uploads)."""
@@ -10,8 +10,8 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from minigpt.demo.ui.errors import under_the_rule
-from minigpt.demo.ui.gradio_internals import (
+from minigpt.demo.core.error_rule import under_the_rule
+from minigpt.demo.core.gradio_internals import (
     components,
     every_function_wrapped,
     is_uploaded,

@@ -34,8 +34,8 @@ def api_description(demo) -> dict:
 
 
 def test_every_endpoint_keeps_its_name_and_parameters(tmp_path, monkeypatch):
-    from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.page import build_demo
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.page.ui import build_demo
 
     monkeypatch.setenv("MINIGPT_RUNS_DIR", str(tmp_path))  # no finished run of this checkout joins the picker
     demo = build_demo(DemoState.configure())
@@ -145,7 +145,7 @@ def room(module: str) -> str:
 
 def test_imports_flow_one_way_between_modules_and_between_rooms():
     graph = import_graph()
-    assert {"minigpt.heads.recorded_pass", "minigpt.demo.ui.page", "minigpt.training", "app"} <= set(graph)
+    assert {"minigpt.heads.recorded_pass", "minigpt.demo.page.ui", "minigpt.training", "app"} <= set(graph)
     assert cycles(graph) == []
     rooms = {}
     for module, imported in graph.items():
@@ -214,7 +214,7 @@ GRADIO_INTERNALS = {
 
 def test_gradios_internals_are_touched_from_one_module():
     """Gradio beyond its documented API (its submodules, a built page's `fns` and `blocks`, a component's `preprocess`)
-    is used in minigpt/demo/ui/gradio_internals.py alone, where tests/test_gradio_internals.py checks each use against
+    is used in minigpt/demo/core/gradio_internals.py alone, where tests/test_gradio_internals.py checks each use against
     the pinned Gradio through a real call."""
     users = {}
     for path in python_files():
@@ -225,7 +225,7 @@ def test_gradios_internals_are_touched_from_one_module():
         touched |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)} & GRADIO_INTERNALS
         if touched:
             users[str(path.relative_to(REPO))] = sorted(touched)
-    assert set(users) == {"minigpt/demo/ui/gradio_internals.py"}, users
+    assert set(users) == {"minigpt/demo/core/gradio_internals.py"}, users
 
 
 MODEL = {"modeling_minigpt", "configuration_minigpt"}  # "the model" in the map: the two textbook files
@@ -258,7 +258,7 @@ def map_rows() -> dict[str, list[str]]:
 def resolved(entry: str, module: str, modules: set[str]) -> set[str]:
     """A "may import" entry of `module`'s row as module names: `nothing of the project` (none), `the model`, an
     absolute name, or a name relative to the row's own package, else to minigpt.demo or minigpt.heads, else minigpt
-    (`assets` in a view is minigpt.demo.views.assets, `views.maps` in the demo minigpt.demo.views.maps)."""
+    (`assets` in a view is minigpt.demo.core.view, `views.maps` in the demo minigpt.demo.maps.view)."""
     entry = entry.split(":")[-1].strip().strip("`").strip().removesuffix(".*")  # "each section's ui module: `x`"
     if entry.startswith("nothing") or entry == "—":
         return set()

@@ -168,7 +168,7 @@ def test_a_broken_model_stops_the_app_in_one_line(models):
 
 
 def test_numbers_are_parsed_exactly():
-    from minigpt.demo.choices import number
+    from minigpt.demo.core.inputs import number
     from minigpt.errors import VisitorError
 
     assert number("Seed", 2**63 - 1, -1, int) == 2**63 - 1
@@ -181,7 +181,7 @@ def test_numbers_are_parsed_exactly():
 
 
 def test_load_errors_lose_the_server_paths():
-    from minigpt.demo.models import without_paths
+    from minigpt.demo.core.models import without_paths
 
     message = "Error no file named model.safetensors found in directory /srv/spaces/app/models/mine.\nmore"
     assert without_paths(message, "/srv/spaces/app/models/mine", "mine") == (
@@ -267,7 +267,7 @@ def test_an_out_of_range_flag_stops_the_command_in_one_line():
 def test_a_folder_whose_weights_do_not_cover_its_config_is_refused(tmp_path):
     """A config asking for more layers than its weights hold: not served with random layers, but named."""
     from helpers import LOWERCASE, char_tokenizer, save_fixture_model
-    from minigpt.demo.models import ModelPicker, ModelUnavailable
+    from minigpt.demo.core.models import ModelPicker, ModelUnavailable
 
     folder = save_fixture_model(tmp_path / "deep", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
     config = json.loads((folder / "config.json").read_text())

@@ -1,0 +1,26 @@
+"""Small pieces every section uses."""
+
+import gradio as gr
+
+from minigpt.demo.head_tools.view import belongs_to, belongs_to_model, error_html
+from minigpt.errors import VISITORS_MISTAKES
+
+
+def session(request: gr.Request | None) -> str | None:
+    return request.session_hash if request else None
+
+
+def drawn(shown: dict | None, draw, of_model: bool = False, measured_on: str = "its corpus") -> str:
+    """One view of the text the maps show: `draw(text, model)`'s HTML, marked with the (model, token ids) it belongs
+    to (greyed as out of date once the page shows another), or `of_model`, with the model alone (a view whose numbers
+    do not depend on the text; `measured_on`: what they were measured on, as its note names it). A visitor's mistake
+    is drawn in its place, so that no earlier result stays up beneath the message."""
+    if not shown:
+        return error_html("No text is shown: show the attention of a text first (the button above).")
+    try:
+        body = draw(shown["text"], shown["model"])
+    except VISITORS_MISTAKES as error:
+        body = error_html(str(error))
+    if of_model:
+        return belongs_to_model(shown["model"], body, measured_on)
+    return belongs_to(shown["key"], shown["label"], body)

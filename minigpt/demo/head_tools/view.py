@@ -1,0 +1,412 @@
+"""HTML for the "What does this head do?" section and the current-text line, drawn from the plain-number answers of the
+API (the `next_tokens`, `ablate`, `importance`, `head_roles`, `logit_lens` and `compare` endpoints): the page shows what
+a notebook gets. The looks in insights.css; pick_token.js makes a token strip clickable, current.js greys the views of
+an earlier text.
+
+Nothing here computes a model's numbers or knows of Gradio.
+"""
+
+import html
+from urllib.parse import urlencode
+
+from minigpt.demo.core.view import asset
+from minigpt.demo.maps.attention_maps import COLOURS
+
+INSIGHT_CSS = asset("head_tools/view.css")
+PICK_TOKEN_JS = asset("head_tools/pick_token.js")  # a click on a token of a strip picks its position (the `pick` event)
+PICK_HEAD_JS = asset(
+    "head_tools/pick_head.js"
+)  # a click on a head's cell in a table: that head's map (the `pick` event)
+VALUES_JS = asset("core/exact_value.js") + asset(
+    "head_tools/values.js"
+)  # a tap shows an exact value; a strip shows its largest rise
+CURRENT_JS = asset("core/current.js")  # on the current-text line: greys every view of another (model, text)
+
+
+def belongs_to(key: str, label: str, body: str) -> str:
+    """A view's HTML marked with the (model, token ids) it was computed for: `key` identifies them, `label` names
+    them for a learner. CURRENT_JS greys it when the page shows another text."""
+    return f'<div class="view-of" data-view="{html.escape(key)}" data-label="{html.escape(label)}">{body}</div>'
+
+
+def belongs_to_model(model: str, body: str, measured_on: str = "its corpus") -> str:
+    """A view that depends on the model alone, not on the text (the Head Finder: its corpus is the model's; the
+    circuit found on random tokens): greyed by CURRENT_JS only when the page shows another model."""
+    label = f"the {model} model and {measured_on}"
+    return f'<div class="view-of" data-model-view="{html.escape(model)}" data-label="{html.escape(label)}">{body}</div>'
+
+
+def current_html(key: str, label: str, length: int, model: str = "") -> str:
+    """The line saying which text and model every view below belongs to."""
+    return (
+        f'<div class="current-view" data-view="{html.escape(key)}" data-model="{html.escape(model)}">Showing '
+        f"{html.escape(label)}, {length} tokens (the start token included): every view below is of this text.</div>"
+    )
+
+
+def lost_html(label: str) -> str:
+    """The line after a text that could not be shown: no view below belongs to it."""
+    return (
+        f'<div class="current-view lost" data-view="">Could not show {html.escape(label)} (the message says why). '
+        "The views below belong to the text named on each; fix the text and press Show attention.</div>"
+    )
+
+
+def error_html(message: str) -> str:
+    """A visitor's mistake drawn where the view would be (so that no earlier result stays up under it)."""
+    return f'<p class="view-error">{html.escape(message)}</p>'
+
+
+def viridis_css(value: float) -> str:
+    """CSS colour of a value in [0, 1] on the maps' scale, and a text colour that reads on it."""
+    r, g, b = COLOURS[round(min(max(value, 0.0), 1.0) * 255)]
+    return f"background: rgb({r},{g},{b}); color: {'#000' if value > 0.6 else '#fff'}"
+
+
+def diverging_css(value: float, scale: float) -> str:
+    """Red for a rise, blue for a fall, white for none; `scale` is the value drawn at full strength."""
+    strength = 0.0 if scale <= 0 else min(abs(value) / scale, 1.0)
+    fade = round(255 * (1 - strength))
+    colour = f"255,{fade},{fade}" if value > 0 else f"{fade},{fade},255"
+    return f"background: rgb({colour}); color: #000"
+
+
+def _label(token: str) -> str:
+    return html.escape(token)
+
+
+def head_table(
+    scores: list[list[float]],
+    title: str,
+    diverging: bool = False,
+    digits: int = 2,
+    marked: set | frozenset = frozenset(),
+    relative: bool = False,
+    pickable: bool = True,
+) -> str:
+    """A layer x head grid of numbers, each cell coloured by its value (0..1 on viridis, or red / blue for +/-); a
+    click on a cell opens that head's map (pick_head.js), unless not `pickable`. `marked` (layer, head) cells are
+    outlined."""
+    scale = max((abs(v) for row in scores for v in row), default=0.0)
+    colour = (lambda v: diverging_css(v, scale)) if diverging else viridis_css
+    if relative and scale > 0:  # small scores coloured against the largest, not all dark
+        colour = lambda v: viridis_css(v / scale)  # noqa: E731
+    shown = f"{{:{'+' if diverging else ''}.{digits}f}}"  # signed for a change, plain for a score
+    rows = ["<tr><th></th>" + "".join(f"<th>head {h}</th>" for h in range(len(scores[0]))) + "</tr>"]
+    pick = ' tabindex="0" role="button"' if pickable else ""
+    click = " (click: its map)" if pickable else ""
+    for layer, row in enumerate(scores):
+        cells = "".join(
+            f'<td class="{"pick" if pickable else "score"}{" marked" if (layer, h) in marked else ""}" '
+            f'data-layer="{layer}" data-head="{h}"{pick} style="{colour(v)}" '
+            f'title="layer {layer}, head {h}: {v:.4f}{click}">{shown.format(v)}</td>'
+            for h, v in enumerate(row)
+        )
+        rows.append(f"<tr><th>layer {layer}</th>{cells}</tr>")
+    return f"<figure><figcaption><b>{html.escape(title)}</b></figcaption><table>{''.join(rows)}</table></figure>"
+
+
+def token_strip(tokens: list[str], chosen: int | None = None) -> str:
+    """The tokens in a row, each clickable (it picks the position), the chosen one outlined."""
+    cells = "".join(
+        f'<td class="tok{" chosen" if i == chosen else ""}" data-position="{i}" tabindex="0" role="button" '
+        f'title="position {i}">{_label(t)}</td>'
+        for i, t in enumerate(tokens)
+    )
+    return f'<div class="strip"><table><tr><th>token</th>{cells}</tr></table></div>'
+
+
+MODEL_KIND, SAMPLED_KIND = ' data-kind="model"', ' data-kind="sampled"'  # the two columns of next-token bars
+
+
+def bar_cell(probability: float, width: int, kind: str = "") -> str:
+    return (
+        f"<td style='text-align:left' data-probability='{probability!r}'{kind}><span class='bar' "
+        f"style='width:{max(1, round(probability * width))}px'></span> {probability:.3f}</td>"
+    )
+
+
+def probability_bars(top: list[dict], width: int = 220, sampled: dict | None = None) -> str:
+    """The next tokens as bars: the model's probabilities, and beside them (`sampled`) those the sampler draws with
+    under its temperature, top-k and top-p."""
+    header = "<tr><th>next token</th><th>model's probability</th>"
+    if sampled:
+        header += (
+            f"<th>sampled with temperature {sampled['temperature']:g}, top-k {sampled['top_k'] or 'off'}, "
+            f"top-p {sampled['top_p']:g}</th>"
+        )
+    rows = "".join(
+        f"<tr><td>{_label(t['token'])}</td>{bar_cell(t['probability'], width, MODEL_KIND)}"
+        + (bar_cell(sampled["probabilities"][n], width, SAMPLED_KIND) if sampled else "")
+        + "</tr>"
+        for n, t in enumerate(top)
+    )
+    return f"<table>{header}</tr>{rows}</table>"
+
+
+def next_tokens_html(answer: dict, lens: dict) -> str:
+    """The clickable tokens, the top-10 next tokens at the chosen position as bars, the probability of the token that
+    follows, and the logit lens at the same position."""
+    position, tokens = answer["position"], answer["tokens"]
+    follows = answer.get("next")
+    actual = (
+        f"The token that follows, {_label(follows['token'])!s}, got probability {follows['probability']:.4f}."
+        if follows
+        else "This is the last token: nothing follows it in the text."
+    )
+    layers = "".join(
+        f"<tr><th>{html.escape(step['after'])}</th>"
+        + "".join(f"<td>{_label(t['token'])} <small>{t['probability']:.2f}</small></td>" for t in step["top"])
+        + "</tr>"
+        for step in lens["layers"]
+    )
+    return (
+        f'<div class="insight">{token_strip(tokens, position)}'
+        f"<p>After token {position} <b>{_label(tokens[position])}</b> (click another token to move):</p>"
+        f'<div class="maps"><div>{probability_bars(answer["top"], 160, answer.get("sampled"))}<p>{actual}</p></div>'
+        f"<div><b>Logit lens</b>: the top-3 tokens the residual stream would predict after each layer (final norm and "
+        f"LM head applied to it); the last row is the model's prediction.<table>{layers}</table></div></div></div>"
+    )
+
+
+def loss_strip(tokens: list[str], before: list[float], after: list[float] | None = None, element_id: str = "") -> str:
+    """Per-token loss under the tokens (entry t: the loss of token t + 1); with `after`, a second row coloured by the
+    change (red: worse, blue: better)."""
+    token_cells = "".join(f"<td>{_label(t)}</td>" for t in tokens[1:])
+    before_cells = "".join(f"<td>{v:.2f}</td>" for v in before)
+    first_row = "loss" if after is None else "loss before"
+    rows = f"<tr><th>token</th>{token_cells}</tr><tr><th>{first_row}</th>{before_cells}</tr>"
+    if after is not None:
+        scale = max((abs(a - b) for a, b in zip(after, before)), default=0.0)
+        after_cells = "".join(
+            f'<td style="{diverging_css(a - b, scale)}" data-change="{a - b:.6f}" '
+            f'title="change {a - b:+.4f}">{a:.2f}</td>'
+            for a, b in zip(after, before)
+        )
+        rows += f"<tr><th>loss after</th>{after_cells}</tr>"
+    return f'<div class="strip" id="{element_id}"><table>{rows}</table></div>'
+
+
+def ablation_html(answer: dict) -> str:
+    heads = ", ".join(f"{layer}.{head}" for layer, head in answer["heads"]) or "no head"
+    change = answer["total_after"] - answer["total_before"]
+    tops = "".join(
+        f"<div><b>{title} ablation</b> (next token after position {answer['position']})"
+        f"{probability_bars(answer[key], 160)}</div>"
+        for title, key in (("Before", "top5_before"), ("After", "top5_after"))
+    )
+    return (
+        f'<div class="insight"><p>Ablated ({answer["mode"]}): <b>{heads}</b>. Mean loss over the text '
+        f"{answer['total_before']:.4f} → {answer['total_after']:.4f} (<b>{change:+.4f}</b> nats per token).</p>"
+        f"{loss_strip(answer['tokens'], answer['loss_before'], answer['loss_after'], 'loss-strip')}"
+        f'<div class="maps">{tops}</div></div>'
+    )
+
+
+def generation_html(generation: dict) -> str:
+    return (
+        f'<div class="insight maps"><div><b>Generated, plain</b> (seed {generation["seed"]})<pre>'
+        f"{html.escape(generation['plain'])}</pre></div><div><b>Same seed, heads ablated</b><pre>"
+        f"{html.escape(generation['ablated'])}</pre></div></div>"
+    )
+
+
+def importance_html(answer: dict) -> str:
+    table = head_table(answer["importance"], "Loss increase when each head alone is ablated", diverging=True, digits=3)
+    return (
+        f'<div class="insight">{table}'
+        f"<p>Plain loss over the text: {answer['loss']:.4f} nats per token ({answer['mode']} ablation). Red: the "
+        "model needs the head here; blue: it does better without it.</p></div>"
+    )
+
+
+# Each role: its title, one plain sentence, and a tiny example: five tokens and, per query row, the key it marks.
+ROLES = {
+    "previous_token": (
+        "Previous token",
+        "The head looks at the token just before the current one.",
+        ".ABCD",
+        {1: 0, 2: 1, 3: 2, 4: 3},
+    ),
+    "first_token": (
+        "First token / boundary sink",
+        "The head parks its attention on the start token, often when it has nothing better to do.",
+        ".ABCD",
+        {1: 0, 2: 0, 3: 0, 4: 0},
+    ),
+    "self": ("Self", "The head looks at the current token itself.", ".ABCD", {1: 1, 2: 2, 3: 3, 4: 4}),
+    "induction": (
+        "Induction (on the repeated random probe)",
+        "When the current token appeared before, the head looks at the token that came after it then: the head that "
+        "lets a model copy from its context ('A B C A' -> look at 'B', and predict it).",
+        ".ABCA",
+        {4: 2},
+    ),
+}
+
+
+def example_pattern(tokens: str, marks: dict[int, int]) -> str:
+    """A 5 x 5 grid labelled with its tokens: rows are queries, columns keys, the marked key of each row filled,
+    future keys grey."""
+    label = lambda token: f'<span class="tok">{html.escape(token)}</span>'  # noqa: E731
+    rows = ["<div>" + label("") + "".join(label(t) for t in tokens) + "</div>"]  # the keys, above their columns
+    for q, token in enumerate(tokens):
+        cells = "".join(
+            f'<span class="ex {"on" if marks.get(q) == k else "off" if k <= q else "future"}"></span>'
+            for k in range(len(tokens))
+        )
+        rows.append(f"<div>{label(token)}{cells}</div>")
+    legend = "rows: the token looking; columns: the tokens it may look at; yellow: where this role looks"
+    return f'<div class="example" title="{legend}">{"".join(rows)}</div>'
+
+
+def probe_sentence(probe: dict) -> str:
+    """The probe's losses, worded by which way they went."""
+    first, repeated = probe["first_half_loss"], probe["repeated_half_loss"]
+    change = (first - repeated) / first if first else 0.0
+    if change > 0:
+        result = f"the repeated half is {change:.0%} easier: the model uses what it saw (in-context copying)"
+    else:
+        result = f"the repeated half is no easier ({-change:.0%} harder): the model does not copy from its context"
+    return (
+        f"Induction probe: {probe['count']} sequences of {probe['length']} random tokens, each repeated twice. Loss on "
+        f"the first half {first:.3f}, on the repeated half {repeated:.3f} nats per token: {result}."
+    )
+
+
+CLICK_A_CELL = "Click a cell to see that head's map."
+
+
+def roles_html(answer: dict, click: str | None = CLICK_A_CELL) -> str:
+    """Each role: what it is, a tiny example, every head's score (outlined: clearly doing it), chance, the top heads;
+    then the induction probe. `click`: what a click on a cell does, said once above the tables (None: nothing)."""
+    maps = []
+    for role, (title, sentence, tokens, marks) in ROLES.items():
+        chance = answer["chance"][role]
+        marked = {(h["layer"], h["head"]) for h in answer["above_chance"] if h["role"] == role}
+        named = ", ".join(f"{t['layer']}.{t['head']} ({t['score']:.3f})" for t in answer["top_heads"][role])
+        threshold = f"{answer['threshold'][role]:.3f}, halfway from chance to 1"
+        found = (
+            f"Clearly doing it (outlined: at least {threshold}): {len(marked)} head(s)."
+            if marked
+            else f"No head is clearly doing it (none at {threshold})."
+        )
+        maps.append(
+            f'<div class="role"><p><b>{html.escape(title)}</b>: {html.escape(sentence)}</p>'
+            f"{example_pattern(tokens, marks)}"
+            f"{head_table(answer[role], 'Score of each head (1: all its attention on the pattern)', marked=marked)}"
+            f"<p>Chance (attention spread evenly): {chance:.2f}. {found} Top heads: {named}.</p></div>"
+        )
+    return (
+        f'<div class="insight">{f"<p>{html.escape(click)}</p>" if click else ""}'
+        f'<div class="maps">{"".join(maps)}</div>{text_induction_html(answer)}'
+        f"<p>{html.escape(probe_sentence(answer['probe']))}</p></div>"
+    )
+
+
+INDUCTION_EXAMPLE = "Romeo and Juliet, Romeo and Jul"  # a text that shows induction: a phrase written twice
+
+
+def text_induction_html(answer: dict) -> str:
+    """Induction on the learner's own text (the one definition: queries ending a repeated run of 3 tokens, on the
+    token after that run's earlier copy), beside the probe's; a layer-0 head's score said for what it is; a text
+    without such a run gets a one-click example."""
+    example = "?" + urlencode({"model": answer["model"], "text": INDUCTION_EXAMPLE, "step": 11})
+    if "induction_on_text" not in answer:
+        return (
+            "<p>No token of your text ends a run of 3 tokens seen before, so induction is measured on the probe alone. "
+            f'A text that repeats a phrase shows it: <a href="{html.escape(example)}">“{INDUCTION_EXAMPLE}”</a>.</p>'
+        )
+    scores, chance = answer["induction_on_text"], answer["induction_on_text_chance"]
+    best = max((score, layer, head) for layer, row in enumerate(scores) for head, score in enumerate(row))
+    probe = answer["induction"][best[1]][best[2]]
+    clear = chance + (1 - chance) / 2  # halfway from chance to 1, as every role's outline
+    marked = {(layer, head) for layer, row in enumerate(scores) for head, score in enumerate(row) if score >= clear}
+    layer_zero = (
+        f" Head {best[1]}.{best[2]} is in layer 0: it sees tokens and positions only, so its weight there is a match "
+        "of tokens, not induction (which needs an earlier head's work)."
+        if best[1] == 0
+        else ""
+    )
+    return (
+        f'<div class="role"><p><b>Induction on your text</b>: each head\'s weight, from the '
+        f"{answer['repeated_queries']} tokens of your text that end a run of 3 tokens seen before, on the token that "
+        "followed that run's earlier copy (what an induction head copies).</p>"
+        f"{head_table(scores, 'Score of each head on your text', marked=marked)}"
+        f"<p>Chance: {chance:.2f}. Head {best[1]}.{best[2]}: {best[0]:.2f} on your text, {probe:.2f} on the probe's "
+        f"random tokens written twice.{layer_zero}</p></div>"
+    )
+
+
+MAX_COMPARED_MAP = 48  # tokens a side of the maps Compare draws as cells; beyond, only the per-head table
+
+
+def map_table(matrix: list[list[float]], tokens: list[str], key: str, diverging: bool = False) -> str:
+    """A (T, T) map as a table of cells (rows: queries, columns: keys), each coloured by its value (weights on the
+    maps' scale; a difference red / blue against the largest) with its exact value on hover; future keys blank."""
+    scale = max((abs(v) for row in matrix for v in row), default=0.0)
+    colour = (lambda v: diverging_css(v, scale)) if diverging else (lambda v: viridis_css(v**0.5))  # noqa: E731
+    short = lambda token: f'<th title="{html.escape(token)}">{_label(token[:3])}</th>'  # noqa: E731  (cells stay square)
+    head = "<tr><th></th>" + "".join(short(t) for t in tokens) + "</tr>"
+    rows = "".join(
+        f"<tr>{short(tokens[q])}"
+        + "".join(
+            f'<td class="cell" style="{colour(v)}" title="{v!r}"></td>' if k <= q else '<td class="cell future"></td>'
+            for k, v in enumerate(row)
+        )
+        + "</tr>"
+        for q, row in enumerate(matrix)
+    )
+    return f'<table class="map-cells" data-key="{key}">{head}{rows}</table>'
+
+
+def compare_maps_html(answer: dict, maps: dict) -> str:
+    """The chosen head's map on each text and their difference (first minus second, over the common positions)."""
+    length, layer, head = answer["compared_tokens"], maps["layer"], maps["head"]
+    if length > MAX_COMPARED_MAP:
+        return f"<p>The maps are drawn for texts of up to {MAX_COMPARED_MAP} common tokens; here {length}.</p>"
+    difference = maps["difference"]
+    parts = [
+        ("First text", map_table(maps["first"], answer["tokens"], "first")),
+        ("Second text", map_table(maps["second"], answer["other_tokens"], "second")),
+        ("Difference (first − second)", map_table(difference, answer["tokens"][:length], "difference", True)),
+    ]
+    figures = "".join(f"<figure><figcaption><b>{t}</b></figcaption>{body}</figure>" for t, body in parts)
+    told = f"<p><b>Layer {layer}, head {head}</b> (the head chosen above) on both texts:</p>"
+    return f"{told}<div class='maps'>{figures}</div>"
+
+
+def compare_html(answer: dict, maps: dict | None = None) -> str:
+    """Compare's answer: `maps` (the chosen layer and head, and its map on each text) drawn beside their difference,
+    the per-head table, each text's per-token loss."""
+    texts = "".join(
+        f"<p><b>{which} text</b>, mean loss {sum(losses) / max(1, len(losses)):.4f}</p>{loss_strip(tokens, losses)}"
+        for which, tokens, losses in (
+            ("First", answer["tokens"], answer["loss"]),
+            ("Second", answer["other_tokens"], answer["other_loss"]),
+        )
+    )
+    title = (
+        f"Mean |difference| of each head's map over the first {answer['compared_tokens']} tokens (first text "
+        "minus second; colour: against the largest)"
+    )
+    notes = "".join(f"<p>{html.escape(note)}</p>" for note in answer["notes"])
+    table = head_table(answer["difference_per_head"], title, digits=3, relative=True)
+    return f'<div class="insight">{notes}{compare_maps_html(answer, maps) if maps else ""}{table}{texts}</div>'
+
+
+SAMPLED_NOTE = (
+    "Each generated token coloured by the probability it was sampled with (after temperature, top-k and top-p; "
+    "greedy: the model's own); yellow: likely, purple: a surprise. Hover for the number."
+)
+
+
+def sampled_html(tokens: list[str], probabilities: list[float | None], note: str) -> str:
+    """Generated tokens coloured by the probability they were sampled with (viridis; the prompt uncoloured)."""
+    spans = "".join(
+        f"<span>{html.escape(t)}</span>"
+        if p is None
+        else f'<span style="{viridis_css(p)}" title="p = {p:.4f}" data-probability="{p:.6f}">{html.escape(t)}</span>'
+        for t, p in zip(tokens, probabilities)
+    )
+    return f'<div class="insight sampled"><p>{html.escape(note)}</p><p>{spans}</p></div>'
