@@ -288,7 +288,7 @@ def test_heatmap_pixels_are_the_weights_and_the_mask_is_grey():
 
     from PIL import Image
 
-    from minigpt.demo.maps.attention_maps import COLOURS, MASKED_RGB, heatmap_png
+    from minigpt.demo.core.attention_maps import COLOURS, MASKED_RGB, heatmap_png
 
     uri = heatmap_png(torch.tensor([[1.0, 0.0], [0.25, 0.75]]).numpy())  # colour: square root of the weight
     pixels = Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB")

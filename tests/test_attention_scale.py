@@ -24,7 +24,7 @@ from helpers import (
     server_log,
     tiny_model,
 )
-from minigpt.demo.maps.attention_maps import (
+from minigpt.demo.core.attention_maps import (
     LEVELS,
     PALETTE,
     Window,
@@ -194,9 +194,9 @@ def test_a_map_for_a_slide_has_the_maps_pixels_token_labels_a_title_and_a_colour
 def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_text(tmp_path):
     """Two models with the same tokenizer and different weights: the same text gets each model's own maps, drawn
     from one pass per (model, text)."""
+    from minigpt.demo.core.attention_maps import token_labels
     from minigpt.demo.core.state import DemoState
     from minigpt.demo.core.texts import from_boundary
-    from minigpt.demo.maps.attention_maps import token_labels
     from minigpt.demo.maps.ui import AttentionSection
     from minigpt.demo.maps.view import grid_html
     from minigpt.heads.recorded_pass import run_forward_pass

@@ -226,7 +226,7 @@ def test_choice_questions_are_graded_by_the_librarys_path_patching_and_ov_circui
     ordinary tokens."""
     from transformers import AutoTokenizer
 
-    from minigpt.demo.maps.attention_maps import token_labels
+    from minigpt.demo.core.attention_maps import token_labels
     from minigpt.heads import ov_circuit, patch_path
 
     tokenizer = AutoTokenizer.from_pretrained(REPO / "minigpt" / "models" / "specimen")

@@ -8,7 +8,7 @@ import re
 import torch
 
 from helpers import chromium_page, needs_chromium, open_head_tools
-from minigpt.demo.maps.attention_maps import Window
+from minigpt.demo.core.attention_maps import Window
 from minigpt.demo.maps.view import figure_body
 
 

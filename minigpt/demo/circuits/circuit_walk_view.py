@@ -3,7 +3,7 @@ and a small picture of those numbers (a layer x head grid, path patching's grid,
 and the first screen's walk draw it. The looks in circuits.css. Nothing here computes or knows of Gradio."""
 
 from minigpt.demo.circuits.view import esc, path_table
-from minigpt.demo.head_tools.view import head_table
+from minigpt.demo.core.view import head_table
 
 
 def step_picture(step: dict) -> str:

@@ -8,11 +8,11 @@ on induction targets (the one definition: queries ending a repeated run of 3 tok
 import torch
 
 from minigpt.demo.circuits.words import head_circuit_findings
+from minigpt.demo.core.attention_maps import heatmap_png, token_labels
 from minigpt.demo.core.inputs import head_index, layer_index, parse_heads
 from minigpt.demo.core.per_model import PerModel
 from minigpt.demo.core.prompt_sets import ordinary_tokens, resample_values
 from minigpt.demo.core.texts import TextView
-from minigpt.demo.maps.attention_maps import heatmap_png, token_labels
 from minigpt.errors import VisitorError, shortened
 from minigpt.heads import (
     ablated_pass,

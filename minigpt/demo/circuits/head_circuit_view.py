@@ -4,7 +4,7 @@ QK circuit's match of previous tokens, its positional QK circuit, and its map be
 ablated. The looks in circuits.css. Nothing here computes a model's numbers or knows of Gradio."""
 
 from minigpt.demo.circuits.view import esc, findings_html
-from minigpt.demo.head_tools.view import map_table
+from minigpt.demo.core.view import map_table
 
 MAP_SIZE = 316  # px: the OV circuit's picture
 MARGIN = 60  # px: room for the axes' labels, in two lanes

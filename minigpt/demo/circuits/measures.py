@@ -12,12 +12,12 @@ import torch
 
 from minigpt.demo.circuits import patch_estimates as estimates
 from minigpt.demo.circuits.words import attribution_findings, patching_findings
+from minigpt.demo.core.attention_maps import token_labels
 from minigpt.demo.core.cores import pass_work
 from minigpt.demo.core.inputs import layer_index, number, parse_heads, token_position
 from minigpt.demo.core.per_model import PerModel
 from minigpt.demo.core.prompt_sets import described, prompt_count, text_variants
 from minigpt.demo.core.texts import TextView, encode
-from minigpt.demo.maps.attention_maps import token_labels
 from minigpt.errors import VisitorError, shortened
 from minigpt.heads import (
     composition_baseline,

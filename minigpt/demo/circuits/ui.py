@@ -21,7 +21,7 @@ from minigpt.demo.core.inputs import parse_heads
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.texts import TextView
 from minigpt.demo.core.ui import drawn
-from minigpt.demo.head_tools.view import belongs_to
+from minigpt.demo.core.view import belongs_to
 from minigpt.errors import VisitorError, shortened
 
 PATCH_OPTIONS = ("sender", "receiver", "receiver_input", "key_position", "part", "intermediate", "prompts")

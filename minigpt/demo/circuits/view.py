@@ -6,8 +6,7 @@ or knows of Gradio."""
 
 import html
 
-from minigpt.demo.core.view import asset
-from minigpt.demo.head_tools.view import diverging_css, head_table
+from minigpt.demo.core.view import asset, diverging_css, head_table
 
 CIRCUITS_CSS = asset("circuits/view.css")
 CIRCUITS_JS = asset("circuits/view.js")  # a click on a head (a cell of a grid, a node of the graph): the `pick` event

@@ -4,10 +4,10 @@ labels, notes about the input, and the recorded forward pass that serves every v
 import hashlib
 from dataclasses import dataclass
 
+from minigpt.demo.core.attention_maps import token_labels
 from minigpt.demo.core.inputs import check_typed_text, describe
 from minigpt.demo.core.models import LanguageModel
 from minigpt.demo.core.pass_cache import ForwardPassCache
-from minigpt.demo.maps.attention_maps import token_labels
 from minigpt.errors import VisitorError
 from minigpt.heads.recorded_pass import ForwardPass
 from minigpt.tokenization import known_characters, unknown_characters

@@ -2,7 +2,7 @@
 
 import gradio as gr
 
-from minigpt.demo.head_tools.view import belongs_to, belongs_to_model, error_html
+from minigpt.demo.core.view import belongs_to, belongs_to_model, error_html
 from minigpt.errors import VISITORS_MISTAKES
 
 

@@ -21,10 +21,10 @@ import torch
 from minigpt.demo.circuits.circuit_walk import CORRUPTIONS
 from minigpt.demo.circuits.head_circuit import MAX_OV_VOCABULARY
 from minigpt.demo.circuits.measures import check_patch_length, one_token_changed, path_patching, repeated_source
+from minigpt.demo.core.attention_maps import token_labels
 from minigpt.demo.core.prompt_sets import special_tokens
 from minigpt.demo.core.texts import TextView
 from minigpt.demo.exercises import words
-from minigpt.demo.maps.attention_maps import token_labels
 from minigpt.errors import VISITORS_MISTAKES
 from minigpt.heads import ablated_pass, head_importance, logit_attribution, ov_circuit, patch_heads, read_roles
 from minigpt.heads.insights import chance_level, clear_threshold, importance_tokens, previous_token_pattern, role_score

@@ -10,6 +10,7 @@ import gradio as gr
 from minigpt.demo.core.inputs import check_typed_text
 from minigpt.demo.core.links import EXERCISE_KEYS, read_link
 from minigpt.demo.core.state import DemoState
+from minigpt.demo.core.view import error_html
 from minigpt.demo.exercises.endpoints import (
     KIND_NAMES,
     SETS,
@@ -29,7 +30,6 @@ from minigpt.demo.exercises.view import (
     reveal_html,
     set_html,
 )
-from minigpt.demo.head_tools.view import error_html
 from minigpt.errors import VISITORS_MISTAKES, VisitorError
 
 OWN = "own"  # the set of the text shown (or the texts typed), on the maps' model

@@ -10,8 +10,7 @@ import json
 from urllib.parse import urlencode
 
 from minigpt.demo.circuits.view import bar_rows, path_html
-from minigpt.demo.core.view import asset
-from minigpt.demo.head_tools.view import error_html, head_table
+from minigpt.demo.core.view import asset, error_html, head_table
 
 EXERCISES_CSS = asset("exercises/view.css")
 EXERCISES_JS = asset("exercises/view.js")  # the cards: answering (the `answer` event), progress, summary, class link

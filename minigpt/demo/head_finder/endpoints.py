@@ -15,11 +15,11 @@ from pathlib import Path
 import torch
 
 from minigpt.data import write_atomically
+from minigpt.demo.core.attention_maps import token_labels
 from minigpt.demo.core.cores import CoreShare, pass_work
 from minigpt.demo.core.models import LanguageModel
 from minigpt.demo.core.pass_cache import ForwardPassCache
 from minigpt.demo.head_finder.corpus import Corpus
-from minigpt.demo.maps.attention_maps import token_labels
 from minigpt.heads.insights import ROLE_PROBES, above_chance, induction_probe, induction_scores
 from minigpt.heads.metrics import METRICS, ROLES, measure
 

@@ -6,6 +6,7 @@ import math
 
 import gradio as gr
 
+from minigpt.demo.core.attention_maps import token_labels
 from minigpt.demo.core.inputs import head_index, layer_index
 from minigpt.demo.core.models import LanguageModel, split_snapshot_name
 from minigpt.demo.core.state import DemoState
@@ -13,7 +14,6 @@ from minigpt.demo.core.ui import drawn
 from minigpt.demo.head_finder.corpus import Corpus, check_measurable, default_corpus, text_corpus
 from minigpt.demo.head_finder.endpoints import DEFINITIONS, dashboard, head_rows, probe_inductions
 from minigpt.demo.head_finder.view import FINDER_JS, dashboard_with_map, finder_html
-from minigpt.demo.maps.attention_maps import token_labels
 from minigpt.errors import VisitorError
 
 PROGRESS = gr.Progress()  # Gradio fills a handler's progress parameter when its default is one

@@ -8,9 +8,8 @@ from urllib.parse import urlencode
 
 import torch
 
-from minigpt.demo.core.view import asset
-from minigpt.demo.head_tools.view import viridis_css
-from minigpt.demo.maps.attention_maps import Window
+from minigpt.demo.core.attention_maps import Window
+from minigpt.demo.core.view import asset, viridis_css
 from minigpt.demo.maps.view import figure_body, head_caption
 from minigpt.heads.insights import above_chance
 from minigpt.heads.metrics import METRICS

@@ -6,13 +6,13 @@ comes from `minigpt.heads.insights`; nothing here knows of Gradio."""
 
 import torch
 
+from minigpt.demo.core.attention_maps import token_labels
 from minigpt.demo.core.inputs import clamped, number, parse_heads, parse_sampling, token_position
 from minigpt.demo.core.per_model import PerModel
 from minigpt.demo.core.prompt_sets import resample_values
 from minigpt.demo.core.serving import Sampling, generate_in_this_thread
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.texts import TextView, check_every_map, from_boundary, keep_context
-from minigpt.demo.maps.attention_maps import token_labels
 from minigpt.errors import VisitorError
 from minigpt.heads import insights as head_insights
 

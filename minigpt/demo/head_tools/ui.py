@@ -10,6 +10,7 @@ import gradio as gr
 from minigpt.demo.core.gradio_internals import unchecked
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.ui import drawn
+from minigpt.demo.core.view import belongs_to
 from minigpt.demo.head_tools.endpoints import MAX_INSIGHT_TOKENS, Insights
 from minigpt.demo.head_tools.view import (
     PICK_HEAD_JS,
@@ -17,7 +18,6 @@ from minigpt.demo.head_tools.view import (
     SAMPLED_NOTE,
     VALUES_JS,
     ablation_html,
-    belongs_to,
     compare_html,
     generation_html,
     importance_html,

@@ -1,7 +1,7 @@
-"""HTML for the "What does this head do?" section and the current-text line, drawn from the plain-number answers of the
-API (the `next_tokens`, `ablate`, `importance`, `head_roles`, `logit_lens` and `compare` endpoints): the page shows what
-a notebook gets. The looks in insights.css; pick_token.js makes a token strip clickable, current.js greys the views of
-an earlier text.
+"""HTML for the "What does this head do?" section, drawn from the plain-number answers of the API (the `next_tokens`,
+`ablate`, `importance`, `head_roles`, `logit_lens` and `compare` endpoints): the page shows what a notebook gets. The
+looks in view.css (the tables' in core/view.css); pick_token.js makes a token strip clickable, pick_head.js a table's
+heads, values.js shows exact values.
 
 Nothing here computes a model's numbers or knows of Gradio.
 """
@@ -9,108 +9,19 @@ Nothing here computes a model's numbers or knows of Gradio.
 import html
 from urllib.parse import urlencode
 
-from minigpt.demo.core.view import asset
-from minigpt.demo.maps.attention_maps import COLOURS
+from minigpt.demo.core.view import asset, diverging_css, head_table, map_table, viridis_css
 
 INSIGHT_CSS = asset("head_tools/view.css")
 PICK_TOKEN_JS = asset("head_tools/pick_token.js")  # a click on a token of a strip picks its position (the `pick` event)
-PICK_HEAD_JS = asset(
-    "head_tools/pick_head.js"
-)  # a click on a head's cell in a table: that head's map (the `pick` event)
-VALUES_JS = asset("core/exact_value.js") + asset(
-    "head_tools/values.js"
-)  # a tap shows an exact value; a strip shows its largest rise
-CURRENT_JS = asset("core/current.js")  # on the current-text line: greys every view of another (model, text)
-
-
-def belongs_to(key: str, label: str, body: str) -> str:
-    """A view's HTML marked with the (model, token ids) it was computed for: `key` identifies them, `label` names
-    them for a learner. CURRENT_JS greys it when the page shows another text."""
-    return f'<div class="view-of" data-view="{html.escape(key)}" data-label="{html.escape(label)}">{body}</div>'
-
-
-def belongs_to_model(model: str, body: str, measured_on: str = "its corpus") -> str:
-    """A view that depends on the model alone, not on the text (the Head Finder: its corpus is the model's; the
-    circuit found on random tokens): greyed by CURRENT_JS only when the page shows another model."""
-    label = f"the {model} model and {measured_on}"
-    return f'<div class="view-of" data-model-view="{html.escape(model)}" data-label="{html.escape(label)}">{body}</div>'
-
-
-def current_html(key: str, label: str, length: int, model: str = "") -> str:
-    """The line saying which text and model every view below belongs to."""
-    return (
-        f'<div class="current-view" data-view="{html.escape(key)}" data-model="{html.escape(model)}">Showing '
-        f"{html.escape(label)}, {length} tokens (the start token included): every view below is of this text.</div>"
-    )
-
-
-def lost_html(label: str) -> str:
-    """The line after a text that could not be shown: no view below belongs to it."""
-    return (
-        f'<div class="current-view lost" data-view="">Could not show {html.escape(label)} (the message says why). '
-        "The views below belong to the text named on each; fix the text and press Show attention.</div>"
-    )
-
-
-def error_html(message: str) -> str:
-    """A visitor's mistake drawn where the view would be (so that no earlier result stays up under it)."""
-    return f'<p class="view-error">{html.escape(message)}</p>'
-
-
-def viridis_css(value: float) -> str:
-    """CSS colour of a value in [0, 1] on the maps' scale, and a text colour that reads on it."""
-    r, g, b = COLOURS[round(min(max(value, 0.0), 1.0) * 255)]
-    return f"background: rgb({r},{g},{b}); color: {'#000' if value > 0.6 else '#fff'}"
-
-
-def diverging_css(value: float, scale: float) -> str:
-    """Red for a rise, blue for a fall, white for none; `scale` is the value drawn at full strength."""
-    strength = 0.0 if scale <= 0 else min(abs(value) / scale, 1.0)
-    fade = round(255 * (1 - strength))
-    colour = f"255,{fade},{fade}" if value > 0 else f"{fade},{fade},255"
-    return f"background: rgb({colour}); color: #000"
-
-
-def _label(token: str) -> str:
-    return html.escape(token)
-
-
-def head_table(
-    scores: list[list[float]],
-    title: str,
-    diverging: bool = False,
-    digits: int = 2,
-    marked: set | frozenset = frozenset(),
-    relative: bool = False,
-    pickable: bool = True,
-) -> str:
-    """A layer x head grid of numbers, each cell coloured by its value (0..1 on viridis, or red / blue for +/-); a
-    click on a cell opens that head's map (pick_head.js), unless not `pickable`. `marked` (layer, head) cells are
-    outlined."""
-    scale = max((abs(v) for row in scores for v in row), default=0.0)
-    colour = (lambda v: diverging_css(v, scale)) if diverging else viridis_css
-    if relative and scale > 0:  # small scores coloured against the largest, not all dark
-        colour = lambda v: viridis_css(v / scale)  # noqa: E731
-    shown = f"{{:{'+' if diverging else ''}.{digits}f}}"  # signed for a change, plain for a score
-    rows = ["<tr><th></th>" + "".join(f"<th>head {h}</th>" for h in range(len(scores[0]))) + "</tr>"]
-    pick = ' tabindex="0" role="button"' if pickable else ""
-    click = " (click: its map)" if pickable else ""
-    for layer, row in enumerate(scores):
-        cells = "".join(
-            f'<td class="{"pick" if pickable else "score"}{" marked" if (layer, h) in marked else ""}" '
-            f'data-layer="{layer}" data-head="{h}"{pick} style="{colour(v)}" '
-            f'title="layer {layer}, head {h}: {v:.4f}{click}">{shown.format(v)}</td>'
-            for h, v in enumerate(row)
-        )
-        rows.append(f"<tr><th>layer {layer}</th>{cells}</tr>")
-    return f"<figure><figcaption><b>{html.escape(title)}</b></figcaption><table>{''.join(rows)}</table></figure>"
+PICK_HEAD_JS = asset("head_tools/pick_head.js")  # a click on a head's cell in a table: that head's map (`pick`)
+VALUES_JS = asset("core/exact_value.js") + asset("head_tools/values.js")  # a tap: an exact value; a strip: its rise
 
 
 def token_strip(tokens: list[str], chosen: int | None = None) -> str:
     """The tokens in a row, each clickable (it picks the position), the chosen one outlined."""
     cells = "".join(
         f'<td class="tok{" chosen" if i == chosen else ""}" data-position="{i}" tabindex="0" role="button" '
-        f'title="position {i}">{_label(t)}</td>'
+        f'title="position {i}">{html.escape(t)}</td>'
         for i, t in enumerate(tokens)
     )
     return f'<div class="strip"><table><tr><th>token</th>{cells}</tr></table></div>'
@@ -136,7 +47,7 @@ def probability_bars(top: list[dict], width: int = 220, sampled: dict | None = N
             f"top-p {sampled['top_p']:g}</th>"
         )
     rows = "".join(
-        f"<tr><td>{_label(t['token'])}</td>{bar_cell(t['probability'], width, MODEL_KIND)}"
+        f"<tr><td>{html.escape(t['token'])}</td>{bar_cell(t['probability'], width, MODEL_KIND)}"
         + (bar_cell(sampled["probabilities"][n], width, SAMPLED_KIND) if sampled else "")
         + "</tr>"
         for n, t in enumerate(top)
@@ -150,19 +61,19 @@ def next_tokens_html(answer: dict, lens: dict) -> str:
     position, tokens = answer["position"], answer["tokens"]
     follows = answer.get("next")
     actual = (
-        f"The token that follows, {_label(follows['token'])!s}, got probability {follows['probability']:.4f}."
+        f"The token that follows, {html.escape(follows['token'])!s}, got probability {follows['probability']:.4f}."
         if follows
         else "This is the last token: nothing follows it in the text."
     )
     layers = "".join(
         f"<tr><th>{html.escape(step['after'])}</th>"
-        + "".join(f"<td>{_label(t['token'])} <small>{t['probability']:.2f}</small></td>" for t in step["top"])
+        + "".join(f"<td>{html.escape(t['token'])} <small>{t['probability']:.2f}</small></td>" for t in step["top"])
         + "</tr>"
         for step in lens["layers"]
     )
     return (
         f'<div class="insight">{token_strip(tokens, position)}'
-        f"<p>After token {position} <b>{_label(tokens[position])}</b> (click another token to move):</p>"
+        f"<p>After token {position} <b>{html.escape(tokens[position])}</b> (click another token to move):</p>"
         f'<div class="maps"><div>{probability_bars(answer["top"], 160, answer.get("sampled"))}<p>{actual}</p></div>'
         f"<div><b>Logit lens</b>: the top-3 tokens the residual stream would predict after each layer (final norm and "
         f"LM head applied to it); the last row is the model's prediction.<table>{layers}</table></div></div></div>"
@@ -172,7 +83,7 @@ def next_tokens_html(answer: dict, lens: dict) -> str:
 def loss_strip(tokens: list[str], before: list[float], after: list[float] | None = None, element_id: str = "") -> str:
     """Per-token loss under the tokens (entry t: the loss of token t + 1); with `after`, a second row coloured by the
     change (red: worse, blue: better)."""
-    token_cells = "".join(f"<td>{_label(t)}</td>" for t in tokens[1:])
+    token_cells = "".join(f"<td>{html.escape(t)}</td>" for t in tokens[1:])
     before_cells = "".join(f"<td>{v:.2f}</td>" for v in before)
     first_row = "loss" if after is None else "loss before"
     rows = f"<tr><th>token</th>{token_cells}</tr><tr><th>{first_row}</th>{before_cells}</tr>"
@@ -339,25 +250,6 @@ def text_induction_html(answer: dict) -> str:
 
 
 MAX_COMPARED_MAP = 48  # tokens a side of the maps Compare draws as cells; beyond, only the per-head table
-
-
-def map_table(matrix: list[list[float]], tokens: list[str], key: str, diverging: bool = False) -> str:
-    """A (T, T) map as a table of cells (rows: queries, columns: keys), each coloured by its value (weights on the
-    maps' scale; a difference red / blue against the largest) with its exact value on hover; future keys blank."""
-    scale = max((abs(v) for row in matrix for v in row), default=0.0)
-    colour = (lambda v: diverging_css(v, scale)) if diverging else (lambda v: viridis_css(v**0.5))  # noqa: E731
-    short = lambda token: f'<th title="{html.escape(token)}">{_label(token[:3])}</th>'  # noqa: E731  (cells stay square)
-    head = "<tr><th></th>" + "".join(short(t) for t in tokens) + "</tr>"
-    rows = "".join(
-        f"<tr>{short(tokens[q])}"
-        + "".join(
-            f'<td class="cell" style="{colour(v)}" title="{v!r}"></td>' if k <= q else '<td class="cell future"></td>'
-            for k, v in enumerate(row)
-        )
-        + "</tr>"
-        for q, row in enumerate(matrix)
-    )
-    return f'<table class="map-cells" data-key="{key}">{head}{rows}</table>'
 
 
 def compare_maps_html(answer: dict, maps: dict) -> str:

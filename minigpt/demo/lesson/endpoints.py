@@ -3,12 +3,12 @@ endpoint, from minigpt/heads/steps.py, worded by step_words.py), and what lesson
 specimen's head roles, where the weights are). lesson/ui.py puts them on the page; lesson/steps_view.py and
 lesson/view.py draw them. No Gradio here."""
 
+from minigpt.demo.core.attention_maps import token_labels
 from minigpt.demo.core.inputs import flag, number
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.exercises.endpoints import walk_question
 from minigpt.demo.head_tools.endpoints import Insights
 from minigpt.demo.lesson.words import worded
-from minigpt.demo.maps.attention_maps import token_labels
 from minigpt.errors import VISITORS_MISTAKES
 from minigpt.heads.block_steps import parameter_counts
 from minigpt.heads.steps import attention_steps, steps_json

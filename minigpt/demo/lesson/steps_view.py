@@ -6,8 +6,7 @@ shows), `steps_html` all of them."""
 
 import html
 
-from minigpt.demo.core.view import asset
-from minigpt.demo.head_tools.view import diverging_css
+from minigpt.demo.core.view import asset, diverging_css
 from minigpt.demo.lesson.words import NUMBERS, STEPS
 from minigpt.heads.steps import NEG_INF
 

@@ -10,7 +10,7 @@ import gradio as gr
 from minigpt.demo.core.gradio_internals import unchecked
 from minigpt.demo.core.inputs import kept_choice
 from minigpt.demo.core.state import DemoState
-from minigpt.demo.head_tools.view import belongs_to
+from minigpt.demo.core.view import belongs_to
 from minigpt.demo.lesson.endpoints import Steps
 from minigpt.demo.lesson.lesson import DEPTHS, LESSON_CHOICES, MASK_STEP, SECTION_STEP, lesson_number, next_step
 from minigpt.demo.lesson.steps_view import STEPS_CSS, steps_html

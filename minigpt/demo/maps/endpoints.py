@@ -8,12 +8,12 @@ import functools
 import re
 from pathlib import Path
 
+from minigpt.demo.core.attention_maps import Window, data_uri, query_weights
 from minigpt.demo.core.cores import pass_work
 from minigpt.demo.core.inputs import head_index, layer_index, number, token_position
 from minigpt.demo.core.models import snapshot_choices, split_snapshot_name
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.texts import MAX_FILE_NUMBERS, TextView, check_every_map
-from minigpt.demo.maps.attention_maps import Window, data_uri, query_weights
 from minigpt.demo.maps.export import GRID_SVG_UP_TO, save_weights
 from minigpt.demo.maps.over_training import head_over_training
 from minigpt.errors import VISITORS_MISTAKES, VisitorError, shortened

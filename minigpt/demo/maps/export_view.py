@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw, ImageFont
 
-from minigpt.demo.maps.attention_maps import PALETTE, colour_indices, data_uri, grid_images, head_matrix, png_bytes
+from minigpt.demo.core.attention_maps import PALETTE, colour_indices, data_uri, grid_images, head_matrix, png_bytes
 from minigpt.demo.maps.export import GRID_SVG_UP_TO
 from minigpt.demo.maps.view import head_caption, heatmap_svg
 

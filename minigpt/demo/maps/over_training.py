@@ -2,10 +2,10 @@
 beside the roles curve, and the /head_over_training endpoint). Each map is the snapshot model's own recorded pass
 (output_attentions), as the maps of `name@N` are. Numbers only: no Gradio."""
 
+from minigpt.demo.core.attention_maps import max_pooled, pool_factor
 from minigpt.demo.core.inputs import head_index, layer_index
 from minigpt.demo.core.models import snapshot_choices, split_snapshot_name
 from minigpt.demo.core.state import DemoState
-from minigpt.demo.maps.attention_maps import max_pooled, pool_factor
 from minigpt.errors import VisitorError, shortened
 from minigpt.heads import induction_pattern, role_score
 from minigpt.heads.insights import previous_token_pattern

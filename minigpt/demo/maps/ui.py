@@ -9,14 +9,14 @@ from types import SimpleNamespace
 import gradio as gr
 import pandas
 
+from minigpt.demo.core.attention_maps import head_matrix
 from minigpt.demo.core.error_rule import answers_visitors
 from minigpt.demo.core.gradio_internals import unchecked
 from minigpt.demo.core.links import read_link
 from minigpt.demo.core.models import snapshot_choices
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.texts import notes_markdown, text_label
-from minigpt.demo.head_tools.view import CURRENT_JS, belongs_to, current_html, error_html, lost_html
-from minigpt.demo.maps.attention_maps import head_matrix
+from minigpt.demo.core.view import CURRENT_JS, belongs_to, current_html, error_html, lost_html
 from minigpt.demo.maps.endpoints import EXPORTS, AttentionMaps, kept_head, shape_trace, text_notes
 from minigpt.demo.maps.export_view import drawn_export
 from minigpt.demo.maps.lines_view import LINES_JS, lines_html

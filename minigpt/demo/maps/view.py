@@ -9,8 +9,7 @@ import math
 
 import torch
 
-from minigpt.demo.core.view import asset
-from minigpt.demo.maps.attention_maps import (
+from minigpt.demo.core.attention_maps import (
     COLOURS,
     FULL_RESOLUTION,
     GRID_TILE,
@@ -27,6 +26,7 @@ from minigpt.demo.maps.attention_maps import (
     png_bytes,
     pool_factor,
 )
+from minigpt.demo.core.view import asset
 
 MAPS_CSS = asset("maps/view.css")
 PICK_TILE_JS = asset("maps/pick_tile.js")  # a click on a tile of the grid: that head, large (the grid's `pick` event)

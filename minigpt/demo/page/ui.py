@@ -11,7 +11,7 @@ from minigpt.demo.core.error_rule import under_the_rule
 from minigpt.demo.core.gradio_internals import components, every_function_wrapped, unchecked, upload_folder
 from minigpt.demo.core.links import TABS, read_link
 from minigpt.demo.core.state import DemoState
-from minigpt.demo.core.view import asset
+from minigpt.demo.core.view import SHARED_CSS, asset
 from minigpt.demo.exercises.ui import ExercisesSection
 from minigpt.demo.exercises.view import EXERCISES_CSS, EXERCISES_JS
 from minigpt.demo.generation.ui import GenerationTabs
@@ -46,7 +46,9 @@ WALK_MODEL = "specimen"
 
 
 THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
-CSS = MAPS_CSS + INSIGHT_CSS + FINDER_CSS + CIRCUITS_CSS + EXERCISES_CSS  # the step view carries its own (css_template)
+CSS = (
+    MAPS_CSS + SHARED_CSS + INSIGHT_CSS + FINDER_CSS + CIRCUITS_CSS + EXERCISES_CSS
+)  # the step view carries its own (css_template)
 
 
 def build_demo(state: DemoState) -> gr.Blocks:
