@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
 
 from helpers import PRINTABLE, printable_tokenizer, save_gpt2  # noqa: E402
-from minigpt.demo.circuits.ui import Circuits  # noqa: E402
+from minigpt.demo.circuits.endpoints import Circuits  # noqa: E402
 from minigpt.demo.core.state import DemoState  # noqa: E402
 from minigpt.demo.head_tools.endpoints import Insights  # noqa: E402
 from timing import machine_summary, print_table  # noqa: E402

@@ -9,7 +9,7 @@ import torch
 from minigpt.demo.app import check_flags, parse_args, resolved_device
 from minigpt.demo.circuits import head_circuit as head_circuit_module
 from minigpt.demo.circuits import patch_estimates
-from minigpt.demo.circuits.ui import Circuits
+from minigpt.demo.circuits.endpoints import Circuits
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.head_tools.endpoints import Insights
 from minigpt.demo.lesson.endpoints import Steps

@@ -9,7 +9,7 @@ import torch
 
 from minigpt import heads
 from minigpt.demo.circuits import patch_estimates
-from minigpt.demo.circuits.ui import Circuits
+from minigpt.demo.circuits.endpoints import Circuits
 from minigpt.demo.core.per_model import PerModel
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.head_tools.endpoints import Insights

@@ -15,7 +15,7 @@ lower than on the first). Where a step cannot be taken, its sentence says why. N
 
 import torch
 
-from minigpt.demo.circuits import measures as circuits
+from minigpt.demo.circuits import measures
 from minigpt.demo.circuits.words import INPUT_WORDS, NAMED, path_sentences, share
 from minigpt.demo.core.prompt_sets import ordinary_tokens
 from minigpt.demo.core.texts import TextView
@@ -32,7 +32,7 @@ def step(name: str, title: str, finding: str, **data) -> dict:
 
 
 def writer(view: TextView) -> tuple[dict, str]:
-    found = circuits.attribution(view, -1, "", "")
+    found = measures.attribution(view, -1, "", "")
     best = max((v, f"{layer}.{head}") for layer, row in enumerate(found["heads"]) for head, v in enumerate(row))
     said = (
         f"Attribution: the model predicts {found['token']['token']!r} next; of the heads, {best[1]} writes the most "
@@ -44,7 +44,7 @@ def writer(view: TextView) -> tuple[dict, str]:
 
 
 def carrier(view: TextView, corrupted: TextView, cores) -> tuple[dict, dict]:
-    found = circuits.patching(view, corrupted, {"part": "output"}, cores)
+    found = measures.patching(view, corrupted, {"part": "output"}, cores)
     best = max((v, f"{layer}.{head}") for layer, row in enumerate(found["heads"]) for head, v in enumerate(row))
     said = (
         f"Patching (the corrupted text “{corrupted.text}”: the model then predicts "
@@ -64,7 +64,7 @@ def carrying_input(view: TextView, corrupted: TextView, head: str, what: str) ->
         said = f"Head {head} is in layer 0: it reads the embeddings alone, so no earlier head can feed it."
         return step("input", title, said), None
     pairs = torch.tensor([[list(view.ids), list(corrupted.ids)]], device="cpu")  # ids: runs move them
-    path = circuits.path_patching(view, pairs, {"receiver": head})
+    path = measures.path_patching(view, pairs, {"receiver": head})
     said = f"With “{corrupted.text}” as the corrupted text ({what}): " + " ".join(path_sentences(path, {}))
     return step("input", title, said, path=path, corrupted_text=corrupted.text, what=what), path
 
@@ -176,7 +176,7 @@ def corrupted_views(view: TextView, corrupt) -> list[tuple[TextView, str]]:
 
 def circuit_walk(view: TextView, corrupt, cores, needed=needed_heads) -> dict:
     """Every step of the walk on the text (see the module's docstring). corrupt(view, before) -> the text with one
-    token changed (circuits.one_token_changed's `before`), a TextView; needed(lm) -> the last step (`needed_heads`,
+    token changed (measures.one_token_changed's `before`), a TextView; needed(lm) -> the last step (`needed_heads`,
     which does not depend on the text: a cache of it)."""
     first, head = writer(view)
     steps, corrupted = [first], corrupted_views(view, corrupt)

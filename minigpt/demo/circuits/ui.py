@@ -1,188 +1,49 @@
 """The circuits section, on the text and model the maps show: direct logit attribution, activation and path patching
 against a corrupted text (with a "change one token" helper), composition scores drawn as a circuit graph, and one
 head's OV and positional QK circuits with its map redrawn after an earlier head is ablated, and the circuit found
-(edge attribution over a prompt set, checked by exact runs). Endpoints: /logit_attribution, /patching, /composition,
-/head_circuit, /circuit_walk, /find_circuit (plain JSON; the page draws those same answers)."""
+(edge attribution over a prompt set, checked by exact runs), laid out and wired. Its endpoints: circuits/endpoints.py
+(/logit_attribution, /patching, /composition, /head_circuit, /circuit_walk, /find_circuit); the page draws those same
+answers with the views (view.py, head_circuit_view.py, circuit_walk_view.py, find_circuit_view.py)."""
 
 from types import SimpleNamespace
 
 import gradio as gr
 
-from minigpt.demo.circuits import find_circuit as found_circuit
-from minigpt.demo.circuits import measures as circuits
-from minigpt.demo.circuits.circuit_walk import circuit_walk, needed_heads
 from minigpt.demo.circuits.circuit_walk_view import walk_html
+from minigpt.demo.circuits.endpoints import Circuits
 from minigpt.demo.circuits.find_circuit_view import FIND_CIRCUIT_CSS, FIND_CIRCUIT_JS, found_circuit_html
-from minigpt.demo.circuits.head_circuit import head_circuit
 from minigpt.demo.circuits.head_circuit_view import head_circuit_html
+from minigpt.demo.circuits.measures import PARTS, one_token_changed
 from minigpt.demo.circuits.view import CIRCUITS_JS, attribution_html, composition_html, patching_html
 from minigpt.demo.core.gradio_internals import unchecked
 from minigpt.demo.core.inputs import parse_heads
 from minigpt.demo.core.state import DemoState
-from minigpt.demo.core.texts import TextView
 from minigpt.demo.core.ui import drawn
 from minigpt.demo.core.view import belongs_to
-from minigpt.errors import VisitorError, shortened
+from minigpt.errors import VisitorError
 
 PATCH_OPTIONS = ("sender", "receiver", "receiver_input", "key_position", "part", "intermediate", "prompts")
 PROGRESS = gr.Progress()  # Gradio fills a handler's progress parameter when its default is one
 
 
-class Circuits:
-    """The section's endpoints, on the demo's state; `layout` builds it on the page."""
+class CircuitsSection:
+    """The section on the demo's state: its page handlers draw the answers of `circuits`, the section's endpoints;
+    `layout` builds it on the page."""
 
     def __init__(self, state: DemoState):
-        self.state = state
-        self.compositions = circuits.CompositionCache()
-        self.needed = circuits.PerModel(needed_heads)  # the induction task's heads: one model's, whatever the text
-        self.found = found_circuit.FoundCache()  # circuits found, per model, task and options
-
-    def view(self, text: str, model: str | None, what: str = "text") -> TextView:
-        view = self.state.text_view(model or self.state.names_default, text or "")
-        if len(view.ids) < 2:
-            raise VisitorError(
-                f"The {what} is empty: type at least one character (the start token alone predicts nothing)."
-            )
-        return view
-
-    def logit_attribution(
-        self,
-        text: str = "emma",
-        model: str | None = None,
-        position: int = -1,
-        token: str = "",
-        other_token: str = "",
-        prompts: int = 1,
-    ) -> dict:
-        """Each component's direct contribution (embeddings, every head, attention biases, MLPs) to the logit of
-        `token` (a token's text; empty: the model's top-1 there) after `position` (from 0; -1: the last), or to
-        logit(token) - logit(other_token); the heads as a layer x head grid, the largest named. `prompts` > 1: the
-        mean and spread over the text and its variants (the same repeats, other tokens)."""
-        return circuits.attribution(self.view(text, model), position, token, other_token, prompts)
-
-    def patching(
-        self,
-        text: str = "emma",
-        corrupted_text: str = "",
-        model: str | None = None,
-        sender: str = "",
-        receiver: str = "",
-        receiver_input: str = "k",
-        key_position: int = -1,
-        part: str = "output",
-        intermediate: str = "",
-        prompts: int = 1,
-        exact_cell: str = "",
-    ) -> dict:
-        """Patching `text` (clean) into `corrupted_text` (the same token count, another top-1 answer; empty: one token
-        changed for you), effect = (LD_patched - LD_corrupted) / (LD_clean - LD_corrupted): each head's `part`
-        (output, q, k, v or pattern; layer x head), each head at each position, and the residual stream (layer x
-        position). With `receiver` (layer.head), path patching too: every sender (embed, each earlier head and MLP,
-        the whole stream) into each of its q, k and v, with its attention from the last query on `key_position` (-1:
-        the token after the first copy of the text's repeated end); with `sender` ('0.2', 'mlp 0', 'embed') and
-        `intermediate` ('mlp 0'), the two-step path sender -> intermediate -> its `receiver_input`. `prompts` > 1: the
-        mean and spread over the text and its variants. Where exact patching would run the model more than the server
-        allows a view (GPT-2's size), the grids are attribution patching's estimates (`estimate`: true, `estimated`:
-        which); `exact_cell` ('1.1', '1.1 5': at position 5, 'resid 1 5') adds that cell's exact value."""
-        options = dict(
-            sender=sender, receiver=receiver, receiver_input=receiver_input, key_position=key_position, part=part,
-            intermediate=intermediate, prompts=prompts, exact_cell=exact_cell,
-        )  # fmt: skip
-        return self.patched(text, corrupted_text, model, options)
-
-    def patched(self, text, corrupted_text, model, options: dict, progress=None):
-        if str(options.get("receiver_input") or "k").strip().lower() not in ("q", "k", "v"):
-            raise VisitorError(f"receiver_input must be 'q', 'k' or 'v', got {shortened(options['receiver_input'])}.")
-        clean = self.view(text, model)
-        circuits.check_options(clean, options)
-        corrupted, note = self.corrupted_view(clean, corrupted_text)
-        circuits.check_same_length(clean, corrupted)
-        answer = circuits.patching(clean, corrupted, options, self.state.cores, progress)
-        answer["notes"] += [note] if note else []
-        return answer
-
-    def circuit_walk(self, text: str = "Romeo and Juliet, Romeo and Jul", model: str | None = None) -> dict:
-        """The measurements that find how heads work together on `text`, in order, each with the sentence its numbers
-        support: who writes the answer (attribution), what carries it (patching, one token changed), through which
-        input of that head, what to copy and where to look (path patching), how earlier parts reach it (two-step
-        paths), and which heads the model needs to copy (mean ablation on random tokens written twice)."""
-        view = self.view(text, model)
-        circuits.check_patch_length(view)
-        return circuit_walk(view, self.one_changed_view, self.state.cores, self.needed.get)
+        self.state, self.circuits = state, Circuits(state)
 
     def show_walk(self, text: str, model: str, asked_first=None) -> str:
         """The walk drawn, marked with the text it belongs to (greyed once another text is shown); `asked_first(walk,
         text, drawn)` puts the question the walk answers before it (the first screen's)."""
-        view = self.view(text, model)
-        walk = self.circuit_walk(text, model)
+        view = self.circuits.view(text, model)
+        walk = self.circuits.circuit_walk(text, model)
         drawn = walk_html(walk)
         return belongs_to(view.key, view.label, asked_first(walk, view.text, drawn) if asked_first else drawn)
 
-    def one_changed_view(self, clean: TextView, before: int = 0) -> TextView:
-        ids, _ = circuits.one_token_changed(clean, before)
-        return self.view(clean.lm.tokenizer.decode(ids[1:], skip_special_tokens=False), clean.lm.name, "corrupted text")
-
-    def corrupted_view(self, clean: TextView, corrupted_text: str) -> tuple[TextView, str | None]:
-        """The corrupted text as the model reads it; empty: the clean text with one token changed (and a note)."""
-        if (corrupted_text or "").strip():
-            return self.view(corrupted_text, clean.lm.name, "corrupted text"), None
-        ids, note = circuits.one_token_changed(clean)
-        text = clean.lm.tokenizer.decode(ids[1:], skip_special_tokens=False)
-        return self.view(text, clean.lm.name, "corrupted text"), f"Corrupted text: “{text}”. {note}"
-
-    def composition(self, model: str | None = None) -> dict:
-        """Q, K and V composition scores of every earlier head into every later one (layer x head x layer x head,
-        layer norm weights folded), the random baseline of this width, and the edges above it, strongest first."""
-        return circuits.composition(self.state.picker.get(model or self.state.names_default), self.compositions)
-
-    def head_circuit(
-        self,
-        text: str = "emma",
-        model: str | None = None,
-        layer: int = 0,
-        head: int = 0,
-        ablate: str = "",
-        source: str = "auto",
-        ablation: str = "zero",
-    ) -> dict:
-        """One head's circuits: its OV circuit over tokens (whole for a small vocabulary, else the text's rows' top
-        targets) read through what earlier layers write (`source` auto: above layer 0; 'effective'; 'bare': the bare
-        embedding), with its copying scores against random circuits; how often its queries pick the key after their
-        own token; its positional QK circuit; and with `ablate` (earlier heads, '0.2') its map on the text before and
-        after they are ablated (`ablation`: zero, mean or resample), with its weight on induction targets."""
-        return head_circuit(self.view(text, model), layer, head, ablate, source, ablation)
-
-    def find_circuit(
-        self,
-        text: str = "Romeo and Juliet, Romeo and Jul",
-        model: str | None = None,
-        task: str = "induction",
-        corrupted_text: str = "",
-        prompts: int = 0,
-        ablation: str = "mean",
-        method: str = "eap-ig",
-        target: float = 0.9,
-    ) -> dict:
-        """The circuit found, not told: every edge of the model's graph (embed, each head's q, k, v and output, each
-        MLP, the logits) scored on a prompt set by `method` (eap-ig or eap), the fewest top edges kept whose exact run
-        keeps `target` of the behaviour, every other edge ablated (`ablation`: mean over the prompts, or the corrupted
-        prompt's output). `task` induction: random tokens written twice (the text is not read); text: `text` against
-        `corrupted_text` (empty: one token changed for you), with variants of the pair. `prompts` 0: as many as fit.
-        Answers the edges, faithfulness, kept and total edges and heads, and the faithfulness at a set of k (top k
-        edges kept) for a slider."""
-        task, options = found_circuit.checked_options(task, prompts, ablation, method, target)
-        if task == "induction":
-            lm = self.state.picker.get(model or self.state.names_default)
-            return found_circuit.induction_answer(lm, options, self.found, self.state.cores)
-        view = self.view(text, model)
-        corrupted, note = self.corrupted_view(view, corrupted_text)
-        return found_circuit.text_answer(view, corrupted, note, options, self.found, self.state.cores)
-
-    # ---- the page ----
-
     def show_attribution(self, shown, position, token, other_token, prompts):
-        draw = lambda t, m: attribution_html(self.logit_attribution(t, m, position, token, other_token, prompts))  # noqa: E731
-        return drawn(shown, draw)
+        attribution = self.circuits.logit_attribution
+        return drawn(shown, lambda t, m: attribution_html(attribution(t, m, position, token, other_token, prompts)))
 
     def show_patching(self, shown, corrupted_text, *choices, progress=PROGRESS, exact_cell=""):
         """Patching's answer drawn, and kept (the composition view puts its path patching beside the scores).
@@ -191,7 +52,7 @@ class Circuits:
 
         def draw(text, model):
             tell = lambda fraction, what: progress(fraction, desc=what)  # noqa: E731
-            answer = self.patched(text, corrupted_text, model, options, tell)
+            answer = self.circuits.patched(text, corrupted_text, model, options, tell)
             kept.update(answer)
             return patching_html(answer)
 
@@ -210,13 +71,13 @@ class Circuits:
         """The "Change one token" button: a corrupted text proposed for the text shown."""
         if not shown:
             raise VisitorError("No text is shown: show the attention of a text first (the button above).")
-        ids, note = circuits.one_token_changed(self.view(shown["text"], shown["model"]))
-        view = self.view(shown["text"], shown["model"])
+        ids, note = one_token_changed(self.circuits.view(shown["text"], shown["model"]))
+        view = self.circuits.view(shown["text"], shown["model"])
         gr.Info(note, duration=4)
         return view.lm.tokenizer.decode(ids[1:], skip_special_tokens=False)
 
     def show_composition(self, shown, evidence):
-        return drawn(shown, lambda t, m: composition_html(self.composition(m), evidence))
+        return drawn(shown, lambda t, m: composition_html(self.circuits.composition(m), evidence))
 
     def show_head(self, shown, chosen, ablate, source="auto", ablation="zero"):
         def draw(text, model):
@@ -224,7 +85,7 @@ class Circuits:
             heads = parse_heads(chosen or "", config.n_layer, config.n_head)
             if len(heads) != 1:
                 raise VisitorError(f"Name one head as layer.head (e.g. 1.1), got {str(chosen)[:40]!r}.")
-            return head_circuit_html(self.head_circuit(text, model, *heads[0], ablate, source, ablation))
+            return head_circuit_html(self.circuits.head_circuit(text, model, *heads[0], ablate, source, ablation))
 
         return drawn(shown, draw)
 
@@ -232,7 +93,7 @@ class Circuits:
         """The circuit found for the model shown (the induction task: of the model alone; the text task: of the text
         shown, against the Patching part's corrupted text)."""
         corrupted_text = corrupted_text if task == "text" else ""
-        draw = lambda t, m: found_circuit_html(self.find_circuit(t, m, task, corrupted_text, 0, ablation))  # noqa: E731
+        draw = lambda t, m: found_circuit_html(self.circuits.find_circuit(t, m, task, corrupted_text, 0, ablation))  # noqa: E731
         return drawn(shown, draw, of_model=task == "induction", measured_on="random tokens written twice")
 
     def pick_head(self, shown, ablate, source, ablation, event: gr.EventData):
@@ -276,8 +137,9 @@ class Circuits:
         composition_out = gr.HTML(js_on_load=CIRCUITS_JS, elem_id="circuit-composition")
         found = self.found_layout(shown, patching_corrupted)
         head = self.head_layout(shown)
-        endpoints = (self.logit_attribution, self.patching, self.composition, self.head_circuit, self.circuit_walk)
-        for endpoint in (*endpoints, self.find_circuit):
+        circuits = self.circuits
+        endpoints = (circuits.logit_attribution, circuits.patching, circuits.composition, circuits.head_circuit)
+        for endpoint in (*endpoints, circuits.circuit_walk, circuits.find_circuit):
             gr.api(endpoint, api_name=endpoint.__name__)
         private = dict(api_visibility="private")
         composition_button.click(self.show_composition, [shown, evidence], composition_out, **private)
@@ -340,7 +202,7 @@ class Circuits:
                 elem_id="circuit-corrupted",
             )
             change = gr.Button("Change one token", scale=1, elem_id="circuit-change")
-        part = gr.Radio(list(circuits.PARTS), value="output", label="Patch each head's", elem_id="circuit-part")
+        part = gr.Radio(list(PARTS), value="output", label="Patch each head's", elem_id="circuit-part")
         with gr.Row():
             receiver = gr.Textbox("1.1", label="Path patching: receiver head (empty: none)", elem_id="circuit-receiver")
             key_position = unchecked(gr.Number(-1, precision=0, label="Key position (-1: after the repeat's 1st copy)"))

@@ -5,7 +5,7 @@ error rule on every event and endpoint."""
 
 import gradio as gr
 
-from minigpt.demo.circuits.ui import Circuits
+from minigpt.demo.circuits.ui import CircuitsSection
 from minigpt.demo.circuits.view import CIRCUITS_CSS
 from minigpt.demo.core.error_rule import under_the_rule
 from minigpt.demo.core.gradio_internals import components, every_function_wrapped, unchecked, upload_folder
@@ -69,9 +69,9 @@ def build_demo(state: DemoState) -> gr.Blocks:
             generated = generation.tabs()
             training = trainer.tab(demo)
         tab_from_link(demo, tabs)
-        circuits, exercises = Circuits(state), ExercisesSection(state)
+        circuits, exercises = CircuitsSection(state), ExercisesSection(state)
         maps_section = AttentionSection(state)
-        steps = StepByStep(state, insights.insights.head_roles, circuits.circuit_walk)
+        steps = StepByStep(state, insights.insights.head_roles, circuits.circuits.circuit_walk)
         maps = maps_section.layout(demo, generated)
         lesson = steps.layout(maps)  # the basics right under the grid, before the head enlarged and the head tools
         exercises.carrier()  # the grades of the lesson's question and the Exercises section's (hidden)
