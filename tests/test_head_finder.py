@@ -263,7 +263,7 @@ def test_a_corpus_is_cut_to_the_token_budget_with_a_note(text_lm, monkeypatch):
 def test_the_cache_gives_the_same_numbers_and_is_dropped_when_the_weights_change(text_lm, tmp_path):
     from minigpt.demo.core.models import load_language_model
     from minigpt.demo.head_finder.corpus import text_corpus
-    from minigpt.demo.head_finder.endpoints import CACHE_VERSION, MetricsStore
+    from minigpt.demo.head_finder.measures import CACHE_VERSION, MetricsStore
 
     folder, _ = text_lm
     run = tmp_path / "run"
@@ -295,7 +295,7 @@ def test_the_cache_gives_the_same_numbers_and_is_dropped_when_the_weights_change
 def test_concurrent_requests_measure_once_and_a_model_keeps_its_latest_corpora(text_lm, tmp_path, monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
-    from minigpt.demo.head_finder import endpoints as head_finder
+    from minigpt.demo.head_finder import measures as head_finder
     from minigpt.demo.head_finder.corpus import text_corpus
 
     folder, lm = text_lm
@@ -466,12 +466,12 @@ def test_a_model_too_big_to_measure_gets_its_estimate_before_any_corpus_is_read(
     from types import SimpleNamespace
 
     from minigpt.demo.head_finder import corpus as head_corpus
-    from minigpt.demo.head_finder import ui as head_finder
+    from minigpt.demo.head_finder import endpoints
     from modeling_minigpt import MiniGPTConfig
 
     config = MiniGPTConfig(n_layer=48, n_head=25, n_embd=1600, block_size=1024, vocab_size=50257)
     lm = SimpleNamespace(name="gpt2-xl", model=SimpleNamespace(config=config))
-    monkeypatch.setattr(head_finder, "text_corpus", lambda *a: pytest.fail("a corpus was built"))
+    monkeypatch.setattr(endpoints, "text_corpus", lambda *a: pytest.fail("a corpus was built"))
     with pytest.raises(VisitorError, match=r"Measuring every head of gpt2-xl would take about [\d,]+ s") as refused:
-        head_finder.HeadFinder(state=None).corpus_for(lm, "a text")
+        endpoints.HeadFinder(state=None).corpus_for(lm, "a text")
     assert f"at most {head_corpus.RECORD_SECONDS} s" in str(refused.value)

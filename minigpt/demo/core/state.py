@@ -17,7 +17,7 @@ from minigpt.demo.core.models import ModelPicker, model_sources
 from minigpt.demo.core.pass_cache import ForwardPassCache
 from minigpt.demo.core.serving import MIN_DECODE_ROWS
 from minigpt.demo.core.texts import TextView, read_text
-from minigpt.demo.head_finder.endpoints import MetricsStore
+from minigpt.demo.head_finder.measures import MetricsStore
 from minigpt.demo.training.training_runs import RunQueue, runs_dir
 
 # Per model: rows decoding at once (a name is a row), requests waiting, the smallest decoding batch (see serving.py).

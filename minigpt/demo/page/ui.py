@@ -15,7 +15,7 @@ from minigpt.demo.core.view import SHARED_CSS, asset
 from minigpt.demo.exercises.ui import ExercisesSection
 from minigpt.demo.exercises.view import EXERCISES_CSS, EXERCISES_JS
 from minigpt.demo.generation.ui import GenerationTabs
-from minigpt.demo.head_finder.ui import HeadFinder
+from minigpt.demo.head_finder.ui import HeadFinderSection
 from minigpt.demo.head_finder.view import FINDER_CSS
 from minigpt.demo.head_tools.ui import InsightsSection
 from minigpt.demo.head_tools.view import INSIGHT_CSS
@@ -92,7 +92,7 @@ def build_demo(state: DemoState) -> gr.Blocks:
             exercises.layout(demo, maps, folded)
         exercises.answered_in(lesson.view)
         with gr.Accordion("Head Finder: every head over a corpus", open=False, elem_id="head-finder"):
-            HeadFinder(state).layout(maps)
+            HeadFinderSection(state).layout(maps)
         picking = [*tools.tables, lesson.view, circuit_views.attribution, circuit_views.patching, maps.over_training]
         picking += [circuit_views.composition, circuit_views.found]
         Selection(maps_section, steps).wire(maps, lesson, picking, tools.token_strip)
