@@ -22,7 +22,7 @@ Declared = list[tuple[str | None, str | None]]
 
 def every_function_wrapped(demo: gr.Blocks, wrap: Callable[[Callable, Declared], Callable]) -> None:
     """Each event's and endpoint's function of the built page replaced by `wrap(fn, declared)` (the error rule,
-    ui/errors.answers_visitors). Done once the page is built, on Gradio's table of its functions, rather than as each
+    error_rule.answers_visitors). Done once the page is built, on Gradio's table of its functions, rather than as each
     event is registered: the type check needs each named endpoint's API description, which Gradio makes from the
     built page (a gr.api endpoint's parameters, from its annotations, and an event's, from its components), and one
     pass over the table leaves no event of any section without the rule."""

@@ -130,7 +130,7 @@ def flag(name: str, value, default: bool) -> bool:
 
 def kept_choice(value, count: int) -> int:
     """A layer or head chosen before, if the model now shown has it; else the nearest it has (the page's selection
-    falls back alike: maps/ui.py kept_head)."""
+    falls back alike: maps/endpoints.py kept_head)."""
     return min(max(int(value), 0), count - 1) if value is not None and str(value).lstrip("-").isdigit() else 0
 
 

@@ -1,4 +1,8 @@
-"""Small pieces every section uses."""
+"""Small pieces every section's ui uses: a view of the text shown, drawn or its mistake in its place; and an endpoint of
+a computing module registered with the page's drawing of its answer."""
+
+import functools
+import inspect
 
 import gradio as gr
 
@@ -24,3 +28,26 @@ def drawn(shown: dict | None, draw, of_model: bool = False, measured_on: str = "
     if of_model:
         return belongs_to_model(shown["model"], body, measured_on)
     return belongs_to(shown["key"], shown["label"], body)
+
+
+def answer_drawn(endpoint, draw, returns=inspect.Signature.empty):
+    """`endpoint` (a method of a section's computing module: JSON in and out, no Gradio) as the page registers it: under
+    its name, with its parameters, defaults and docstring (the API's, as Gradio reads them), each answer drawn by
+    `draw` into what the event's outputs take; `returns`: the answer's type where Gradio must know it (gr.FileData: a
+    file it serves). An endpoint that streams (an async generator) streams its answers drawn."""
+    if inspect.isasyncgenfunction(endpoint):
+
+        @functools.wraps(endpoint)
+        async def registered(*args, **kwargs):
+            async for answer in endpoint(*args, **kwargs):
+                yield draw(answer)
+
+    else:
+
+        @functools.wraps(endpoint)
+        def registered(*args, **kwargs):
+            return draw(endpoint(*args, **kwargs))
+
+    if returns is not inspect.Signature.empty:
+        registered.__signature__ = inspect.signature(endpoint).replace(return_annotation=returns)
+    return registered

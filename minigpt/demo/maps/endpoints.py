@@ -1,8 +1,9 @@
-"""The attention maps section's numbers: the head the page keeps selected in a model of another shape, the shape trace
-of a text's first attention sublayer, exact weights (/attention_values, and the enlarged maps' hover), one map's
-window (their zoom and pan), the chosen head over training (/head_over_training) and the model's roles curve, the
-weights and images as files (/attention_export), and the head and query a link names. maps/ui.py puts them on
-the page; maps/view.py, maps/lines_view.py and maps/export_view.py draw. No Gradio here."""
+"""The attention maps section's numbers and endpoints: the text's maps (/attention: its recorded pass, the head the page
+keeps selected in a model of another shape, the shape trace of its first attention sublayer), exact weights
+(/attention_values, and the enlarged maps' hover), one map's window (their zoom and pan), the chosen head over training
+(/head_over_training) and the model's roles curve, the weights and images as files (/attention_export), and the head
+and query a link names. maps/ui.py puts them on the page; maps/view.py, maps/lines_view.py and maps/export_view.py
+draw. No Gradio here."""
 
 import functools
 import re
@@ -72,10 +73,33 @@ def curve_uri(path: str, modified: int) -> str:
 
 
 class AttentionMaps:
-    """The section's numbers and endpoints, on the demo's state (maps/ui.py puts them on the page)."""
+    """The section's numbers and endpoints, on the demo's state (maps/ui.py puts them on the page). `draw_export(what,
+    attentions, tokens, model, layer, head)` makes an export's image (maps/export_view.drawn_export: the ui hands it
+    in)."""
 
-    def __init__(self, state: DemoState):
-        self.state = state
+    def __init__(self, state: DemoState, draw_export=None):
+        self.state, self.draw_export = state, draw_export
+
+    def attention(self, text: str = "emma", model: str | None = None, selected: dict | None = None) -> dict:
+        """Attention maps of `text` for every layer and head, the chosen head large, and the shape trace. `selected`:
+        the page's selection ({layer, head}, a gr.State: not part of the API), kept where the model has that head."""
+        model = model or self.state.names_default
+        view = self.state.text_view(model, text or "")
+        config = view.lm.model.config
+        layer, head, moved = kept_head(selected, config.n_layer, config.n_head)
+        with self.every_core(view):  # the pass and the trace (the drawing: the page's, on every core as well)
+            view.recorded  # noqa: B018  (computed now, then served from the cache)
+            headers, rows = shape_trace(view)
+        return {
+            "shown": view.shown,
+            "layer": layer,
+            "head": head,
+            "moved": moved,
+            "notes": text_notes(view, moved),
+            "trace": {"headers": headers, "rows": rows},
+            "layers": config.n_layer,
+            "heads": config.n_head,
+        }
 
     def every_core(self, view: TextView):
         """The pass and the drawing of a text's maps: on every core when this visitor is alone with a big enough
@@ -172,9 +196,17 @@ class AttentionMaps:
         weight = weights[key] if key <= query else 0.0  # a future key: masked, weight 0
         return {"query": query, "key": key, "tokens": [view.tokens[query], view.tokens[key]], "weights": [weight]}
 
-    def export_file(self, model: str, text: str, what: str, layer, head, draw) -> Path:
+    def attention_export(
+        self, text: str = "emma", model: str | None = None, what: str = "safetensors", layer: int = 0, head: str = "0"
+    ) -> str:
+        """A file of the text's attention. what: "safetensors" or "npz" (every layer's (1, heads, T, T) weights, the
+        tokens and ids, as bertviz takes them), "map.png" (one head, or "mean", at full resolution), "grid.png" or
+        "grid.svg" (every map)."""
+        return str(self.export_file(model or self.state.names_default, text or "", what, layer, head))
+
+    def export_file(self, model: str, text: str, what: str, layer, head) -> Path:
         """The file `what` (EXPORTS) of the text's attention, in a fresh export folder: the weights, or an image that
-        `draw(what, attentions, tokens, model, layer, head)` makes (views/export.drawn_export: the ui hands it in)."""
+        `draw_export` makes."""
         if what not in EXPORTS:
             raise VisitorError(f"what must be one of {', '.join(EXPORTS)}, got {shortened(what)}.")
         view = self.state.text_view(model, text)
@@ -196,7 +228,7 @@ class AttentionMaps:
             path = path.with_name(f"{path.name}-layer-{layer}-{'average' if head == 'mean' else f'head-{head}'}.png")
         else:
             path = path.with_suffix(".png" if what == "grid.png" else ".svg")
-        drawn = draw(what, attentions, view.tokens, model, layer, head)
+        drawn = self.draw_export(what, attentions, view.tokens, model, layer, head)
         if isinstance(drawn, bytes):
             path.write_bytes(drawn)
         else:

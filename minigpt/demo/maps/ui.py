@@ -1,8 +1,8 @@
 """The attention maps section, laid out and wired: every head of every layer of the text shown, one head large (hover,
-zoom, pan), the export, the shape trace, and the line naming the text every view below belongs to. Its numbers:
-minigpt/demo/maps/endpoints.py; drawn by maps/view.py, maps/lines_view.py and maps/export_view.py. Endpoints: /attention
-(the page's own answer: notes, maps, trace and pickers), /attention_values, /attention_export, /head_over_training; the
-enlarged maps' server functions."""
+zoom, pan), the export, the shape trace, and the line naming the text every view below belongs to. Its endpoints:
+maps/endpoints.py (/attention, drawn here as the page's own answer: notes, maps, trace and pickers; /attention_values,
+/attention_export, /head_over_training; the enlarged maps' server functions); drawn by maps/view.py, maps/lines_view.py
+and maps/export_view.py."""
 
 from types import SimpleNamespace
 
@@ -16,8 +16,9 @@ from minigpt.demo.core.links import read_link
 from minigpt.demo.core.models import snapshot_choices
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.texts import notes_markdown, text_label
+from minigpt.demo.core.ui import answer_drawn
 from minigpt.demo.core.view import CURRENT_JS, belongs_to, current_html, error_html, lost_html
-from minigpt.demo.maps.endpoints import EXPORTS, AttentionMaps, kept_head, shape_trace, text_notes
+from minigpt.demo.maps.endpoints import EXPORTS, AttentionMaps
 from minigpt.demo.maps.export_view import drawn_export
 from minigpt.demo.maps.lines_view import LINES_JS, lines_html
 from minigpt.demo.maps.view import (
@@ -47,28 +48,27 @@ class AttentionSection:
     builds it on the page."""
 
     def __init__(self, state: DemoState):
-        self.state, self.maps = state, AttentionMaps(state)
+        self.state, self.maps = state, AttentionMaps(state, drawn_export)
+        # /attention: the maps' answer drawn as the page shows it (notes, grid, the chosen head large, trace, pickers)
+        self.attention = answer_drawn(self.maps.attention, self.drawn_attention)
 
-    def attention(self, text: str = "emma", model: str | None = None, selected: dict | None = None):
-        """Attention maps of `text` for every layer and head, the chosen head large, and the shape trace. `selected`:
-        the page's selection ({layer, head}, a gr.State: not part of the API), kept where the model has that head."""
-        model = model or self.state.names_default
-        view = self.state.text_view(model, text or "")
-        config = view.lm.model.config
-        layer, head, moved = kept_head(selected, config.n_layer, config.n_head)
-        with self.maps.every_core(view):  # the pass, the trace and the drawing
+    def drawn_attention(self, answer: dict) -> tuple:
+        """The /attention answer as the page's outputs: the notes, the grid, the chosen head large (the last token's
+        row outlined: the lesson's query until another is chosen), the shape trace, the layer and head pickers and
+        the text shown."""
+        shown, layer, head = answer["shown"], answer["layer"], answer["head"]
+        view = self.state.text_view(shown["model"], shown["text"])
+        with self.maps.every_core(view):  # the drawing of a big text's maps: on every core when alone
             weights = view.recorded.attentions  # (L, H, T, T)
-            headers, rows = shape_trace(view)
-            shown = view.shown
-            grid = belongs_to(view.key, view.label, grid_html(weights, view.tokens, (layer, str(head))))
-            # the last token's row outlined: the lesson's query until another is chosen
-            large = head_html(weights, view.tokens, layer, str(head), shown, query=len(view.ids) - 1, moved=moved)
+            grid = grid_html(weights, view.tokens, (layer, str(head)))
+            query, moved = len(view.ids) - 1, answer["moved"]
+            large = head_html(weights, view.tokens, layer, str(head), shown, query=query, moved=moved)
         return (
-            notes_markdown(text_notes(view, moved)),
-            grid,
+            notes_markdown(answer["notes"]),
+            belongs_to(view.key, view.label, grid),
             belongs_to(view.key, view.label, large),
-            pandas.DataFrame(rows, columns=headers),
-            *layer_and_head_choices(config.n_layer, config.n_head, layer, head),
+            pandas.DataFrame(answer["trace"]["rows"], columns=answer["trace"]["headers"]),
+            *layer_and_head_choices(answer["layers"], answer["heads"], layer, head),
             shown,
         )
 
@@ -133,23 +133,11 @@ class AttentionSection:
         matrix = head_matrix(view.recorded.attentions, layer, head)
         return figure_body(matrix, view.tokens, head_caption(layer, head), window, query)
 
-    def attention_export(
-        self, text: str = "emma", model: str | None = None, what: str = "safetensors", layer: int = 0, head: str = "0"
-    ) -> gr.FileData:
-        """A file of the text's attention. what: "safetensors" or "npz" (every layer's (1, heads, T, T) weights, the
-        tokens and ids, as bertviz takes them), "map.png" (one head, or "mean", at full resolution), "grid.png" or
-        "grid.svg" (every map)."""
-        return gr.FileData(path=str(self.export_file(model or self.state.names_default, text or "", what, layer, head)))
-
-    def export_file(self, model: str, text: str, what: str, layer, head):
-        """The export's file: the weights, or an image drawn by maps/export_view.py."""
-        return self.maps.export_file(model, text, what, layer, head, drawn_export)
-
     def export_shown(self, shown: dict | None, what: str, layer: int, head: str):
         """The page's export: of the text whose maps are shown."""
         if not shown:
             raise VisitorError("Show the attention of a text first.")
-        return str(self.export_file(shown["model"], shown["text"], what, layer, head))
+        return str(self.maps.export_file(shown["model"], shown["text"], what, layer, head))
 
     def current_line(self, shown: dict | None):
         """The line above the maps naming the text and model every view below belongs to."""
@@ -299,7 +287,8 @@ class AttentionSection:
         for change in (shown.change, lines_of.input):  # the layer and head move with the page's selection too
             change(self.show_lines, [shown, layer, head, lines_of], lines, **private)
         export_button.click(self.export_shown, [shown, export_what, layer, head], export_file, **private)
-        gr.api(self.attention_export, api_name="attention_export")
+        file = answer_drawn(self.maps.attention_export, lambda path: gr.FileData(path=path), returns=gr.FileData)
+        gr.api(file, api_name="attention_export")
         gr.api(self.maps.attention_values, api_name="attention_values")
         parts = dict(shown=shown, grid=grid, large=large, layer=layer, head=head, text=text, model=model, link=link)
         parts.update(lines=lines, lines_of=lines_of, details=details, over_training=over_training)
