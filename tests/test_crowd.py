@@ -53,7 +53,7 @@ def outside_pools(threads: list[dict]) -> int:
 
 def stream_code() -> set[tuple[str, str]]:
     """The Train tab's streamed endpoints and their watching loop, as a server's stack names them (file, function)."""
-    from minigpt.demo.training.ui import Training
+    from minigpt.demo.training.endpoints import Training
 
     functions = (Training.train, Training.resume, Training.visitors_last_run, Training.watch)
     return {(f.__code__.co_filename, f.__code__.co_qualname) for f in functions}
@@ -313,7 +313,7 @@ def test_watchers_of_one_run_share_its_plot_files_written_whole(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
     from types import SimpleNamespace
 
-    from minigpt.demo.training.ui import SharedPlots
+    from minigpt.demo.training.endpoints import SharedPlots
 
     plots = SharedPlots(SimpleNamespace(exports=tmp_path))
     image = bytes(range(256)) * 400

@@ -4,14 +4,8 @@ a computing module registered with the page's drawing of its answer."""
 import functools
 import inspect
 
-import gradio as gr
-
 from minigpt.demo.core.view import belongs_to, belongs_to_model, error_html
 from minigpt.errors import VISITORS_MISTAKES
-
-
-def session(request: gr.Request | None) -> str | None:
-    return request.session_hash if request else None
 
 
 def drawn(shown: dict | None, draw, of_model: bool = False, measured_on: str = "its corpus") -> str:

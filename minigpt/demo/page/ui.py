@@ -23,7 +23,7 @@ from minigpt.demo.lesson.ui import StepByStep
 from minigpt.demo.maps.ui import AttentionSection
 from minigpt.demo.maps.view import MAPS_CSS
 from minigpt.demo.page.selection_ui import Selection
-from minigpt.demo.training.ui import Training
+from minigpt.demo.training.ui import TrainingTab
 
 LINK_JS = asset("page/link.js")
 
@@ -64,7 +64,7 @@ def build_demo(state: DemoState) -> gr.Blocks:
             )
             predict_button = gr.Button("Predict first, then the walk", elem_id="walk-predict", scale=1)
         walk_out = gr.HTML(elem_id="walk-first-screen", js_on_load=EXERCISES_JS)  # its question: exercises.js
-        generation, trainer, insights = GenerationTabs(state), Training(state), InsightsSection(state)
+        generation, trainer, insights = GenerationTabs(state), TrainingTab(state), InsightsSection(state)
         with gr.Tabs() as tabs:
             generated = generation.tabs()
             training = trainer.tab(demo)
