@@ -16,7 +16,7 @@ import torch
 from minigpt import heads
 from minigpt.demo.circuits import find_circuit
 from minigpt.demo.circuits.find_circuit_view import found_circuit_html, shown_edges
-from minigpt.demo.circuits.find_circuit_words import found_findings
+from minigpt.demo.circuits.words import found_findings
 from minigpt.demo.core.cores import CoreShare
 from minigpt.errors import VisitorError
 

@@ -22,9 +22,8 @@ from helpers import (
     open_head_tools,
     tiny_model,
 )
-from minigpt.demo.lesson.lesson import ALL_STEPS, DEPTHS, LESSON, lesson_number, next_step
 from minigpt.demo.lesson.view import ATTENTION, BLOCK_AFTER, BLOCK_BEFORE, OUTSIDE_AFTER, OUTSIDE_BEFORE
-from minigpt.demo.lesson.words import STEPS
+from minigpt.demo.lesson.words import ALL_STEPS, DEPTHS, LESSON, STEPS, lesson_number, next_step
 from minigpt.heads.block_steps import parameter_counts
 
 NAMES = REPO / "minigpt" / "models" / "names"

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import torch
 
-from minigpt.demo.circuits.find_circuit_words import found_findings
+from minigpt.demo.circuits.words import found_findings
 from minigpt.demo.core.cores import pass_work
 from minigpt.demo.core.inputs import number
 from minigpt.demo.core.prompt_sets import MAX_PROMPTS, described, ordinary_tokens, text_variants

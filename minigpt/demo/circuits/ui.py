@@ -15,6 +15,7 @@ from minigpt.demo.circuits.find_circuit_view import FIND_CIRCUIT_CSS, FIND_CIRCU
 from minigpt.demo.circuits.head_circuit_view import head_circuit_html
 from minigpt.demo.circuits.measures import PARTS, one_token_changed
 from minigpt.demo.circuits.view import CIRCUITS_JS, attribution_html, composition_html, patching_html
+from minigpt.demo.circuits.words import CIRCUITS_INTRO, FOUND_INTRO
 from minigpt.demo.core.gradio_internals import unchecked
 from minigpt.demo.core.inputs import parse_heads
 from minigpt.demo.core.state import DemoState
@@ -124,12 +125,7 @@ class CircuitsSection:
     def layout(self, maps):
         """The section, on the text and model the maps show (`maps.shown`); it follows the page's head selection."""
         shown = maps.shown
-        gr.Markdown(
-            "## Circuits: how heads work together\nOn the text and model above. Which components write the answer "
-            "(attribution), which heads carry it (patching a corrupted text), through which input and from where (path "
-            "patching), how heads read each other (composition), and what one head does to tokens and positions. "
-            "Click a head in any grid or in the graph to see its circuits. How to read each view: docs/circuits.md."
-        )
+        gr.Markdown(CIRCUITS_INTRO)
         prompts = unchecked(gr.Number(1, precision=0, label="Prompts (1: the text; up to 16: with its variants)"))
         attribution = self.attribution_layout(shown, prompts)
         patching, evidence, patching_corrupted = self.patching_layout(shown, prompts)
@@ -158,11 +154,7 @@ class CircuitsSection:
     def found_layout(self, shown, corrupted):
         """ "Find the circuit": the task, the ablation, the button, the circuit drawn (`corrupted`: the Patching part's
         corrupted text, which the text task reads)."""
-        gr.Markdown(
-            "### Find the circuit: the fewest edges that keep the behaviour\nEvery edge between the model's parts "
-            "scored at once (attribution), the top ones kept until an exact run keeps 90% of the behaviour. Move the "
-            "slider to keep more or fewer edges; click a head to select it."
-        )
+        gr.Markdown(FOUND_INTRO)
         with gr.Row():
             task = gr.Radio(
                 [("random tokens written twice", "induction"), ("the text shown, against the corrupted text", "text")],

@@ -30,6 +30,7 @@ from minigpt.demo.exercises.view import (
     reveal_html,
     set_html,
 )
+from minigpt.demo.exercises.words import INTRO
 from minigpt.errors import VISITORS_MISTAKES, VisitorError
 
 OWN = "own"  # the set of the text shown (or the texts typed), on the maps' model
@@ -37,13 +38,6 @@ SET_CHOICES = [("The text shown above (or the texts below), on its model", OWN)]
     (about["title"], name) for name, about in SETS.items()
 ]
 MAX_SET_TEXTS = 6  # texts of one set on the page: each is measured once, then kept
-
-INTRO = (
-    "## Exercises: predict, then see the model's answer\nQuestions built from the model's own numbers on the text: "
-    "which head does what, what a number becomes when a head is ablated, which input carries the answer. Answer first "
-    "(pick a head, type a number, pick a choice), then check: the reveal shows the measurement and links to the view "
-    "that shows it. Your answers stay in this browser; download a summary for a teacher. Teachers: docs/exercises.md."
-)
 
 
 class ExercisesSection:

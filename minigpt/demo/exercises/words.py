@@ -1,6 +1,14 @@
-"""The exercises' words, written from the measurements' numbers: each question's prompt (what to predict, and what
-the learner is told before answering) and the one sentence that explains its answer. Nothing is fixed in advance: a
-head, an input, a token or a step is named because its number says so. No Gradio, no torch."""
+"""The exercises' words: the section's introduction; and, written from the measurements' numbers, each question's prompt
+(what to predict, and what the learner is told before answering) and the one sentence that explains its answer. Nothing
+is fixed in advance: a head, an input, a token or a step is named because its number says so. No Gradio, no torch."""
+
+INTRO = (
+    "## Exercises: predict, then see the model's answer\nQuestions built from the model's own numbers on the text: "
+    "which head does what, what a number becomes when a head is ablated, which input carries the answer. Answer first "
+    "(pick a head, type a number, pick a choice), then check: the reveal shows the measurement and links to the view "
+    "that shows it. Your answers stay in this browser; download a summary for a teacher. Teachers: docs/exercises.md."
+)
+
 
 NO_REPEAT_CHANGE = "the last token but one changed: the text's end repeats nothing earlier"
 INPUT_WORDS = {"q": "query (what it looks for)", "k": "key (where it looks)", "v": "value (what it copies)"}

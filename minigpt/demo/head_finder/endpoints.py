@@ -9,7 +9,8 @@ from minigpt.demo.core.inputs import head_index, layer_index
 from minigpt.demo.core.models import LanguageModel, split_snapshot_name
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.head_finder.corpus import Corpus, check_measurable, default_corpus, text_corpus
-from minigpt.demo.head_finder.measures import DEFINITIONS, dashboard, head_rows, probe_inductions
+from minigpt.demo.head_finder.measures import dashboard, head_rows, probe_inductions
+from minigpt.demo.head_finder.words import DEFINITIONS
 from minigpt.errors import VisitorError
 
 

@@ -29,17 +29,6 @@ KEPT_PER_MODEL = 16  # corpora whose numbers a model's folder keeps (the latest)
 CACHE_VERSION = 3  # bump when the metrics change meaning: older files are then recomputed
 SNIPPET_BEFORE = 24  # tokens shown before an example's query (and a few around its most-weighted key, if earlier)
 
-DEFINITIONS = {
-    "previous_token": "weight on the token just before (i − 1)",
-    "self": "weight on the token itself (i)",
-    "sink": "weight on the window's first token (the start token: where a head rests when it has nothing to do)",
-    "induction": "weight on the token after an earlier copy of the current token (j + 1 where t[j] = t[i])",
-    "entropy": "how spread the weights are, −Σ a·log a in nats (log(i + 1) when even; 0 on one key)",
-    "distance_mean": "mean distance i − j the weight falls at",
-    "distance_spread": "standard deviation of that distance",
-    "ablation": "mean loss increase per token when this head alone outputs zeros",
-}
-
 
 def weights_fingerprint(model) -> str:
     """A fingerprint of every parameter's and buffer's name and bytes: changes whenever a weight does."""

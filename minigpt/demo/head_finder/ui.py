@@ -9,6 +9,7 @@ from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.ui import drawn
 from minigpt.demo.head_finder.endpoints import HeadFinder
 from minigpt.demo.head_finder.view import FINDER_JS, dashboard_with_map, finder_html
+from minigpt.demo.head_finder.words import FINDER_INTRO
 
 PROGRESS = gr.Progress()  # Gradio fills a handler's progress parameter when its default is one
 
@@ -39,10 +40,7 @@ class HeadFinderSection:
     def layout(self, maps):
         """The section, on the model and text the maps show (`maps.shown`)."""
         shown = maps.shown
-        gr.Markdown(
-            "Every head of the model above, measured over many windows of text instead of one: where it looks, how "
-            "spread and how far, and how much the model needs it. Empty corpus: the model's own validation text."
-        )
+        gr.Markdown(FINDER_INTRO)
         with gr.Row():
             corpus = gr.Textbox(
                 "",

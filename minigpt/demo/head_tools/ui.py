@@ -15,7 +15,6 @@ from minigpt.demo.head_tools.endpoints import MAX_INSIGHT_TOKENS, Insights
 from minigpt.demo.head_tools.view import (
     PICK_HEAD_JS,
     PICK_TOKEN_JS,
-    SAMPLED_NOTE,
     VALUES_JS,
     ablation_html,
     compare_html,
@@ -25,6 +24,7 @@ from minigpt.demo.head_tools.view import (
     roles_html,
     sampled_html,
 )
+from minigpt.demo.head_tools.words import HEAD_TOOLS_INTRO, SAMPLED_NOTE
 
 
 class InsightsSection:
@@ -88,7 +88,7 @@ class InsightsSection:
         """The "What does this head do?" section, on the text and model the maps show (`maps`: the attention maps
         section's parts); a click on a head's cell in the importance or roles table opens that head's map."""
         shown = maps.shown
-        gr.Markdown("## What does this head do?\nOn the text and model above. Click a token to pick its position.")
+        gr.Markdown(HEAD_TOOLS_INTRO)
         with gr.Row():
             position = unchecked(gr.Number(-1, precision=0, label="Position (from 0; -1 = last)", scale=1))
             next_button = gr.Button("Next-token probabilities and logit lens", scale=2)

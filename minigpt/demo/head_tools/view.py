@@ -10,6 +10,7 @@ import html
 from urllib.parse import urlencode
 
 from minigpt.demo.core.view import asset, diverging_css, head_table, map_table, viridis_css
+from minigpt.demo.head_tools.words import CLICK_A_CELL, ROLES
 
 INSIGHT_CSS = asset("head_tools/view.css")
 PICK_TOKEN_JS = asset("head_tools/pick_token.js")  # a click on a token of a strip picks its position (the `pick` event)
@@ -132,30 +133,6 @@ def importance_html(answer: dict) -> str:
 
 
 # Each role: its title, one plain sentence, and a tiny example: five tokens and, per query row, the key it marks.
-ROLES = {
-    "previous_token": (
-        "Previous token",
-        "The head looks at the token just before the current one.",
-        ".ABCD",
-        {1: 0, 2: 1, 3: 2, 4: 3},
-    ),
-    "first_token": (
-        "First token / boundary sink",
-        "The head parks its attention on the start token, often when it has nothing better to do.",
-        ".ABCD",
-        {1: 0, 2: 0, 3: 0, 4: 0},
-    ),
-    "self": ("Self", "The head looks at the current token itself.", ".ABCD", {1: 1, 2: 2, 3: 3, 4: 4}),
-    "induction": (
-        "Induction (on the repeated random probe)",
-        "When the current token appeared before, the head looks at the token that came after it then: the head that "
-        "lets a model copy from its context ('A B C A' -> look at 'B', and predict it).",
-        ".ABCA",
-        {4: 2},
-    ),
-}
-
-
 def example_pattern(tokens: str, marks: dict[int, int]) -> str:
     """A 5 x 5 grid labelled with its tokens: rows are queries, columns keys, the marked key of each row filled,
     future keys grey."""
@@ -183,9 +160,6 @@ def probe_sentence(probe: dict) -> str:
         f"Induction probe: {probe['count']} sequences of {probe['length']} random tokens, each repeated twice. Loss on "
         f"the first half {first:.3f}, on the repeated half {repeated:.3f} nats per token: {result}."
     )
-
-
-CLICK_A_CELL = "Click a cell to see that head's map."
 
 
 def roles_html(answer: dict, click: str | None = CLICK_A_CELL) -> str:
@@ -285,12 +259,6 @@ def compare_html(answer: dict, maps: dict | None = None) -> str:
     notes = "".join(f"<p>{html.escape(note)}</p>" for note in answer["notes"])
     table = head_table(answer["difference_per_head"], title, digits=3, relative=True)
     return f'<div class="insight">{notes}{compare_maps_html(answer, maps) if maps else ""}{table}{texts}</div>'
-
-
-SAMPLED_NOTE = (
-    "Each generated token coloured by the probability it was sampled with (after temperature, top-k and top-p; "
-    "greedy: the model's own); yellow: likely, purple: a surprise. Hover for the number."
-)
 
 
 def sampled_html(tokens: list[str], probabilities: list[float | None], note: str) -> str:

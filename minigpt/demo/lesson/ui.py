@@ -12,9 +12,17 @@ from minigpt.demo.core.inputs import kept_choice
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.view import belongs_to
 from minigpt.demo.lesson.endpoints import Steps
-from minigpt.demo.lesson.lesson import DEPTHS, LESSON_CHOICES, MASK_STEP, SECTION_STEP, lesson_number, next_step
 from minigpt.demo.lesson.steps_view import STEPS_CSS, steps_html
 from minigpt.demo.lesson.view import LESSON_CSS, LESSON_JS, lesson_html
+from minigpt.demo.lesson.words import (
+    DEPTHS,
+    LESSON_CHOICES,
+    LESSON_INTRO,
+    MASK_STEP,
+    SECTION_STEP,
+    lesson_number,
+    next_step,
+)
 
 
 class StepByStep:
@@ -80,11 +88,7 @@ class StepByStep:
         page was opened with (`maps.link`); and the `step` endpoint. Returns its parts: the page's selection
         (selection.py) moves its layer, head and query, and its link names the query, lesson step and depth."""
         shown, link = maps.shown, maps.link
-        gr.Markdown(
-            "## Lesson: the block, step by step\nHow the model turns your text into next-token probabilities, one step "
-            "at a time, with its real numbers on the text above: pick a lesson step (or every step at once), a layer, "
-            "a head and the query token, or click a row of the enlarged head below, or a box of the diagram."
-        )
+        gr.Markdown(LESSON_INTRO)
         with gr.Row(equal_height=True):
             back = gr.Button("◀ Back", scale=1, elem_id="lesson-back")
             lesson = unchecked(

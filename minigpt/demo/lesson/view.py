@@ -11,8 +11,8 @@ from minigpt.demo.circuits.view import SPECIMEN_TEXT
 from minigpt.demo.core.view import asset
 from minigpt.demo.exercises.view import EXERCISES_JS, WALK_FOLDED, asked_first_html
 from minigpt.demo.head_tools.view import roles_html
-from minigpt.demo.lesson.lesson import LESSON, LessonStep
 from minigpt.demo.lesson.steps_view import heading_html, section_html
+from minigpt.demo.lesson.words import LESSON, LessonStep
 
 LESSON_CSS = asset("lesson/view.css")
 LESSON_JS = asset("core/exact_value.js") + asset("lesson/view.js") + EXERCISES_JS  # step 13's question: exercises.js

@@ -23,23 +23,11 @@ from minigpt.demo.lesson.ui import StepByStep
 from minigpt.demo.maps.ui import AttentionSection
 from minigpt.demo.maps.view import MAPS_CSS
 from minigpt.demo.page.selection_ui import Selection
+from minigpt.demo.page.words import INTRO
 from minigpt.demo.training.ui import TrainingTab
 
 LINK_JS = asset("page/link.js")
 
-INTRO = """# MiniGPT: watch attention at work
-A small GPT written to be read, as a 🤗 `transformers` model. Generate **names** or **text**, then look at how every
-attention head of every layer spreads its attention over the tokens: each small map is one head (rows: the token that
-looks; columns: the tokens it looks at; grey: future tokens it cannot see). Click a map to see it large.
-
-**Start here:** generate a few names, then follow the *Lesson* below the maps: thirteen steps through the whole model,
-from your name's letters to its next-letter probabilities, each with the model's real numbers on your text, in plain
-words or with formulas. Click a map to see it large, and a row of it to follow that token through the lesson.
-
-**Or see heads work together:** the button below shows the `specimen` model on a text written twice and finds, step
-by step in its own numbers, which heads copy the repeated part and how (the induction circuit; lesson step 13). The
-second button asks you to predict first; the *Exercises* section below asks more, on any text.
-"""
 
 WALK_TEXT = "Then Zorbak spoke. Then Zor"  # a phrase written twice, its second copy cut short: the specimen copies "b"
 WALK_MODEL = "specimen"
