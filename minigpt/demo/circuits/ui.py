@@ -11,7 +11,7 @@ import gradio as gr
 
 from minigpt.demo.circuits.circuit_walk_view import walk_html
 from minigpt.demo.circuits.endpoints import Circuits
-from minigpt.demo.circuits.find_circuit_view import FIND_CIRCUIT_CSS, FIND_CIRCUIT_JS, found_circuit_html
+from minigpt.demo.circuits.find_circuit_view import FIND_CIRCUIT_JS, found_circuit_html
 from minigpt.demo.circuits.head_circuit_view import head_circuit_html
 from minigpt.demo.circuits.measures import PARTS, one_token_changed
 from minigpt.demo.circuits.view import CIRCUITS_JS, attribution_html, composition_html, patching_html
@@ -169,7 +169,7 @@ class CircuitsSection:
                 elem_id="found-ablation",
             )
         button = gr.Button("Find the circuit", variant="primary", elem_id="found-button")
-        out = gr.HTML(js_on_load=FIND_CIRCUIT_JS, css_template=FIND_CIRCUIT_CSS, elem_id="found-circuit")
+        out = gr.HTML(js_on_load=FIND_CIRCUIT_JS, elem_id="found-circuit")
         button.click(self.show_found, [shown, task, ablation, corrupted], out, api_visibility="private")
         return out
 

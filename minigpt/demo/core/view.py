@@ -17,6 +17,14 @@ def asset(name: str) -> str:
 
 
 SHARED_CSS = asset("core/view.css")
+
+
+def scoped(element_id: str, css: str) -> str:
+    """`css` for one element of the page alone: its rules nested in `#element_id` (as Gradio scoped a component's own
+    CSS), so that they reach nothing else and outrank the page's other rules by that id."""
+    return f"#{element_id} {{\n{css}}}\n"
+
+
 CURRENT_JS = asset("core/current.js")  # on the current-text line: greys every view of another (model, text)
 
 

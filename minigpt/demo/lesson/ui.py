@@ -12,8 +12,8 @@ from minigpt.demo.core.inputs import kept_choice
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.view import belongs_to
 from minigpt.demo.lesson.endpoints import Steps
-from minigpt.demo.lesson.steps_view import STEPS_CSS, steps_html
-from minigpt.demo.lesson.view import LESSON_CSS, LESSON_JS, lesson_html
+from minigpt.demo.lesson.steps_view import steps_html
+from minigpt.demo.lesson.view import LESSON_JS, lesson_html
 from minigpt.demo.lesson.words import (
     DEPTHS,
     LESSON_CHOICES,
@@ -110,7 +110,7 @@ class StepByStep:
             query = gr.Dropdown([0], value=0, label="Query token", interactive=True)
             training = gr.Checkbox(False, label="Training mode (the model's attention dropout)")
             seed = unchecked(gr.Number(value=0, precision=0, label="Dropout seed"))
-        view = gr.HTML(css_template=STEPS_CSS + LESSON_CSS, js_on_load=LESSON_JS, elem_id="step-view")
+        view = gr.HTML(js_on_load=LESSON_JS, elem_id="step-view")
         with gr.Row(equal_height=True):  # again below the view: a long step (or a phone) needs no scrolling back up
             back_below = gr.Button("◀ Back", elem_id="lesson-back-below")
             forward_below = gr.Button("Next ▶", elem_id="lesson-next-below")

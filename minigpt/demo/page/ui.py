@@ -5,13 +5,14 @@ error rule on every event and endpoint."""
 
 import gradio as gr
 
+from minigpt.demo.circuits.find_circuit_view import FIND_CIRCUIT_CSS
 from minigpt.demo.circuits.ui import CircuitsSection
 from minigpt.demo.circuits.view import CIRCUITS_CSS
 from minigpt.demo.core.error_rule import under_the_rule
 from minigpt.demo.core.gradio_internals import components, every_function_wrapped, unchecked, upload_folder
 from minigpt.demo.core.links import TABS, read_link
 from minigpt.demo.core.state import DemoState
-from minigpt.demo.core.view import SHARED_CSS, asset
+from minigpt.demo.core.view import SHARED_CSS, asset, scoped
 from minigpt.demo.exercises.ui import ExercisesSection
 from minigpt.demo.exercises.view import EXERCISES_CSS, EXERCISES_JS
 from minigpt.demo.generation.ui import GenerationTabs
@@ -19,7 +20,9 @@ from minigpt.demo.head_finder.ui import HeadFinderSection
 from minigpt.demo.head_finder.view import FINDER_CSS
 from minigpt.demo.head_tools.ui import InsightsSection
 from minigpt.demo.head_tools.view import INSIGHT_CSS
+from minigpt.demo.lesson.steps_view import STEPS_CSS
 from minigpt.demo.lesson.ui import StepByStep
+from minigpt.demo.lesson.view import LESSON_CSS
 from minigpt.demo.maps.ui import AttentionSection
 from minigpt.demo.maps.view import MAPS_CSS
 from minigpt.demo.page.selection_ui import Selection
@@ -34,9 +37,18 @@ WALK_MODEL = "specimen"
 
 
 THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
+# The page's one stylesheet: every view's looks. The step view's and the circuit found's hold for their element alone
+# (scoped); first, so that the maps' focus outline on the step view's buttons, an id's rule as well, comes after them.
 CSS = (
-    MAPS_CSS + SHARED_CSS + INSIGHT_CSS + FINDER_CSS + CIRCUITS_CSS + EXERCISES_CSS
-)  # the step view carries its own (css_template)
+    scoped("step-view", STEPS_CSS + LESSON_CSS)
+    + scoped("found-circuit", FIND_CIRCUIT_CSS)
+    + MAPS_CSS
+    + SHARED_CSS
+    + INSIGHT_CSS
+    + FINDER_CSS
+    + CIRCUITS_CSS
+    + EXERCISES_CSS
+)
 
 
 def build_demo(state: DemoState) -> gr.Blocks:
@@ -51,7 +63,7 @@ def build_demo(state: DemoState) -> gr.Blocks:
                 "See how heads work together: the induction circuit, found step by step", elem_id="walk-button", scale=3
             )
             predict_button = gr.Button("Predict first, then the walk", elem_id="walk-predict", scale=1)
-        walk_out = gr.HTML(elem_id="walk-first-screen", js_on_load=EXERCISES_JS)  # its question: exercises.js
+        walk_out = gr.HTML(elem_id="walk-first-screen", js_on_load=EXERCISES_JS)  # its question: exercises/view.js
         generation, trainer, insights = GenerationTabs(state), TrainingTab(state), InsightsSection(state)
         with gr.Tabs() as tabs:
             generated = generation.tabs()
