@@ -1,6 +1,6 @@
 """The demo's house rules (docs/architecture.md), checked: the API keeps its endpoints and parameters, gradio lives in
-minigpt/demo/ui alone (its internals in one module of it), each part of a demo section imports only what it may, the
-server does not load the Trainer, and the top level stays the textbook."""
+the demo's ui modules alone (its internals in one module of the core), each part of a demo section imports only what it
+may, the server does not load the Trainer, and the top level stays the textbook."""
 
 import ast
 import importlib.metadata
@@ -122,11 +122,23 @@ TRAINING_ROOM = (
 )
 
 
+# The core's two modules that put Gradio on the whole page (the error rule on every event, Gradio's internals): ui part.
+PAGE_PLUMBING = ("minigpt.demo.core.error_rule", "minigpt.demo.core.gradio_internals")
+
+
 def demo_part(module: str) -> str:
-    """The part of the demo a module of minigpt.demo belongs to: "ui" (lays out and wires the page), "views" (HTML from
-    the answers), "entry" (minigpt.demo.app, which builds the page) or "computing" (the numbers, JSON in and out)."""
-    part = module.split(".")[2] if module.count(".") >= 2 else "computing"
-    return {"ui": "ui", "views": "views", "app": "entry"}.get(part, "computing")
+    """The part of the demo a module of minigpt.demo belongs to, as its name says: "ui" (`ui.py`, `*_ui.py`: lays out
+    and wires the page; and the core's error rule and Gradio internals), "views" (`view.py`, `*_view.py`: HTML from the
+    answers), "entry" (minigpt.demo.app, which builds the page) or "computing" (any other: the numbers, JSON in and out,
+    and the words)."""
+    name = module.rsplit(".", 1)[-1]
+    if module == "minigpt.demo.app":
+        return "entry"
+    if name == "ui" or name.endswith("_ui") or module in PAGE_PLUMBING:
+        return "ui"
+    if name == "view" or name.endswith("_view"):
+        return "views"
+    return "computing"
 
 
 def room(module: str) -> str:
@@ -178,20 +190,24 @@ def test_the_library_imports_torch_transformers_and_the_model_alone():
 
 def test_gradio_is_imported_by_the_ui_part_only():
     files = python_files()
-    assert any(path.parts[-2:] == ("ui", "page.py") for path in files)  # the scan sees the package
-    importers = {str(path.relative_to(REPO)) for path in files if "gradio" in imports_of(path)}
-    assert importers and all(name.startswith("minigpt/demo/ui/") for name in importers), importers
+    assert any(path.parts[-2:] == ("page", "ui.py") for path in files)  # the scan sees the package
+    importers = {module_name(path) for path in files if "gradio" in imports_of(path)}
+    assert importers and all(name.startswith("minigpt.demo.") and demo_part(name) == "ui" for name in importers), (
+        importers
+    )
 
 
 def test_each_part_of_the_demo_imports_only_what_it_may():
-    """A section is three parts: its computing module (minigpt/demo/<section>.py: JSON in and out), its view
-    (views/<section>.py: HTML from that JSON) and its ui module (ui/<section>.py: lays out and wires). The ui imports
+    """A section is a package of minigpt/demo: its computing modules (endpoints.py and the others: JSON in and out; its
+    words), its views (view.py, *_view.py: HTML from that JSON) and its ui (ui.py: lays out and wires). The ui imports
     no torch and no minigpt.heads (the numbers are the computing modules'); a computing module imports no view and no
     ui; a view imports no ui."""
+    modules = {module_name(path) for path in python_files()}
+    part_of = lambda name: demo_part(name) if name in modules and name.startswith("minigpt.demo.") else None  # noqa: E731
     forbidden = {
         "ui": lambda name: name.split(".")[0] == "torch" or name.startswith("minigpt.heads"),
-        "computing": lambda name: name.startswith(("minigpt.demo.views", "minigpt.demo.ui")),
-        "views": lambda name: name.startswith("minigpt.demo.ui"),
+        "computing": lambda name: part_of(name) in ("views", "ui", "entry"),
+        "views": lambda name: part_of(name) in ("ui", "entry"),
         "entry": lambda name: False,
     }
     parts = {}
@@ -257,8 +273,9 @@ def map_rows() -> dict[str, list[str]]:
 
 def resolved(entry: str, module: str, modules: set[str]) -> set[str]:
     """A "may import" entry of `module`'s row as module names: `nothing of the project` (none), `the model`, an
-    absolute name, or a name relative to the row's own package, else to minigpt.demo or minigpt.heads, else minigpt
-    (`assets` in a view is minigpt.demo.core.view, `views.maps` in the demo minigpt.demo.maps.view)."""
+    absolute name, or a name relative to the row's own package, else to the demo's core, minigpt.demo or minigpt.heads,
+    else minigpt (`view` in circuits/ui.py is minigpt.demo.circuits.view, `state` minigpt.demo.core.state, `maps.view`
+    minigpt.demo.maps.view, `core.view` minigpt.demo.core.view)."""
     entry = entry.split(":")[-1].strip().strip("`").strip().removesuffix(".*")  # "each section's ui module: `x`"
     if entry.startswith("nothing") or entry == "—":
         return set()
@@ -266,7 +283,7 @@ def resolved(entry: str, module: str, modules: set[str]) -> set[str]:
         return MODEL
     if entry in modules:
         return {entry}
-    bases = [module.rsplit(".", 1)[0], "minigpt.demo", "minigpt.heads", "minigpt"]
+    bases = [module.rsplit(".", 1)[0], "minigpt.demo.core", "minigpt.demo", "minigpt.heads", "minigpt"]
     found = (f"{base}.{entry}" for base in bases if f"{base}.{entry}" in modules - {module})
     return {next(found, entry)}
 

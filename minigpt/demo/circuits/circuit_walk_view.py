@@ -1,6 +1,6 @@
 """HTML for the circuit walk (the `circuit_walk` answer): its steps in order, each with the sentence its numbers say
 and a small picture of those numbers (a layer x head grid, path patching's grid, the routes as bars). Lesson step 13
-and the first screen's walk draw it. The looks in circuits.css. Nothing here computes or knows of Gradio."""
+and the first screen's walk draw it. The looks in view.css. Nothing here computes or knows of Gradio."""
 
 from minigpt.demo.circuits.view import esc, path_table
 from minigpt.demo.core.view import head_table

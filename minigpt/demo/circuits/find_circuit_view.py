@@ -1,9 +1,9 @@
 """HTML for the circuit found (the `find_circuit` answer): the sentences its numbers say; the circuit as a graph (SVG:
 `embed` at the bottom, each layer's heads and its MLP above it, `logits` at the top; an edge's width and opacity by its
 score, the q, k or v it enters written at the head); a slider for how many of the top edges to keep, the faithfulness
-measured at each of its positions drawn as a bar and as a curve; the kept edges' scores on demand. find_circuit.js
+measured at each of its positions drawn as a bar and as a curve; the kept edges' scores on demand. find_circuit_view.js
 redraws the graph from the curve's numbers as the slider moves (no call) and makes a head a button that moves the
-page's selection (the `pick` event); the looks in find_circuit.css. Nothing here computes or knows of Gradio."""
+page's selection (the `pick` event); the looks in find_circuit_view.css. Nothing here computes or knows of Gradio."""
 
 import html
 import json

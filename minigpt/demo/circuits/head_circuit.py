@@ -3,7 +3,7 @@ layers before it write (the effective embedding) or from the bare embedding, wit
 random circuits of its shape score; its QK circuit over tokens (does a query pick the key that follows its own token?);
 its positional QK circuit; and its map on the text with earlier heads ablated (zero, mean or resample), with its weight
 on induction targets (the one definition: queries ending a repeated run of 3 tokens). Every number comes from
-`minigpt.heads`; the sentences from circuit_words. No Gradio here."""
+`minigpt.heads`; the sentences from words.py. No Gradio here."""
 
 import torch
 

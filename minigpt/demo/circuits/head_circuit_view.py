@@ -1,7 +1,7 @@
 """HTML for one head's circuits (the `head_circuit` answer): what its numbers say first, then its OV circuit over
 tokens (the picture with its axes named and the text's tokens marked, and each of the text's tokens' top targets), its
 QK circuit's match of previous tokens, its positional QK circuit, and its map before and after earlier heads are
-ablated. The looks in circuits.css. Nothing here computes a model's numbers or knows of Gradio."""
+ablated. The looks in view.css. Nothing here computes a model's numbers or knows of Gradio."""
 
 from minigpt.demo.circuits.view import esc, findings_html
 from minigpt.demo.core.view import map_table

@@ -3,7 +3,7 @@ query, key, value or pattern; each head at each position; the residual stream), 
 receiver head's q, k and v and of a sender through an intermediate, and composition scores against their random
 baseline, each on the text or on a prompt set of it and its variants (the mean and the spread). One head's circuits
 are in head_circuit.py. Each answer carries the model and the token ids it was computed for, and the sentences its
-numbers support (circuit_words). Every number comes from `minigpt.heads`; nothing here knows of Gradio. The "change one
+numbers support (words.py). Every number comes from `minigpt.heads`; nothing here knows of Gradio. The "change one
 token" helper proposes a corrupted text for patching."""
 
 from collections.abc import Callable

@@ -1,7 +1,7 @@
 """HTML for the circuits section, drawn from the plain-number answers of the API (`logit_attribution`, `patching`,
 `composition`, `head_circuit`): attribution bars and a layer x head grid, patching maps, the composition graph (SVG),
 one head's OV and positional QK circuits and its map with an earlier head ablated, and the lesson's circuits step.
-The looks in circuits.css; circuits.js makes a head (a cell, a node) clickable. Nothing here computes a model's numbers
+The looks in view.css; view.js makes a head (a cell, a node) clickable. Nothing here computes a model's numbers
 or knows of Gradio."""
 
 import html
@@ -62,7 +62,7 @@ ESTIMATES_SAID = "; estimates in italics: click one for its exact value"
 
 
 def estimated_cell(cell: str | None) -> str:
-    """An estimate's cell: marked, and clickable for its exact value (circuits.js: the `exact` event)."""
+    """An estimate's cell: marked, and clickable for its exact value (view.js: the `exact` event)."""
     return "" if cell is None else f' class="estimate" data-cell="{esc(cell)}" tabindex="0" role="button"'
 
 
@@ -91,7 +91,7 @@ def residual_table(effects: list[list[float]], tokens: list[str], exact_at=None)
 
 
 def findings_html(answer: dict) -> str:
-    """The sentences the answer's numbers support (circuit_words), first: what was measured and what it found."""
+    """The sentences the answer's numbers support (words.py), first: what was measured and what it found."""
     items = "".join(f"<li>{esc(sentence)}</li>" for sentence in answer.get("findings", []))
     return f'<ul class="findings">{items}</ul>' if items else ""
 

@@ -1,4 +1,4 @@
-// Shared by lesson.js and values.js (prepended to each): nothing is hover-only. `showExactValue(element, target,
+// Shared by lesson/view.js and values.js (prepended to each): nothing is hover-only. `showExactValue(element, target,
 // text)` shows `text` (a number's exact value, from its title) in one line under `target`; with no target, hides it.
 const showExactValue = (element, target, text) => {
   let line = element.querySelector('.exact-value');

@@ -1,5 +1,5 @@
 """Exercises a teacher can assign, as plain JSON: the `exercises` endpoint asks questions built from the model's own
-measurements on a text (exercise_questions: pick a head, predict a number, pick an input or a token), each with an id
+measurements on a text (questions.py: pick a head, predict a number, pick an input or a token), each with an id
 derived from the model, the text and the question's parameters, so that a link can name it; the `grade` endpoint
 grades an answer against the measured value, with the sentence that explains it and a link to the view that shows it.
 Each text's questions of a kind are measured once and kept, so a class grading the same set waits for one measurement.

@@ -10,7 +10,7 @@ that cannot support a question says why (`Unasked`).
     choice  pick one: the input (q, k or v) through which the whole clean stream restores the answer most (path
             patching); the token a head's OV circuit raises most for the token it reads
 
-No Gradio here; the words are exercise_words'."""
+No Gradio here; the words are words.py's."""
 
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -41,7 +41,7 @@ KINDS = {
 }  # each question type's kind, in the order a set asks them
 TEXT_FREE = {"formation_step"}  # types whose question does not depend on the text: a set asks them once per model
 TIE = 1e-3  # heads (or choices) within this share of the largest are tied: any of them is right
-TOLERANCE = 0.1  # of a probability or an attention weight (exercise_words.TOLERANCE_WHY says why)
+TOLERANCE = 0.1  # of a probability or an attention weight (words.TOLERANCE_WHY says why)
 OV_CHOICES = 4  # the OV question's choices: the top token and three of the text's
 
 

@@ -1,6 +1,6 @@
 // #exercise-reveal (hidden): where the page draws each graded answer (exercises/view.py reveal_html). Each new grade
 // is kept in the browser (localStorage 'minigpt-exercises', by question id, with its reveal's HTML) and handed to the
-// cards showing that question (the DOM event 'exercise-graded', exercises.js), wherever they are on the page. An answer
+// cards showing that question (the DOM event 'exercise-graded', view.js), wherever they are on the page. An answer
 // that could not be graded is handed on with its message, and not kept.
 const STORE = 'minigpt-exercises';
 const MAX_KEPT_HTML = 60000;  // characters of one reveal kept for after a reload; a larger one keeps its words only

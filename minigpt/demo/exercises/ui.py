@@ -47,7 +47,7 @@ class ExercisesSection:
         self.state, self.exercises = state, Exercises(state)
 
     def carrier(self) -> gr.HTML:
-        """Where each grade is drawn (hidden; exercise_reveal.js hands it to the cards that asked), outside any
+        """Where each grade is drawn (hidden; reveal.js hands it to the cards that asked), outside any
         folded section, so that the lesson's question is graded with the Exercises section folded too."""
         self.reveal = gr.HTML(js_on_load=REVEAL_JS, elem_id="exercise-reveal")
         return self.reveal
@@ -148,7 +148,7 @@ class ExercisesSection:
 
     def answered_in(self, view: gr.HTML) -> None:
         """The question of the circuit walk a view draws (lesson step 13's, the first screen's), answered in that view
-        (its `answer` event, from exercises.js), graded as the section's."""
+        (its `answer` event, from view.js), graded as the section's."""
         view.answer(self.show_grade, None, self.reveal, api_visibility="private")
 
     @staticmethod

@@ -1,7 +1,7 @@
 // The exercise cards of this element (exercises/view.py card_html: the Exercises section's set, lesson step 13's
 // question). The learner answers first: a head of the grid, one of the choices (buttons: a click, a tap, Enter or
 // Space), or a number (Enter in the box checks it); Check fires this gr.HTML's event 'answer' with {id, model, text,
-// answer, asked}, whose grade is drawn in #exercise-reveal and handed back here by exercise_reveal.js (the DOM event
+// answer, asked}, whose grade is drawn in #exercise-reveal and handed back here by reveal.js (the DOM event
 // 'exercise-graded'). Progress stays in the browser (localStorage 'minigpt-exercises': each question's result by id)
 // and each card shows its reveal again after a reload. The set's header counts what was answered and right, downloads
 // the summary as a small JSON a teacher can collect, shows the link that opens the same set, and clears the answers.

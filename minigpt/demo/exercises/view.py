@@ -2,8 +2,8 @@
 question, the learner's answer first: a head in a grid, a number, one of the choices; then the reveal), the reveal of
 one graded answer with the view of the measurement that shows why (the heads' grid with the answer and the truth
 outlined, the number on its range with the tolerance, the choices' values, path patching's grid, the score over
-training), and the card lesson step 13 asks. exercises.js answers, keeps progress in the browser and exports the
-summary; exercise_reveal.js hands each grade to the cards. No Gradio, no model."""
+training), and the card lesson step 13 asks. view.js answers, keeps progress in the browser and exports the
+summary; reveal.js hands each grade to the cards. No Gradio, no model."""
 
 import html
 import json
@@ -77,7 +77,7 @@ def card_html(question: dict, model: str, text: str, number: int | None = None, 
 
 def asked_first_html(question: dict, model: str, text: str, body: str, what: str) -> str:
     """A view folded under the question it answers (`what`: the fold's words): the learner predicts first;
-    exercises.js unfolds the view once the answer is graded (or kept from before)."""
+    view.js unfolds the view once the answer is graded (or kept from before)."""
     return (
         f'<div class="ex-asked-first"><p class="ex-first"><b>Predict first.</b></p>{card_html(question, model, text)}'
         f'<details class="ex-after"><summary>{esc(what)}</summary>{body}</details></div>'
@@ -181,7 +181,7 @@ def evidence_html(graded: dict) -> str:
 
 
 def reveal_html(graded: dict, asked: str = "") -> str:
-    """A graded answer, as the hidden #exercise-reveal holds it (exercise_reveal.js hands it to the cards): the verdict,
+    """A graded answer, as the hidden #exercise-reveal holds it (reveal.js hands it to the cards): the verdict,
     the sentence, the link to the view and the picture; its result as data for the learner's progress."""
     question = graded["question"]
     labels = {c["value"]: c["label"] for c in question["answer_with"].get("choices", [])}

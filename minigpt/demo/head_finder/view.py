@@ -1,6 +1,6 @@
 """The Head Finder drawn: every head's metrics in one sortable table (the chance levels on top), and one head's
 dashboard (its metrics against chance, its distance histogram, the corpus windows where it does its role most, its map
-on the learner's text). HTML from the endpoints' JSON; the table's sorting and clicks are head_finder.js."""
+on the learner's text). HTML from the endpoints' JSON; the table's sorting and clicks are view.js."""
 
 import html
 import math

@@ -1,5 +1,5 @@
 """The lesson's numbers, as plain JSON: every number of one attention head at work on one token of a text (the `step`
-endpoint, from minigpt/heads/steps.py, worded by step_words.py), and what lesson steps 11 and 12 show besides (the
+endpoint, from minigpt/heads/steps.py, worded by words.py), and what lesson steps 11 and 12 show besides (the
 specimen's head roles, where the weights are). lesson/ui.py puts them on the page; lesson/steps_view.py and
 lesson/view.py draw them. No Gradio here."""
 

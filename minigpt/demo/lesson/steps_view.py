@@ -1,8 +1,8 @@
-"""The block, step by step, as HTML: each step of the `step` endpoint's JSON (`steps_json`'s answer, worded by
-step_words) drawn as the numbers it holds: cells coloured by value (red positive, blue negative, at full strength for
-the largest of their vector), rounded to 3 decimals and exact on hover; the weights also as bars. The looks in
-steps.css. Nothing here computes a model's numbers or knows of Gradio. `section_html` draws one step (what a lesson step
-shows), `steps_html` all of them."""
+"""The block, step by step, as HTML: each step of the `step` endpoint's JSON (`steps_json`'s answer, worded by words.py)
+drawn as the numbers it holds: cells coloured by value (red positive, blue negative, at full strength for the largest of
+their vector), rounded to 3 decimals and exact on hover; the weights also as bars. The looks in steps_view.css. Nothing
+here computes a model's numbers or knows of Gradio. `section_html` draws one step (what a lesson step shows),
+`steps_html` all of them."""
 
 import html
 
@@ -46,7 +46,7 @@ def vector_html(key: str, label: str, symbols: str, values: list | None, highlig
         return f'<div class="label">{html.escape(label)} {symbols}: none in this model</div>'
     scale = largest(values)
     cells = "".join(number_html(v, " this-head" if n in highlight else "", scale) for n, v in enumerate(values))
-    cells = f'<div class="cells" data-key="{key}" style="--count:{len(values)}">{cells}</div>'  # --count: lesson.css
+    cells = f'<div class="cells" data-key="{key}" style="--count:{len(values)}">{cells}</div>'  # --count: view.css
     return f'<div class="label">{html.escape(label)} {symbols}</div>{cells}'
 
 

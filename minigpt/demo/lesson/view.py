@@ -1,7 +1,7 @@
 """A lesson step as HTML: the block drawn as a diagram with "you are here", the step's words at the chosen depth, what
 to try and the question the view answers, then the step view's own sections for it (lesson/steps_view.py, drawn from the
 `step` endpoint's JSON), the head roles (the `head_roles` endpoint's JSON) or where the model's weights are. A click on
-a box of the diagram opens the lesson step that explains it (lesson.js). No Gradio, no model."""
+a box of the diagram opens the lesson step that explains it (view.js). No Gradio, no model."""
 
 import html
 from urllib.parse import urlencode
@@ -15,7 +15,8 @@ from minigpt.demo.lesson.steps_view import heading_html, section_html
 from minigpt.demo.lesson.words import LESSON, LessonStep
 
 LESSON_CSS = asset("lesson/view.css")
-LESSON_JS = asset("core/exact_value.js") + asset("lesson/view.js") + EXERCISES_JS  # step 13's question: exercises.js
+LESSON_JS = asset("core/exact_value.js") + asset("lesson/view.js") + EXERCISES_JS  # step 13's question: exercises'
+
 
 # The diagram's boxes: (box, label, the lesson step it opens); in reading order, each list a column or a row.
 OUTSIDE_BEFORE = [("tokens", "text → tokens", 1), ("embed", "token embedding + position embedding", 1)]
@@ -127,7 +128,7 @@ def lesson_html(
 
 def digits_switch(coloured: bool) -> str:
     """Pictures first: the lesson's vectors are colour strips (a number's colour: its sign and size) until the learner
-    asks for the digits; the switch (lesson.js) keeps its choice over steps and redraws."""
+    asks for the digits; the switch (view.js) keeps its choice over steps and redraws."""
     if not coloured:
         return ""
     return (
@@ -141,7 +142,7 @@ def digits_switch(coloured: bool) -> str:
 
 def roles_section(number: int, roles: dict, roles_of: str, model: str, text: str) -> str:
     """The head roles of `roles_of` on `text`; when that is not the model shown (`model`), a link that opens it, and no
-    cell that would select a head of another model (lesson.js picks only in a section marked data-pick)."""
+    cell that would select a head of another model (view.js picks only in a section marked data-pick)."""
     own = roles_of == model
     if own:  # the roles say once what a click does
         note, click = "", "Click a cell to see that head's map and follow it through the lesson."
@@ -162,7 +163,7 @@ def roles_section(number: int, roles: dict, roles_of: str, model: str, text: str
 def walk_section(number: int, walk: dict | str | None, model: str, text: str, question: dict | None = None) -> str:
     """Lesson step 13's own picture: the circuit walk on the text shown (its measured sentences and numbers), or why
     it could not run, and a link to the specimen's example for a text without a repeat. With a `question` (the one
-    the walk answers), the learner answers it first: the walk stays folded until then (exercises.js unfolds it)."""
+    the walk answers), the learner answers it first: the walk stays folded until then (exercises/view.js unfolds it)."""
     link = "?" + urlencode({"model": "specimen", "text": SPECIMEN_TEXT, "layer": 1, "head": 1, "step": number})
     example = f'<a href="{html.escape(link)}">“{html.escape(SPECIMEN_TEXT)}” on the specimen</a>'
     if not isinstance(walk, dict):

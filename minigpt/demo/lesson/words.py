@@ -22,7 +22,7 @@ DEPTHS = ("plain", "formulas")  # plain words; or with formulas and shapes
 @dataclass(frozen=True)
 class LessonStep:
     title: str
-    sections: tuple[str, ...]  # the step view's sections it shows (step_words.STEPS keys), or "roles", "weights"
+    sections: tuple[str, ...]  # the step view's sections it shows (STEPS keys, below), or "roles", "weights"
     boxes: tuple[str, ...]  # where it is in the block diagram (lesson/view.py BOXES)
     plain: str
     formulas: str

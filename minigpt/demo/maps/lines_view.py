@@ -1,6 +1,6 @@
 """The line view of a layer's attention (bertviz's head view): the tokens twice, queries on the left and keys on the
 right, a line from each query to each key it sees whose opacity is the weight; one head, or every head of the layer
-in its own colour. Hover a token on the left to see only its lines (lines.js). Nothing here computes a model's
+in its own colour. Hover a token on the left to see only its lines (lines_view.js). Nothing here computes a model's
 numbers or knows of Gradio: the weights come from the recorded pass."""
 
 import html

@@ -1,7 +1,7 @@
 """The attention maps as HTML: the grid of every head (one small heatmap per head, a row per layer), the enlarged head
 beside its layer's average, their axis labels and colour legend. The numbers and images come from
 attention_maps.py; the page's behaviour is in head.js (hover, zoom, pan, row clicks) and pick_tile.js (tile clicks),
-the looks in maps.css. Nothing here computes a model's numbers or knows of Gradio."""
+the looks in view.css. Nothing here computes a model's numbers or knows of Gradio."""
 
 import html
 import json
@@ -197,7 +197,7 @@ def head_html(
 
 def row_picker(tokens: list[str], query) -> str:
     """The query rows as buttons a finger can hit (a map's rows are a few pixels tall on a phone): a tap chooses that
-    row's query token, as a tap on the row does (head.js). Shown on narrow or touch screens (maps.css)."""
+    row's query token, as a tap on the row does (head.js). Shown on narrow or touch screens (view.css)."""
     buttons = "".join(
         f'<button type="button" class="query-pick{" chosen" if i == query else ""}" data-query="{i}" '
         f'title="query {i}">{html.escape(token)}</button>'
