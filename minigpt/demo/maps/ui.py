@@ -43,14 +43,20 @@ def layer_and_head_choices(n_layer: int, n_head: int, layer: int = 0, head: int 
     return layers, heads
 
 
+def file_data(path: str) -> gr.FileData:
+    return gr.FileData(path=path)
+
+
 class AttentionSection:
     """The section on the demo's state: its page handlers call the section's numbers (`maps`) and draw them; `layout`
     builds it on the page."""
 
     def __init__(self, state: DemoState):
         self.state, self.maps = state, AttentionMaps(state, drawn_export)
-        # /attention: the maps' answer drawn as the page shows it (notes, grid, the chosen head large, trace, pickers)
+        # /attention: the maps' answer drawn as the page shows it (notes, grid, the chosen head large, trace, pickers);
+        # /attention_export: the file's path as a file Gradio serves
         self.attention = answer_drawn(self.maps.attention, self.drawn_attention)
+        self.attention_export = answer_drawn(self.maps.attention_export, file_data, returns=gr.FileData)
 
     def drawn_attention(self, answer: dict) -> tuple:
         """The /attention answer as the page's outputs: the notes, the grid, the chosen head large (the last token's
@@ -287,8 +293,7 @@ class AttentionSection:
         for change in (shown.change, lines_of.input):  # the layer and head move with the page's selection too
             change(self.show_lines, [shown, layer, head, lines_of], lines, **private)
         export_button.click(self.export_shown, [shown, export_what, layer, head], export_file, **private)
-        file = answer_drawn(self.maps.attention_export, lambda path: gr.FileData(path=path), returns=gr.FileData)
-        gr.api(file, api_name="attention_export")
+        gr.api(self.attention_export, api_name="attention_export")
         gr.api(self.maps.attention_values, api_name="attention_values")
         parts = dict(shown=shown, grid=grid, large=large, layer=layer, head=head, text=text, model=model, link=link)
         parts.update(lines=lines, lines_of=lines_of, details=details, over_training=over_training)
