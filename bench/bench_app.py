@@ -47,8 +47,8 @@ from helpers import (  # noqa: E402
     save_fixture_model,
     save_gpt2,
 )
-from minigpt.demo.serving import Sampling  # noqa: E402
-from minigpt.demo.texts import from_boundary  # noqa: E402
+from minigpt.demo.core.serving import Sampling  # noqa: E402
+from minigpt.demo.core.texts import from_boundary  # noqa: E402
 from timing import alternate, reference_corpus, summarise  # noqa: E402  (bench/timing.py)
 
 BEFORE_ISSUE_11 = "4492d0f"  # the commit whose attention_maps.py drew the maps before they scaled
@@ -147,11 +147,11 @@ def through_the_server(
 
 def in_process_demo(extra: list[str], names_model: str | None = None, text_model: str | None = None):
     """The demo's sections on a state of their own, as the server builds them (without a page or a training queue)."""
-    from minigpt.demo.generation import Generation
-    from minigpt.demo.insights import Insights
-    from minigpt.demo.state import DemoState
-    from minigpt.demo.steps import Steps
-    from minigpt.demo.ui.attention import AttentionSection
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.generation.endpoints import Generation
+    from minigpt.demo.head_tools.endpoints import Insights
+    from minigpt.demo.lesson.endpoints import Steps
+    from minigpt.demo.maps.ui import AttentionSection
 
     state = DemoState.configure(extra, names_model, text_model, training=False)
     sections = dict(maps=AttentionSection(state), steps=Steps(state), insights=Insights(state))
@@ -171,7 +171,7 @@ def full_length_seeds(lm, ids: list[int], count: int) -> list[int]:
 
 
 def in_process(names_source: str, text_source: str, runs: int, prompt: str) -> dict[str, float]:
-    from minigpt.demo.views.steps import steps_html
+    from minigpt.demo.lesson.steps_view import steps_html
     from minigpt.heads.recorded_pass import run_forward_pass
 
     demo = in_process_demo([], names_source, text_source)
@@ -241,7 +241,7 @@ def gpt2_at_1024(root: Path, runs: int) -> dict[str, float]:
     served."""
     import httpx
 
-    from minigpt.demo.attention_export import save_weights
+    from minigpt.demo.maps.export import save_weights
     from minigpt.heads.recorded_pass import run_forward_pass
 
     folder = save_gpt2(root / "gpt2-shaped", printable_tokenizer(), **GPT2_SHAPE)
@@ -325,7 +325,7 @@ def old_drawing_module():
 
 def drawing_then_and_now(names_source: str, text_source: str, runs: int) -> list[list]:
     """Drawing the grid and the enlarged head, new code vs the code before issue 11, from the same recorded pass."""
-    from minigpt.demo.views import maps as now
+    from minigpt.demo.maps import view as now
 
     before = old_drawing_module()
     if before is None:

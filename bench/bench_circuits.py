@@ -4,11 +4,10 @@
     python bench/bench_circuits.py --patch-tokens 1024      # patching at 1,024 tokens too (about half an hour)
 
 A GPT-2-shaped MiniGPT (12 layers x 12 heads x 768, 1,024 context, 50,257 tokens) with random weights: the numbers'
-meaning does not matter here, their cost does. Each row is one call, timed after a warm-up call, with the ratio to
-one plain forward pass over the same tokens. Patching runs the model once per head (and per layer and position for
-the residual stream), so the page caps its texts (minigpt/demo/circuits.py: 38 tokens at GPT-2's size); the bench
-measures it at that cap by default.
-"""
+meaning does not matter here, their cost does. Each row is one call, timed after a warm-up call, with the ratio to one
+plain forward pass over the same tokens. Patching runs the model once per head (and per layer and position for the
+residual stream), so the page caps its texts (minigpt/demo/circuits/measures.py: 38 tokens at GPT-2's size); the bench
+measures it at that cap by default."""
 
 import argparse
 import sys

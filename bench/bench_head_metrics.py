@@ -24,9 +24,9 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
-from minigpt.demo.head_corpus import MOST_TOKENS, cut_to_budget, default_corpus, text_corpus  # noqa: E402
-from minigpt.demo.models import SHIPPED, load_language_model  # noqa: E402
-from minigpt.demo.work_budgets import ABLATION_SECONDS, RECORD_SECONDS, ablation_windows, measure_seconds  # noqa: E402
+from minigpt.demo.core.models import SHIPPED, load_language_model  # noqa: E402
+from minigpt.demo.core.work_budgets import ABLATION_SECONDS, RECORD_SECONDS, ablation_windows, measure_seconds  # noqa: E402
+from minigpt.demo.head_finder.corpus import MOST_TOKENS, cut_to_budget, default_corpus, text_corpus  # noqa: E402
 from minigpt.heads.metrics import measure  # noqa: E402
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM  # noqa: E402
 from timing import machine_summary, print_table, reference_corpus  # noqa: E402

@@ -70,7 +70,7 @@ def in_process(threads: int, rounds: int) -> dict[str, float]:
 def shipped_before_and_now(rounds: int) -> list[list[str]]:
     """The shipped models' recorded pass (names: a name; shakespeare: its 128-token context), before and now, on the
     server's one thread, alternating."""
-    from minigpt.demo.models import SHIPPED
+    from minigpt.demo.core.models import SHIPPED
 
     torch.set_num_threads(1)
     old_modeling = module_from_git("modeling_minigpt.py", "modeling_before")

@@ -17,9 +17,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from minigpt.demo.insights import Insights  # noqa: E402
-from minigpt.demo.models import SHIPPED  # noqa: E402
-from minigpt.demo.state import DemoState  # noqa: E402
+from minigpt.demo.core.models import SHIPPED  # noqa: E402
+from minigpt.demo.core.state import DemoState  # noqa: E402
+from minigpt.demo.head_tools.endpoints import Insights  # noqa: E402
 from minigpt.errors import VisitorError  # noqa: E402
 
 # Two lines of Hamlet: they fit every shipped context, so the start token stays first.

@@ -28,9 +28,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench")]
 
 from helpers import PRINTABLE, printable_tokenizer, save_gpt2  # noqa: E402
-from minigpt.demo.insights import Insights  # noqa: E402
-from minigpt.demo.state import DemoState  # noqa: E402
-from minigpt.demo.ui.circuits import Circuits  # noqa: E402
+from minigpt.demo.circuits.endpoints import Circuits  # noqa: E402
+from minigpt.demo.core.state import DemoState  # noqa: E402
+from minigpt.demo.head_tools.endpoints import Insights  # noqa: E402
 from timing import machine_summary, print_table  # noqa: E402
 
 GPT2_SHAPE = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)

@@ -445,7 +445,7 @@ def close(actual, expected, what: str) -> None:
 def assert_every_number_is_the_models(numbers: dict, model, ids: list[int]) -> None:
     """Each number `steps_json` returned (eval mode) against the hooked tensors, or a formula on them (steps 2 and 4,
     which the model does not compute as such). Fails if a step holds a number this test does not check."""
-    from minigpt.demo.step_words import NUMBERS
+    from minigpt.demo.lesson.words import NUMBERS
     from minigpt.heads.steps import NEG_INF
 
     layer, h, i = numbers["layer"], numbers["head"], numbers["query"]

@@ -85,7 +85,7 @@ def test_zoom_select_a_query_and_download_a_png_and_the_weights(page_url, tmp_pa
     downloads a PNG of the grid and the weights file."""
     from playwright.sync_api import expect
 
-    from minigpt.demo.attention_export import load_weights
+    from minigpt.demo.maps.export import load_weights
 
     expect.set_options(timeout=90_000)
     with chromium_page(1280, 1000, accept_downloads=True) as page:

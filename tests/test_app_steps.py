@@ -16,7 +16,7 @@ from helpers import (
     numbers_drawn,
     server_log,
 )
-from minigpt.demo.step_words import NUMBERS
+from minigpt.demo.lesson.words import NUMBERS
 
 
 def served_model(folder: Path):

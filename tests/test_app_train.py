@@ -57,8 +57,8 @@ def test_a_names_run_streams_progress_and_its_model_generates_downloads_and_outl
 
     # A server started afresh on the same runs folder offers the model again: the state app.py's start builds
     # (DemoState.configure, in this process: a second server would take ~8 s to start), its /names answering.
-    from minigpt.demo.generation import Generation
-    from minigpt.demo.state import DemoState
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.generation.endpoints import Generation
 
     with pytest.MonkeyPatch.context() as env:
         env.setenv("MINIGPT_RUNS_DIR", str(training_server[2]))

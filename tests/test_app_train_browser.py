@@ -107,7 +107,7 @@ def test_train_watch_the_plot_cancel_resume_and_open_the_maps(page_url, tmp_path
 def test_the_tab_shows_only_the_fields_that_apply_and_the_runs_size_before_start(page_url):
     from playwright.sync_api import expect
 
-    from minigpt.demo import run_requests
+    from minigpt.demo.training import run_requests
 
     default = run_requests.defaults("names")
     sizes = {key: default[key] for key in ("n_layer", "n_head", "n_embd", "block_size", "max_steps", "seed")}

@@ -24,10 +24,18 @@ from helpers import (
     server_log,
     tiny_model,
 )
-from minigpt.demo.attention_export import load_weights, save_weights
-from minigpt.demo.attention_maps import LEVELS, PALETTE, Window, colour_indices, future_blocks, grid_images, max_pooled
-from minigpt.demo.views.export import grid_png, grid_svg, map_png
-from minigpt.demo.views.maps import figure_body
+from minigpt.demo.core.attention_maps import (
+    LEVELS,
+    PALETTE,
+    Window,
+    colour_indices,
+    future_blocks,
+    grid_images,
+    max_pooled,
+)
+from minigpt.demo.maps.export import load_weights, save_weights
+from minigpt.demo.maps.export_view import grid_png, grid_svg, map_png
+from minigpt.demo.maps.view import figure_body
 from modeling_minigpt import MiniGPTForCausalLM
 
 LONG = LONG_CONTEXT  # tokens: the long-context fixture's context (conftest's long_model), the longest text tried
@@ -164,7 +172,7 @@ def test_exported_images(tmp_path):
 def test_a_map_for_a_slide_has_the_maps_pixels_token_labels_a_title_and_a_colour_bar():
     from PIL import Image
 
-    from minigpt.demo.views.export import BAR_WIDTH, map_slide_png, slide_layout
+    from minigpt.demo.maps.export_view import BAR_WIDTH, map_slide_png, slide_layout
 
     T = 12
     matrix = torch.softmax(torch.randn(T, T).masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), -1e9), -1)
@@ -186,11 +194,11 @@ def test_a_map_for_a_slide_has_the_maps_pixels_token_labels_a_title_and_a_colour
 def test_the_app_serves_each_model_its_own_maps_and_reuses_them_for_the_same_text(tmp_path):
     """Two models with the same tokenizer and different weights: the same text gets each model's own maps, drawn
     from one pass per (model, text)."""
-    from minigpt.demo.attention_maps import token_labels
-    from minigpt.demo.state import DemoState
-    from minigpt.demo.texts import from_boundary
-    from minigpt.demo.ui.attention import AttentionSection
-    from minigpt.demo.views.maps import grid_html
+    from minigpt.demo.core.attention_maps import token_labels
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.core.texts import from_boundary
+    from minigpt.demo.maps.ui import AttentionSection
+    from minigpt.demo.maps.view import grid_html
     from minigpt.heads.recorded_pass import run_forward_pass
 
     first = save_fixture_model(tmp_path / "a", char_tokenizer(LOWERCASE, "."), seed=0, name="names")

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from helpers import REPO, assert_every_number_is_the_models, tiny_model
-from minigpt.demo.step_words import NUMBERS, STEPS, worded
-from minigpt.demo.views.steps import steps_html
+from minigpt.demo.lesson.steps_view import steps_html
+from minigpt.demo.lesson.words import NUMBERS, STEPS, worded
 from minigpt.heads.recorded_pass import run_forward_pass
 from minigpt.heads.steps import NEG_INF, TRACE_ROWS, StepChoiceError, attention_steps, steps_json
 
@@ -24,8 +24,8 @@ def middle(model) -> tuple[int, int]:
 @pytest.mark.parametrize("name", ["names", "shakespeare"])
 def test_every_number_is_the_shipped_models_own(name):
     """The `step` endpoint's function, in process, on a shipped model, in a middle layer and head."""
-    from minigpt.demo.state import DemoState
-    from minigpt.demo.steps import Steps
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.lesson.endpoints import Steps
 
     state = DemoState.configure(training=False)
     lm = state.picker.get(name)

@@ -1,12 +1,12 @@
-"""The cores shared between requests (minigpt/demo/cores.py): a heavy computation alone runs on every core, any other
-keeps its thread's count, and the count is given back after."""
+"""The cores shared between requests (minigpt/demo/core/cores.py): a heavy computation alone runs on every core, any
+other keeps its thread's count, and the count is given back after."""
 
 import threading
 
 import torch
 
 from helpers import THREE_LAYERS, tiny_model
-from minigpt.demo.cores import HEAVY_WORK, CoreShare, pass_work
+from minigpt.demo.core.cores import HEAVY_WORK, CoreShare, pass_work
 
 
 def test_a_heavy_computation_alone_gets_every_core_and_gives_them_back():

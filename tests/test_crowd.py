@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from helpers import HANG_S, REPO, TINY_RUN, app_error, call, server_log, server_threads, visitor
-from minigpt.demo import training_runs
+from minigpt.demo.training import training_runs
 
 
 def streaming(job) -> bool:
@@ -53,7 +53,7 @@ def outside_pools(threads: list[dict]) -> int:
 
 def stream_code() -> set[tuple[str, str]]:
     """The Train tab's streamed endpoints and their watching loop, as a server's stack names them (file, function)."""
-    from minigpt.demo.ui.training import Training
+    from minigpt.demo.training.endpoints import Training
 
     functions = (Training.train, Training.resume, Training.visitors_last_run, Training.watch)
     return {(f.__code__.co_filename, f.__code__.co_qualname) for f in functions}
@@ -166,9 +166,9 @@ def big_model_views(tmp_path_factory):
     """The sections' endpoints in process, on the widest model a visitor could ask for by heads (12 layers x 16
     heads, context 512, random weights) beside the fixture models."""
     from helpers import LOWERCASE, char_tokenizer, save_fixture_model
-    from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.attention import AttentionSection
-    from minigpt.demo.ui.insights import InsightsSection
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.head_tools.ui import InsightsSection
+    from minigpt.demo.maps.ui import AttentionSection
 
     root = tmp_path_factory.mktemp("big")
     big = dict(n_layer=12, n_head=16, n_embd=32, block_size=512)
@@ -182,8 +182,8 @@ def test_a_view_of_every_map_is_refused_past_its_size_and_importance_is_bounded(
     longest that fits), served for a short one; the page's Compare (one head) is drawn at any length. Importance is
     measured over the start of the text that fits its work bound, with a note, and equals the importance of that
     start."""
-    from minigpt.demo import work_budgets
-    from minigpt.demo.texts import MAX_ANSWER_NUMBERS
+    from minigpt.demo.core import work_budgets
+    from minigpt.demo.core.texts import MAX_ANSWER_NUMBERS
     from minigpt.errors import VisitorError
     from minigpt.heads.ablation import head_importance
 
@@ -246,7 +246,7 @@ def test_a_model_loading_does_not_hold_up_a_loaded_ones_requests(monkeypatch):
     for all who wait on it."""
     import threading
 
-    from minigpt.demo import models
+    from minigpt.demo.core import models
 
     started, release, loads = threading.Event(), threading.Event(), []
 
@@ -279,7 +279,7 @@ def test_concurrent_exports_all_succeed_while_old_ones_are_removed(big_model_vie
 
     import numpy as np
 
-    from minigpt.demo import state as state_module
+    from minigpt.demo.core import state as state_module
 
     state, _, maps = big_model_views
     expired = [state.export_folder() for _ in range(30)]
@@ -300,7 +300,7 @@ def test_concurrent_exports_all_succeed_while_old_ones_are_removed(big_model_vie
 def test_an_export_is_stored_once_inside_gradios_cache(big_model_views):
     """The page puts the export folder inside Gradio's cache, whence Gradio serves a returned file as it is: one copy
     on the disk (the audit saw each export stored twice)."""
-    from minigpt.demo.ui.page import build_demo
+    from minigpt.demo.page.ui import build_demo
 
     state, _, maps = big_model_views
     demo = build_demo(state)
@@ -314,7 +314,7 @@ def test_watchers_of_one_run_share_its_plot_files_written_whole(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
     from types import SimpleNamespace
 
-    from minigpt.demo.ui.training import SharedPlots
+    from minigpt.demo.training.endpoints import SharedPlots
 
     plots = SharedPlots(SimpleNamespace(exports=tmp_path))
     image = bytes(range(256)) * 400

@@ -6,13 +6,13 @@ the model's CPU tensors raises (or reading its numbers does): a forgotten device
 import pytest
 import torch
 
-from minigpt.demo import head_circuit as head_circuit_module
-from minigpt.demo import patch_estimates
 from minigpt.demo.app import check_flags, parse_args, resolved_device
-from minigpt.demo.insights import Insights
-from minigpt.demo.state import DemoState
-from minigpt.demo.steps import Steps
-from minigpt.demo.ui.circuits import Circuits
+from minigpt.demo.circuits import head_circuit as head_circuit_module
+from minigpt.demo.circuits import patch_estimates
+from minigpt.demo.circuits.endpoints import Circuits
+from minigpt.demo.core.state import DemoState
+from minigpt.demo.head_tools.endpoints import Insights
+from minigpt.demo.lesson.endpoints import Steps
 
 TEXT = "Romeo and Juliet, Romeo and Jul"  # the specimen's lesson text: 1.1 copies "i"
 
@@ -98,7 +98,7 @@ def test_insights_and_steps_create_tensors_on_the_models_device(sections):
 
 def test_generation_walk_exercises_and_instruments_create_tensors_on_the_models_device(sections):
     from minigpt import heads
-    from minigpt.demo.exercises import Exercises
+    from minigpt.demo.exercises.endpoints import Exercises
 
     state, circuits, insights, _ = sections
     model = state.picker.get("specimen").model

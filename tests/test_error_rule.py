@@ -1,6 +1,6 @@
-"""The error rule (minigpt/errors.py, minigpt/demo/ui/errors.as_message), through the real server as an outside client
-calls it: a host's broken model is the host's problem (a message naming the model, and a traceback in the server log,
-on every endpoint that loads a model); a visitor's mistake gets a message and leaves the log alone, on every named
+"""The error rule (minigpt/errors.py, minigpt/demo/core/error_rule.as_message), through the real server as an outside
+client calls it: a host's broken model is the host's problem (a message naming the model, and a traceback in the server
+log, on every endpoint that loads a model); a visitor's mistake gets a message and leaves the log alone, on every named
 endpoint; numbers written with other scripts' digits are a visitor's mistake too."""
 
 import itertools
@@ -405,7 +405,7 @@ EXPECTED_WORDS = {"str": "text", "int": "a whole number", "float": "a number", "
 
 def declared(client) -> list[tuple[str, list[tuple[str, str, object]]]]:
     """Each named endpoint and its parameters: (name, kind, default)."""
-    from minigpt.demo.ui.errors import declared_kind
+    from minigpt.demo.core.error_rule import declared_kind
 
     return [
         (

@@ -226,7 +226,7 @@ def test_choice_questions_are_graded_by_the_librarys_path_patching_and_ov_circui
     ordinary tokens."""
     from transformers import AutoTokenizer
 
-    from minigpt.demo.attention_maps import token_labels
+    from minigpt.demo.core.attention_maps import token_labels
     from minigpt.heads import ov_circuit, patch_path
 
     tokenizer = AutoTokenizer.from_pretrained(REPO / "minigpt" / "models" / "specimen")
@@ -257,7 +257,7 @@ def test_choice_questions_are_graded_by_the_librarys_path_patching_and_ov_circui
 
 
 def test_the_lessons_question_is_the_exercises_question_on_the_walks_first_pair(client, asked):
-    from minigpt.demo.exercises import walk_question
+    from minigpt.demo.exercises.endpoints import walk_question
 
     question = walk_question(call(client, "/circuit_walk", text=ROMEO, model="specimen"))
     assert question["id"] in {q["id"] for q in of_type(asked[ROMEO], "carrying_input")}
@@ -300,8 +300,8 @@ def test_questions_work_on_models_of_other_sizes(client, model, text):
 
 
 def test_ties_say_so_and_accept_any_tied_head():
-    from minigpt.demo.exercise_questions import tied
-    from minigpt.demo.exercise_words import writer_explained
+    from minigpt.demo.exercises.questions import tied
+    from minigpt.demo.exercises.words import writer_explained
 
     ranked = [(2.0, "1.1"), (2.0 - 1e-4, "1.2"), (1.0, "0.0")]
     assert tied(ranked) == ["1.1", "1.2"] and tied(ranked[:1] + ranked[2:]) == ["1.1"]
@@ -355,7 +355,7 @@ def test_a_choice_may_be_written_as_its_word(client, asked):
 
 
 def test_a_set_asks_a_question_that_does_not_depend_on_the_text_once_per_model():
-    from minigpt.demo.exercises import asked_once
+    from minigpt.demo.exercises.endpoints import asked_once
 
     formed = {"type": "formation_step", "parameters": {"head": "1.1"}}
     writer = {"type": "writer", "parameters": {"token": 3}}
@@ -376,7 +376,7 @@ def test_a_set_asks_a_question_that_does_not_depend_on_the_text_once_per_model()
 
 
 def test_a_link_keeps_the_exercise_keys_cut_to_their_lengths():
-    from minigpt.demo.links import read_link
+    from minigpt.demo.core.links import read_link
 
     link = read_link({"set": "s" * 5000, "kinds": "head", "texts": "a\nb" * 20_000, "ids": "x" * 5000, "other": "y"})
     assert len(link["set"]) == 200 and link["kinds"] == "head" and len(link["ids"]) == 2000

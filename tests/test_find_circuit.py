@@ -1,10 +1,10 @@
-"""The circuit found on the page (minigpt/demo/find_circuit.py, its words and its view), on the shipped specimen: the
-default `find_circuit` answer meets issue 51's "Done when" (faithfulness >= 0.9 with at most a third of the edges and
-half of the heads, edges into 1.1's key and value, 1.1 -> logits); mean-ablating every head outside it, measured here
-with heads.heads_ablated and this file's own metric, keeps >= 0.8 of the behaviour; the slider's curve equals
-heads.circuit_faithfulness at its ks, and at the found k it draws the found circuit; the text task on the Romeo pair
-finds 1.1; the words follow the numbers; the bounds scale a GPT-2-shaped model's prompt set and refuse what does not
-fit; the cache computes a key once. (The endpoint through the server, its mistakes and the page: test_error_rule.py
+"""The circuit found on the page (minigpt/demo/circuits/find_circuit.py, its words and its view), on the shipped
+specimen: the default `find_circuit` answer meets issue 51's "Done when" (faithfulness >= 0.9 with at most a third of
+the edges and half of the heads, edges into 1.1's key and value, 1.1 -> logits); mean-ablating every head outside it,
+measured here with heads.heads_ablated and this file's own metric, keeps >= 0.8 of the behaviour; the slider's curve
+equals heads.circuit_faithfulness at its ks, and at the found k it draws the found circuit; the text task on the Romeo
+pair finds 1.1; the words follow the numbers; the bounds scale a GPT-2-shaped model's prompt set and refuse what does
+not fit; the cache computes a key once. (The endpoint through the server, its mistakes and the page: test_error_rule.py
 and test_circuit_walk_browser.py.)"""
 
 import threading
@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from minigpt import heads
-from minigpt.demo import find_circuit as found_circuit
-from minigpt.demo.cores import CoreShare
-from minigpt.demo.find_circuit_words import found_findings
-from minigpt.demo.views.find_circuit import found_circuit_html, shown_edges
+from minigpt.demo.circuits import find_circuit
+from minigpt.demo.circuits.find_circuit_view import found_circuit_html, shown_edges
+from minigpt.demo.circuits.words import found_findings
+from minigpt.demo.core.cores import CoreShare
 from minigpt.errors import VisitorError
 
 ROMEO, ROMEO_CORRUPTED = "Romeo and Juliet, Romeo and Jul", "Romeo and Jullet, Romeo and Jul"
@@ -25,7 +25,7 @@ ROMEO, ROMEO_CORRUPTED = "Romeo and Juliet, Romeo and Jul", "Romeo and Jullet, R
 
 @pytest.fixture(scope="module")
 def state():
-    from minigpt.demo.state import DemoState
+    from minigpt.demo.core.state import DemoState
 
     return DemoState.configure(training=False)
 
@@ -38,8 +38,8 @@ def specimen(state):
 @pytest.fixture(scope="module")
 def answer(specimen):
     """The endpoint's default answer on the specimen: induction, every count left to the server, mean, EAP-IG."""
-    task, options = found_circuit.checked_options("induction", 0, "mean", "eap-ig", 0.9)
-    return found_circuit.induction_answer(specimen, options, found_circuit.FoundCache(), CoreShare(1))
+    task, options = find_circuit.checked_options("induction", 0, "mean", "eap-ig", 0.9)
+    return find_circuit.induction_answer(specimen, options, find_circuit.FoundCache(), CoreShare(1))
 
 
 def test_the_specimens_circuit_meets_the_issues_done_when(answer):
@@ -86,7 +86,7 @@ def test_mean_ablating_every_head_outside_it_keeps_most_of_the_behaviour(specime
 def test_the_curve_is_the_exact_faithfulness_of_the_top_k_edges(specimen, answer):
     clean, corrupted = answer["prompt_ids"]["clean"], answer["prompt_ids"]["corrupted"]
     ks = [p["k"] for p in answer["curve"]]
-    assert len(ks) <= found_circuit.MAX_KS and ks == sorted(set(ks)) and ks[0] == 0 and ks[-1] == answer["total_edges"]
+    assert len(ks) <= find_circuit.MAX_KS and ks == sorted(set(ks)) and ks[0] == 0 and ks[-1] == answer["total_edges"]
     assert answer["found_k"] in ks
     checked = {ks[len(ks) // 2 - 1], answer["found_k"]}  # below the found k, and at it
     for point in (p for p in answer["curve"] if p["k"] in checked):
@@ -123,9 +123,9 @@ def test_the_words_follow_the_numbers(answer):
 
 
 def test_the_text_task_on_the_romeo_pair_finds_the_induction_head(state, specimen):
-    task, options = found_circuit.checked_options("text", 0, "corrupted", "eap-ig", 0.9)
+    task, options = find_circuit.checked_options("text", 0, "corrupted", "eap-ig", 0.9)
     view, corrupted = state.text_view("specimen", ROMEO), state.text_view("specimen", ROMEO_CORRUPTED)
-    answer = found_circuit.text_answer(view, corrupted, None, options, found_circuit.FoundCache(), CoreShare(1))
+    answer = find_circuit.text_answer(view, corrupted, None, options, find_circuit.FoundCache(), CoreShare(1))
     assert answer["ids"] == list(view.ids) and answer["task"] == "text" and answer["prompts"]["count"] == 16
     assert answer["heads"] == ["1.1"] and answer["faithfulness"] >= 0.9  # measured: 1.1 alone, 6 edges, 0.92
     assert ROMEO in answer["findings"][0] and "variants" in answer["findings"][0]
@@ -138,15 +138,15 @@ def gpt2_shaped(name="gpt2-shaped"):
 
 def test_a_gpt2_shaped_model_gets_a_bounded_prompt_set_and_a_message_beyond_it():
     lm = gpt2_shaped()
-    budget = found_circuit.token_budget(lm.model.config)
-    assert budget == int(found_circuit.EDGE_WORK // (32491 * 768))  # GPT-2 small's 32,491 edges
-    count, half = found_circuit.induction_shape(lm, 0, "mean")
-    assert count == found_circuit.FEW_PROMPTS and count * (2 * half + 1) <= budget and half >= 2
+    budget = find_circuit.token_budget(lm.model.config)
+    assert budget == int(find_circuit.EDGE_WORK // (32491 * 768))  # GPT-2 small's 32,491 edges
+    count, half = find_circuit.induction_shape(lm, 0, "mean")
+    assert count == find_circuit.FEW_PROMPTS and count * (2 * half + 1) <= budget and half >= 2
     with pytest.raises(VisitorError, match=r"too large for 64 induction prompts.*Ask for \d+ prompts or fewer"):
-        found_circuit.induction_shape(lm, 64, "mean")
-    assert found_circuit.text_count(lm, 20, 0, "mean") == budget // 20
+        find_circuit.induction_shape(lm, 64, "mean")
+    assert find_circuit.text_count(lm, 20, 0, "mean") == budget // 20
     with pytest.raises(VisitorError, match=r"shorten the text to \d+ tokens or fewer"):
-        found_circuit.text_count(lm, 64, 0, "mean")
+        find_circuit.text_count(lm, 64, 0, "mean")
 
 
 @pytest.mark.parametrize(
@@ -163,12 +163,12 @@ def test_a_gpt2_shaped_model_gets_a_bounded_prompt_set_and_a_message_beyond_it()
 def test_mistakes_say_what_to_change(call, message):
     given = dict(task="induction", prompts=0, ablation="mean", method="eap-ig", target=0.9) | call
     with pytest.raises(VisitorError) as error:
-        found_circuit.checked_options(**given)
+        find_circuit.checked_options(**given)
     assert message in str(error.value)
 
 
 def test_the_cache_computes_a_key_once_and_keeps_a_bounded_number():
-    cache, calls, gate = found_circuit.FoundCache(kept=2), [], threading.Event()
+    cache, calls, gate = find_circuit.FoundCache(kept=2), [], threading.Event()
 
     def compute(key):
         def run():

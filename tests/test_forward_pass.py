@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from helpers import THREE_LAYERS, tiny_model
-from minigpt.demo.pass_cache import ForwardPassCache
+from minigpt.demo.core.pass_cache import ForwardPassCache
 from minigpt.heads.recorded_pass import run_forward_pass
 
 IDS = [0, 5, 9, 3, 3, 7, 1, 0, 12]

@@ -1,4 +1,4 @@
-"""Each use of Gradio's internals (minigpt/demo/ui/gradio_internals.py), checked against the pinned Gradio through a
+"""Each use of Gradio's internals (minigpt/demo/core/gradio_internals.py), checked against the pinned Gradio through a
 real call: a tiny page is built and called through Gradio's own call path (Blocks.__call__, or Blocks.process_api
 which every route calls: the count of values, the components' preprocess, the function, as a served request runs
 them). Each test fails if its patch stops taking effect (a Gradio
@@ -12,8 +12,8 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from minigpt.demo.ui.errors import under_the_rule, values_completed_by_the_rule
-from minigpt.demo.ui.gradio_internals import (
+from minigpt.demo.core.error_rule import under_the_rule, values_completed_by_the_rule
+from minigpt.demo.core.gradio_internals import (
     Parameter,
     components,
     every_function_wrapped,

@@ -196,7 +196,7 @@ def test_the_examples_are_the_queries_that_do_the_role_most():
 
 @pytest.fixture(scope="module")
 def text_lm(tmp_path_factory):
-    from minigpt.demo.models import load_language_model
+    from minigpt.demo.core.models import load_language_model
 
     folder = save_fixture_model(
         tmp_path_factory.mktemp("text") / "m",
@@ -212,7 +212,7 @@ def text_lm(tmp_path_factory):
 
 
 def test_a_visitors_text_reads_as_windows_from_the_start_token(text_lm):
-    from minigpt.demo.head_corpus import text_corpus
+    from minigpt.demo.head_finder.corpus import text_corpus
 
     _, lm = text_lm
     text = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer"
@@ -228,7 +228,7 @@ def test_a_runs_validation_windows_are_the_tail_of_its_text(text_lm, tmp_path):
     train.py cut them (windows of block_size, no start token); a folder whose data is gone: a built-in corpus, said."""
     import shutil
 
-    from minigpt.demo.head_corpus import default_corpus
+    from minigpt.demo.head_finder.corpus import default_corpus
 
     folder, lm = text_lm
     text = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(200))
@@ -249,7 +249,7 @@ def test_a_runs_validation_windows_are_the_tail_of_its_text(text_lm, tmp_path):
 
 
 def test_a_corpus_is_cut_to_the_token_budget_with_a_note(text_lm, monkeypatch):
-    from minigpt.demo import head_corpus
+    from minigpt.demo.head_finder import corpus as head_corpus
 
     _, lm = text_lm
     monkeypatch.setattr(head_corpus, "MOST_TOKENS", 100)
@@ -261,9 +261,9 @@ def test_a_corpus_is_cut_to_the_token_budget_with_a_note(text_lm, monkeypatch):
 
 
 def test_the_cache_gives_the_same_numbers_and_is_dropped_when_the_weights_change(text_lm, tmp_path):
-    from minigpt.demo.head_corpus import text_corpus
-    from minigpt.demo.head_finder import CACHE_VERSION, MetricsStore
-    from minigpt.demo.models import load_language_model
+    from minigpt.demo.core.models import load_language_model
+    from minigpt.demo.head_finder.corpus import text_corpus
+    from minigpt.demo.head_finder.measures import CACHE_VERSION, MetricsStore
 
     folder, _ = text_lm
     run = tmp_path / "run"
@@ -295,8 +295,8 @@ def test_the_cache_gives_the_same_numbers_and_is_dropped_when_the_weights_change
 def test_concurrent_requests_measure_once_and_a_model_keeps_its_latest_corpora(text_lm, tmp_path, monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
-    from minigpt.demo import head_finder
-    from minigpt.demo.head_corpus import text_corpus
+    from minigpt.demo.head_finder import measures as head_finder
+    from minigpt.demo.head_finder.corpus import text_corpus
 
     folder, lm = text_lm
     store = head_finder.MetricsStore(tmp_path / "cache")
@@ -387,7 +387,7 @@ def test_the_specimens_head_1_1_is_said_with_what_each_role_was_measured_on(clie
     sink on prose (the opening of the plays, measured as a corpus), an induction head on random tokens written
     twice."""
     from minigpt import data
-    from minigpt.demo.views.head_finder import role_sentence
+    from minigpt.demo.head_finder.view import role_sentence
     from minigpt.heads.role_scores import above_chance
 
     prose = data.builtin_shakespeare().read_text()[:6_000]  # the plays' opening: prose with little to copy
@@ -402,7 +402,7 @@ def test_the_specimens_head_1_1_is_said_with_what_each_role_was_measured_on(clie
 
 @pytest.fixture(scope="module")
 def fixture_lms(fixture_models):
-    from minigpt.demo.models import load_language_model
+    from minigpt.demo.core.models import load_language_model
 
     names, text = fixture_models
     batching = dict(max_rows=2, max_waiting=2)
@@ -415,7 +415,7 @@ def test_a_corpus_has_one_limit_and_only_its_measured_start_is_tokenized(fixture
     """A million characters are accepted (the README's limit) and one more refused, with the same number; a text of
     940,000 characters or a names corpus of one such line is measured on its start, and of 190,000 names only those
     the token budget holds are tokenized."""
-    from minigpt.demo import head_corpus
+    from minigpt.demo.head_finder import corpus as head_corpus
 
     names_lm, text_lm = fixture_lms
     limit = head_corpus.MAX_CORPUS_CHARS
@@ -440,8 +440,9 @@ def test_a_model_with_costly_attention_is_measured_within_the_bound_on_fewer_tok
     under the parameter-count bound. Its corpus is now cut so that the estimated work, counted over every window's
     attention (L x H x T^2 cells) and the (L x H + 1) ablation passes, fits the two bounds."""
     from helpers import printable_tokenizer, save_fixture_model
-    from minigpt.demo import head_corpus, work_budgets
-    from minigpt.demo.models import load_language_model
+    from minigpt.demo.core import work_budgets
+    from minigpt.demo.core.models import load_language_model
+    from minigpt.demo.head_finder import corpus as head_corpus
 
     shape = dict(name="shakespeare", n_layer=12, n_head=16, n_embd=32, block_size=256)
     folder = save_fixture_model(tmp_path / "wide-attention", printable_tokenizer(), seed=0, **shape)
@@ -464,13 +465,13 @@ def test_a_model_too_big_to_measure_gets_its_estimate_before_any_corpus_is_read(
     under a second (nothing is built: the shape is all it reads), and no corpus is made."""
     from types import SimpleNamespace
 
-    from minigpt.demo import head_corpus
-    from minigpt.demo.ui import head_finder
+    from minigpt.demo.head_finder import corpus as head_corpus
+    from minigpt.demo.head_finder import endpoints
     from modeling_minigpt import MiniGPTConfig
 
     config = MiniGPTConfig(n_layer=48, n_head=25, n_embd=1600, block_size=1024, vocab_size=50257)
     lm = SimpleNamespace(name="gpt2-xl", model=SimpleNamespace(config=config))
-    monkeypatch.setattr(head_finder, "text_corpus", lambda *a: pytest.fail("a corpus was built"))
+    monkeypatch.setattr(endpoints, "text_corpus", lambda *a: pytest.fail("a corpus was built"))
     with pytest.raises(VisitorError, match=r"Measuring every head of gpt2-xl would take about [\d,]+ s") as refused:
-        head_finder.HeadFinder(state=None).corpus_for(lm, "a text")
+        endpoints.HeadFinder(state=None).corpus_for(lm, "a text")
     assert f"at most {head_corpus.RECORD_SECONDS} s" in str(refused.value)

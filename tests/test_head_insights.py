@@ -271,7 +271,7 @@ def test_compare_gives_the_difference_of_the_maps_over_the_common_positions():
     ],
 )
 def test_heads_are_read_as_people_type_them(spec, message):
-    from minigpt.demo.choices import parse_heads
+    from minigpt.demo.core.inputs import parse_heads
 
     assert parse_heads(" 1.1, 0.0 ,2.1;1.1", 3, 2) == [(1, 1), (0, 0), (2, 1)]
     assert parse_heads("", 3, 2) == []
@@ -282,7 +282,7 @@ def test_heads_are_read_as_people_type_them(spec, message):
 
 
 def test_chance_level_is_the_score_of_attention_spread_evenly_and_the_probe_is_worded_by_its_sign():
-    from minigpt.demo.views.insights import probe_sentence
+    from minigpt.demo.head_tools.view import probe_sentence
 
     T = 9
     even = sum(1 / (i + 1) for i in range(1, T)) / (T - 1)  # rows 1..T-1, one marked key among i + 1

@@ -221,9 +221,9 @@ def test_generated_tokens_are_coloured_by_the_probability_they_were_sampled_with
     import asyncio
     import re
 
-    from minigpt.demo.generation import Generation
-    from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.insights import InsightsSection
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.generation.endpoints import Generation
+    from minigpt.demo.head_tools.ui import InsightsSection
 
     async def last_update(updates):
         return [update async for update in updates][-1]
@@ -244,7 +244,7 @@ def test_induction_is_measured_on_the_learners_text_when_it_repeats(client):
     stripe. On the specimen, a line written twice: the score on the text (the same formula, the text's own pattern)
     beside the probe's, its chance level from even attention, head 1.1 the best on both; a text with no repeated
     run of 3 tokens has none, and the page offers a text that repeats a phrase."""
-    from minigpt.demo.views.insights import roles_html
+    from minigpt.demo.head_tools.view import roles_html
     from minigpt.heads.role_scores import chance_level, induction_pattern
 
     text = "the cat sat on the mat. the cat sat on the mat."

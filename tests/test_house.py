@@ -1,6 +1,6 @@
 """The demo's house rules (docs/architecture.md), checked: the API keeps its endpoints and parameters, gradio lives in
-minigpt/demo/ui alone (its internals in one module of it), each part of a demo section imports only what it may, the
-server does not load the Trainer, and the top level stays the textbook."""
+the demo's ui modules alone (its internals in one module of the core), each part of a demo section imports only what it
+may, the server does not load the Trainer, and the top level stays the textbook."""
 
 import ast
 import importlib.metadata
@@ -34,8 +34,8 @@ def api_description(demo) -> dict:
 
 
 def test_every_endpoint_keeps_its_name_and_parameters(tmp_path, monkeypatch):
-    from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.page import build_demo
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.page.ui import build_demo
 
     monkeypatch.setenv("MINIGPT_RUNS_DIR", str(tmp_path))  # no finished run of this checkout joins the picker
     demo = build_demo(DemoState.configure())
@@ -122,11 +122,23 @@ TRAINING_ROOM = (
 )
 
 
+# The core's two modules that put Gradio on the whole page (the error rule on every event, Gradio's internals): ui part.
+PAGE_PLUMBING = ("minigpt.demo.core.error_rule", "minigpt.demo.core.gradio_internals")
+
+
 def demo_part(module: str) -> str:
-    """The part of the demo a module of minigpt.demo belongs to: "ui" (lays out and wires the page), "views" (HTML from
-    the answers), "entry" (minigpt.demo.app, which builds the page) or "computing" (the numbers, JSON in and out)."""
-    part = module.split(".")[2] if module.count(".") >= 2 else "computing"
-    return {"ui": "ui", "views": "views", "app": "entry"}.get(part, "computing")
+    """The part of the demo a module of minigpt.demo belongs to, as its name says: "ui" (`ui.py`, `*_ui.py`: lays out
+    and wires the page; and the core's error rule and Gradio internals), "views" (`view.py`, `*_view.py`: HTML from the
+    answers), "entry" (minigpt.demo.app, which builds the page) or "computing" (any other: the numbers, JSON in and out,
+    and the words)."""
+    name = module.rsplit(".", 1)[-1]
+    if module == "minigpt.demo.app":
+        return "entry"
+    if name == "ui" or name.endswith("_ui") or module in PAGE_PLUMBING:
+        return "ui"
+    if name == "view" or name.endswith("_view"):
+        return "views"
+    return "computing"
 
 
 def room(module: str) -> str:
@@ -145,7 +157,7 @@ def room(module: str) -> str:
 
 def test_imports_flow_one_way_between_modules_and_between_rooms():
     graph = import_graph()
-    assert {"minigpt.heads.recorded_pass", "minigpt.demo.ui.page", "minigpt.training", "app"} <= set(graph)
+    assert {"minigpt.heads.recorded_pass", "minigpt.demo.page.ui", "minigpt.training", "app"} <= set(graph)
     assert cycles(graph) == []
     rooms = {}
     for module, imported in graph.items():
@@ -178,20 +190,23 @@ def test_the_library_imports_torch_transformers_and_the_model_alone():
 
 def test_gradio_is_imported_by_the_ui_part_only():
     files = python_files()
-    assert any(path.parts[-2:] == ("ui", "page.py") for path in files)  # the scan sees the package
-    importers = {str(path.relative_to(REPO)) for path in files if "gradio" in imports_of(path)}
-    assert importers and all(name.startswith("minigpt/demo/ui/") for name in importers), importers
+    assert any(path.parts[-2:] == ("page", "ui.py") for path in files)  # the scan sees the package
+    importers = {module_name(path) for path in files if "gradio" in imports_of(path)}
+    in_ui = [name.startswith("minigpt.demo.") and demo_part(name) == "ui" for name in importers]
+    assert importers and all(in_ui), importers
 
 
 def test_each_part_of_the_demo_imports_only_what_it_may():
-    """A section is three parts: its computing module (minigpt/demo/<section>.py: JSON in and out), its view
-    (views/<section>.py: HTML from that JSON) and its ui module (ui/<section>.py: lays out and wires). The ui imports
+    """A section is a package of minigpt/demo: its computing modules (endpoints.py and the others: JSON in and out; its
+    words), its views (view.py, *_view.py: HTML from that JSON) and its ui (ui.py: lays out and wires). The ui imports
     no torch and no minigpt.heads (the numbers are the computing modules'); a computing module imports no view and no
     ui; a view imports no ui."""
+    modules = {module_name(path) for path in python_files()}
+    part_of = lambda name: demo_part(name) if name in modules and name.startswith("minigpt.demo.") else None  # noqa: E731
     forbidden = {
         "ui": lambda name: name.split(".")[0] == "torch" or name.startswith("minigpt.heads"),
-        "computing": lambda name: name.startswith(("minigpt.demo.views", "minigpt.demo.ui")),
-        "views": lambda name: name.startswith("minigpt.demo.ui"),
+        "computing": lambda name: part_of(name) in ("views", "ui", "entry"),
+        "views": lambda name: part_of(name) in ("ui", "entry"),
         "entry": lambda name: False,
     }
     parts = {}
@@ -214,7 +229,7 @@ GRADIO_INTERNALS = {
 
 def test_gradios_internals_are_touched_from_one_module():
     """Gradio beyond its documented API (its submodules, a built page's `fns` and `blocks`, a component's `preprocess`)
-    is used in minigpt/demo/ui/gradio_internals.py alone, where tests/test_gradio_internals.py checks each use against
+    is used in minigpt/demo/core/gradio_internals.py alone, where tests/test_gradio_internals.py checks each use against
     the pinned Gradio through a real call."""
     users = {}
     for path in python_files():
@@ -225,7 +240,7 @@ def test_gradios_internals_are_touched_from_one_module():
         touched |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)} & GRADIO_INTERNALS
         if touched:
             users[str(path.relative_to(REPO))] = sorted(touched)
-    assert set(users) == {"minigpt/demo/ui/gradio_internals.py"}, users
+    assert set(users) == {"minigpt/demo/core/gradio_internals.py"}, users
 
 
 MODEL = {"modeling_minigpt", "configuration_minigpt"}  # "the model" in the map: the two textbook files
@@ -257,8 +272,9 @@ def map_rows() -> dict[str, list[str]]:
 
 def resolved(entry: str, module: str, modules: set[str]) -> set[str]:
     """A "may import" entry of `module`'s row as module names: `nothing of the project` (none), `the model`, an
-    absolute name, or a name relative to the row's own package, else to minigpt.demo or minigpt.heads, else minigpt
-    (`assets` in a view is minigpt.demo.views.assets, `views.maps` in the demo minigpt.demo.views.maps)."""
+    absolute name, or a name relative to the row's own package, else to the demo's core, minigpt.demo or minigpt.heads,
+    else minigpt (`view` in circuits/ui.py is minigpt.demo.circuits.view, `state` minigpt.demo.core.state, `maps.view`
+    minigpt.demo.maps.view, `core.view` minigpt.demo.core.view)."""
     entry = entry.split(":")[-1].strip().strip("`").strip().removesuffix(".*")  # "each section's ui module: `x`"
     if entry.startswith("nothing") or entry == "—":
         return set()
@@ -266,7 +282,7 @@ def resolved(entry: str, module: str, modules: set[str]) -> set[str]:
         return MODEL
     if entry in modules:
         return {entry}
-    bases = [module.rsplit(".", 1)[0], "minigpt.demo", "minigpt.heads", "minigpt"]
+    bases = [module.rsplit(".", 1)[0], "minigpt.demo.core", "minigpt.demo", "minigpt.heads", "minigpt"]
     found = (f"{base}.{entry}" for base in bases if f"{base}.{entry}" in modules - {module})
     return {next(found, entry)}
 

@@ -102,8 +102,8 @@ def run_installed(site: Path, where: Path, script: str, *arguments: str) -> str:
 
 @pytest.fixture(scope="module")
 def insights():
-    from minigpt.demo.insights import Insights
-    from minigpt.demo.state import DemoState
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.head_tools.endpoints import Insights
 
     return Insights(DemoState.configure(training=False))
 

@@ -7,12 +7,12 @@ import threading
 import pytest
 
 from helpers import THREE_LAYERS, tiny_model
-from minigpt.demo.exercise_questions import Unasked
-from minigpt.demo.exercises import Exercises, measured
-from minigpt.demo.find_circuit import FoundCache
-from minigpt.demo.kept_answers import KeptAnswers
-from minigpt.demo.pass_cache import ForwardPassCache
-from minigpt.demo.per_model import PerModel
+from minigpt.demo.circuits.find_circuit import FoundCache
+from minigpt.demo.core.kept_answers import KeptAnswers
+from minigpt.demo.core.pass_cache import ForwardPassCache
+from minigpt.demo.core.per_model import PerModel
+from minigpt.demo.exercises.endpoints import Exercises, measured
+from minigpt.demo.exercises.questions import Unasked
 
 
 def failing(key):

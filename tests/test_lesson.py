@@ -22,9 +22,8 @@ from helpers import (
     open_head_tools,
     tiny_model,
 )
-from minigpt.demo.lesson import ALL_STEPS, DEPTHS, LESSON, lesson_number, next_step
-from minigpt.demo.step_words import STEPS
-from minigpt.demo.views.lesson import ATTENTION, BLOCK_AFTER, BLOCK_BEFORE, OUTSIDE_AFTER, OUTSIDE_BEFORE
+from minigpt.demo.lesson.view import ATTENTION, BLOCK_AFTER, BLOCK_BEFORE, OUTSIDE_AFTER, OUTSIDE_BEFORE
+from minigpt.demo.lesson.words import ALL_STEPS, DEPTHS, LESSON, STEPS, lesson_number, next_step
 from minigpt.heads.block_steps import parameter_counts
 
 NAMES = REPO / "minigpt" / "models" / "names"
@@ -195,9 +194,9 @@ def test_depths_are_plain_words_and_formulas():
 
 
 def test_a_lesson_step_draws_the_same_numbers_as_the_step_view_for_that_step():
-    from minigpt.demo.step_words import worded
-    from minigpt.demo.views.lesson import lesson_html
-    from minigpt.demo.views.steps import section_html
+    from minigpt.demo.lesson.steps_view import section_html
+    from minigpt.demo.lesson.view import lesson_html
+    from minigpt.demo.lesson.words import worded
     from minigpt.heads.recorded_pass import run_forward_pass
     from minigpt.heads.steps import attention_steps, steps_json
 
@@ -222,9 +221,9 @@ def test_a_lesson_step_draws_the_same_numbers_as_the_step_view_for_that_step():
 
 
 def test_step_11_says_once_what_a_click_does_and_only_where_a_click_selects_a_head():
-    from minigpt.demo.insights import Insights
-    from minigpt.demo.state import DemoState
-    from minigpt.demo.views.lesson import roles_section
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.head_tools.endpoints import Insights
+    from minigpt.demo.lesson.view import roles_section
 
     state = DemoState.configure([str(NAMES)], training=False)
     roles = Insights(state).head_roles("emma", "names")

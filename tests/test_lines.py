@@ -7,7 +7,7 @@ import re
 import torch
 
 from helpers import call, chromium_page, needs_chromium
-from minigpt.demo.views.lines import FAINTEST, MAX_LINE_TOKENS, lines_html
+from minigpt.demo.maps.lines_view import FAINTEST, MAX_LINE_TOKENS, lines_html
 
 LINE = re.compile(r'stroke-opacity="([^"]+)"[^>]*data-q="(\d+)" data-k="(\d+)" data-head="(\d+)"')
 

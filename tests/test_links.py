@@ -1,10 +1,10 @@
-"""Links that reopen a view: the query string read back (minigpt/demo/links.py), and in Chromium a link opened in a
+"""Links that reopen a view: the query string read back (minigpt/demo/core/links.py), and in Chromium a link opened in a
 fresh browser shows the head and query it names, and the page's "Copy a link" gives the link that shows the same
 again."""
 
 from helpers import chromium_page, needs_chromium
-from minigpt.demo.choices import MAX_TEXT_CHARS
-from minigpt.demo.links import read_link
+from minigpt.demo.core.inputs import MAX_TEXT_CHARS
+from minigpt.demo.core.links import read_link
 
 
 def test_a_link_keeps_the_known_keys_and_a_text_of_a_texts_length():
@@ -47,7 +47,7 @@ def test_a_link_opened_in_a_fresh_browser_shows_its_head_and_query(page_url):
 
 
 def test_every_value_of_a_link_is_cut_to_a_length_it_may_have():
-    from minigpt.demo.links import MAX_LINK_VALUE_CHARS
+    from minigpt.demo.core.links import MAX_LINK_VALUE_CHARS
 
     long = {key: "7" * 50_000 for key in ("tab", "model", "layer", "head", "query", "step", "depth")}
     assert all(len(value) == MAX_LINK_VALUE_CHARS for value in read_link(long).values())

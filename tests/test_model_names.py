@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers import tiny_model
-from minigpt.demo.models import ModelPicker
+from minigpt.demo.core.models import ModelPicker
 from minigpt.errors import VisitorError
 from minigpt.heads.role_log import save_snapshot
 
@@ -51,8 +51,8 @@ def test_a_step_of_thousands_of_digits_gets_a_message_not_pythons(snapshotted):
 
 
 def test_an_export_of_a_model_with_a_long_name_has_a_short_file_name(snapshotted, tmp_path, monkeypatch):
-    from minigpt.demo.state import DemoState
-    from minigpt.demo.ui.attention import AttentionSection
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.maps.ui import AttentionSection
 
     monkeypatch.setenv("MINIGPT_RUNS_DIR", str(tmp_path / "runs"))
     state = DemoState.configure(training=False)

@@ -20,8 +20,8 @@ def test_the_wheel_holds_the_package_its_data_and_two_commands(tmp_path):
     names = set(wheel.namelist())
     top = {name.split("/")[0] for name in names if ".dist-info/" not in name}
     assert top == {"minigpt", "modeling_minigpt.py", "configuration_minigpt.py"}, top
-    views = {name.rsplit("/", 1)[-1] for name in names if name.startswith("minigpt/demo/views/")}
-    assert {"head.js", "maps.css", "lesson.js", "steps.css", "head_finder.js"} <= views
+    views = {name.removeprefix("minigpt/demo/") for name in names if name.endswith((".js", ".css"))}
+    assert {"maps/head.js", "maps/view.css", "lesson/view.js", "lesson/steps_view.css", "head_finder/view.js"} <= views
     for model in ("names", "shakespeare", "induction", "specimen"):
         for file in ("model.safetensors", "config.json", "tokenizer.json", "modeling_minigpt.py"):
             assert f"minigpt/models/{model}/{file}" in names, (model, file)

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from minigpt import heads
-from minigpt.demo import patch_estimates
-from minigpt.demo.insights import Insights
-from minigpt.demo.per_model import PerModel
-from minigpt.demo.state import DemoState
-from minigpt.demo.ui.circuits import Circuits
+from minigpt.demo.circuits import patch_estimates
+from minigpt.demo.circuits.endpoints import Circuits
+from minigpt.demo.core.per_model import PerModel
+from minigpt.demo.core.state import DemoState
+from minigpt.demo.head_tools.endpoints import Insights
 from minigpt.heads import role_scores
 
 TEXT = "Romeo and Juliet, Romeo and Jul"

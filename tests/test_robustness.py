@@ -218,7 +218,7 @@ def test_a_file_or_a_folder_with_code_of_its_own_stops_the_command_in_one_line_w
 def test_a_folder_with_code_of_its_own_is_refused_when_picked_without_a_question(tmp_path, monkeypatch, where):
     import builtins
 
-    from minigpt.demo.models import ModelPicker, ModelUnavailable
+    from minigpt.demo.core.models import ModelPicker, ModelUnavailable
 
     questions = []
     monkeypatch.setattr(builtins, "input", lambda *asked: questions.append(asked) or "n")
@@ -229,7 +229,7 @@ def test_a_folder_with_code_of_its_own_is_refused_when_picked_without_a_question
 
 
 def test_the_pickers_choices_name_a_folder_never_its_server_path(tmp_path, monkeypatch):
-    from minigpt.demo.models import SHIPPED, model_sources
+    from minigpt.demo.core.models import SHIPPED, model_sources
 
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "mine").mkdir()
@@ -251,7 +251,7 @@ def test_a_broken_model_stops_the_app_in_one_line(models):
 
 
 def test_numbers_are_parsed_exactly():
-    from minigpt.demo.choices import number
+    from minigpt.demo.core.inputs import number
     from minigpt.errors import VisitorError
 
     assert number("Seed", 2**63 - 1, -1, int) == 2**63 - 1
@@ -264,21 +264,21 @@ def test_numbers_are_parsed_exactly():
 
 
 def test_an_owner_token_is_checked_before_it_is_hashed_and_never_echoed():
-    from minigpt.demo.ui.training import MAX_TOKEN_CHARS, visitor
+    from minigpt.demo.training.endpoints import MAX_TOKEN_CHARS, visitor
     from minigpt.errors import VisitorError
 
     rule = "owner must be a text of at most 200 whole characters, a token you keep secret"
     secret = "s3cret-" * 40  # 280 characters
     for token, wrong in [(secret, "got 280 characters"), (12, "got 12"), ("ab\udfff", "(U+DFFF), half of a character")]:
         with pytest.raises(VisitorError, match="^owner must") as refused:
-            visitor(token, None)
+            visitor(token)
         assert rule in str(refused.value) and wrong in str(refused.value) and "s3cret" not in str(refused.value)
     whole = "é" * MAX_TOKEN_CHARS  # any whole characters: a token is hashed, never shown
-    assert len(visitor(whole, None)) == 32 and visitor(whole, None) != visitor(whole[:-1], None)
+    assert len(visitor(whole)) == 32 and visitor(whole) != visitor(whole[:-1])
 
 
 def test_load_errors_lose_the_server_paths():
-    from minigpt.demo.models import without_paths
+    from minigpt.demo.core.models import without_paths
 
     message = "Error no file named model.safetensors found in directory /srv/spaces/app/models/mine.\nmore"
     assert without_paths(message, "/srv/spaces/app/models/mine", "mine") == (
@@ -371,7 +371,7 @@ def test_an_out_of_range_flag_stops_the_command_in_one_line():
 def test_a_folder_whose_weights_do_not_cover_its_config_is_refused(tmp_path):
     """A config asking for more layers than its weights hold: not served with random layers, but named."""
     from helpers import LOWERCASE, char_tokenizer, save_fixture_model
-    from minigpt.demo.models import ModelPicker, ModelUnavailable
+    from minigpt.demo.core.models import ModelPicker, ModelUnavailable
 
     folder = save_fixture_model(tmp_path / "deep", char_tokenizer(LOWERCASE, "."), seed=0, name="names")
     config = json.loads((folder / "config.json").read_text())

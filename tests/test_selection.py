@@ -8,8 +8,8 @@ import re
 import torch
 
 from helpers import chromium_page, needs_chromium, open_head_tools
-from minigpt.demo.attention_maps import Window
-from minigpt.demo.views.maps import figure_body
+from minigpt.demo.core.attention_maps import Window
+from minigpt.demo.maps.view import figure_body
 
 
 def test_the_selected_query_row_is_outlined_where_the_window_shows_it():

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from minigpt.demo.serving import DONE, ContinuousBatcher, Sampling, ServerBusy, rows_for_same_bits
+from minigpt.demo.core.serving import DONE, ContinuousBatcher, Sampling, ServerBusy, rows_for_same_bits
 from modeling_minigpt import MiniGPTConfig, MiniGPTForCausalLM
 
 VOCAB, PAD, BLOCK = 40, 39, 32

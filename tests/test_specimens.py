@@ -11,8 +11,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
 from helpers import REPO
-from minigpt.demo.insights import Insights
-from minigpt.demo.state import DemoState
+from minigpt.demo.core.state import DemoState
+from minigpt.demo.head_tools.endpoints import Insights
 from minigpt.heads import ablation, role_scores
 
 LAB_MODEL = REPO / "minigpt" / "models" / "induction"
@@ -118,7 +118,7 @@ def test_a_shipped_lab_carries_its_history_and_the_phase_change_is_said(folder, 
     steps and weight snapshots, so that `induction@N`, `specimen@N` and the roles curve work on a fresh clone. The step
     where an induction head forms is found in the log (the first evaluation with a head clearly above chance, as the
     Head roles view outlines it), and the curve says it in words."""
-    from minigpt.demo.models import ModelPicker
+    from minigpt.demo.core.models import ModelPicker
     from minigpt.heads.role_log import induction_forms, read_roles, snapshots_of
     from minigpt.heads.role_scores import above_chance
 
@@ -158,7 +158,7 @@ def test_the_head_over_training_is_each_snapshots_own_map():
     """The strip of the chosen head at each snapshot (the page's "over training" view, /head_over_training): each map
     is that snapshot's model's own attention (output_attentions on the snapshot's weights), the final one the model's;
     a model without snapshots gets a message saying how to have them."""
-    from minigpt.demo.over_training import head_over_training
+    from minigpt.demo.maps.over_training import head_over_training
     from minigpt.errors import VisitorError
     from minigpt.heads.role_log import load_snapshot, snapshots_of
 

@@ -175,8 +175,8 @@ def test_bpe_text_run_writes_a_loadable_folder(tmp_path, text_file):
 def test_head_roles_are_logged_at_every_evaluation_by_the_head_roles_views_code(names_run):
     """roles_log.jsonl: a line per evaluation (steps 20, 40, 60, 80); the last equals what the demo's Head roles
     endpoint answers for the final model on the same text; the plot is in the folder and the model card."""
-    from minigpt.demo.insights import Insights
-    from minigpt.demo.state import DemoState
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.head_tools.endpoints import Insights
     from minigpt.heads.role_log import ROLES, read_roles
 
     lines = read_roles(names_run)
@@ -196,7 +196,7 @@ def test_a_small_run_keeps_snapshots_that_the_views_load_at_their_step(names_run
     "name@N" is the model at step N, the same maps as the Trainer's checkpoint of that step reloaded."""
     from transformers import AutoModelForCausalLM
 
-    from minigpt.demo.state import DemoState
+    from minigpt.demo.core.state import DemoState
     from minigpt.errors import VisitorError
     from minigpt.heads.recorded_pass import run_forward_pass
     from minigpt.heads.role_log import SNAPSHOT_FRACTIONS, snapshot_path, snapshot_steps, snapshots_of

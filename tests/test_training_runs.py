@@ -12,7 +12,7 @@ import pytest
 from configuration_minigpt import PRESETS, MiniGPTConfig
 from helpers import REPO
 from minigpt import data
-from minigpt.demo import run_folder, run_requests, training_runs
+from minigpt.demo.training import run_folder, run_requests, training_runs
 from minigpt.presets import TRAINING_PRESETS
 from modeling_minigpt import MiniGPTForCausalLM
 
@@ -62,7 +62,7 @@ def test_visitor_names_and_texts_are_checked_and_kept():
 
 
 def test_the_induction_lab_trains_the_induction_preset_on_the_repeated_names(tmp_path):
-    from minigpt.demo.training_process import train_arguments
+    from minigpt.demo.training.training_process import train_arguments
 
     lab = run_requests.defaults("induction")
     spec, text = request(data="induction", **{k: lab[k] for k in SIZES}, name="lab")
@@ -162,8 +162,8 @@ def test_downloads_and_exports_share_a_folder_whose_old_files_go(tmp_path, monke
     import os
     import time
 
-    from minigpt.demo import state as state_module
-    from minigpt.demo.state import DemoState
+    from minigpt.demo.core import state as state_module
+    from minigpt.demo.core.state import DemoState
 
     state = DemoState.configure(training=False)
     state.exports = tmp_path / "exports"
@@ -292,7 +292,7 @@ def test_a_run_that_starts_slowly_holds_up_no_one_and_a_cancel_meanwhile_stops_i
 SERVER_THAT_DIES = """
 import os, sys, time
 from pathlib import Path
-from minigpt.demo import run_folder, run_requests, training_runs
+from minigpt.demo.training import run_folder, run_requests, training_runs
 spec, text = run_requests.check_request(
     data="names", text="", tokenizer=None, name="orphan", n_layer=1, n_head=2, n_embd=16, block_size=16,
     max_steps=20_000, learning_rate=1e-3, seed=0, vocab_size=512, taken=set(),

@@ -24,12 +24,12 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import torch  # noqa: E402
 
-from minigpt.demo.models import ModelUnavailable  # noqa: E402
-from minigpt.demo.run_requests import MAX_TEXT_BYTES  # noqa: E402
-from minigpt.demo.serving import MIN_DECODE_ROWS  # noqa: E402
-from minigpt.demo.state import BATCHING, SESSIONS_KEPT, STREAM, DemoState  # noqa: E402
-from minigpt.demo.ui.errors import raw_call_middleware, route_errors  # noqa: E402
-from minigpt.demo.ui.page import CSS, THEME, build_demo  # noqa: E402
+from minigpt.demo.core.error_rule import raw_call_middleware, route_errors  # noqa: E402
+from minigpt.demo.core.models import ModelUnavailable  # noqa: E402
+from minigpt.demo.core.serving import MIN_DECODE_ROWS  # noqa: E402
+from minigpt.demo.core.state import BATCHING, SESSIONS_KEPT, STREAM, DemoState  # noqa: E402
+from minigpt.demo.page.ui import CSS, THEME, build_demo  # noqa: E402
+from minigpt.demo.training.run_requests import MAX_TEXT_BYTES  # noqa: E402
 from minigpt.tokenization import missing_local_path  # noqa: E402
 
 # Gradio's upload route is open to anyone: it refuses bigger files outright. The Train tab's text file is the only

@@ -3,9 +3,9 @@ copy of the current one), how spread its attention is (entropy), how far it look
 falls at), and how much the model needs it (the mean loss increase when it alone is ablated). No Gradio here.
 
 The weights are the model's own (`output_attentions=True`, the eager path), read window by window of the corpus
-(minigpt/demo/head_corpus.py); the ablation is `ablation.heads_ablated`, the switch on the model's out_proj. Each metric
-is a mean over the queries i >= 1 of every window (query 0 can only look at itself), with A the head's attention
-weights and t the window's tokens:
+(minigpt/demo/head_finder/corpus.py); the ablation is `ablation.heads_ablated`, the switch on the model's out_proj.
+Each metric is a mean over the queries i >= 1 of every window (query 0 can only look at itself), with A the head's
+attention weights and t the window's tokens:
 
     previous_token   A[i, i-1]
     self             A[i, i]

@@ -1,0 +1,219 @@
+"""HTML for the circuit found (the `find_circuit` answer): the sentences its numbers say; the circuit as a graph (SVG:
+`embed` at the bottom, each layer's heads and its MLP above it, `logits` at the top; an edge's width and opacity by its
+score, the q, k or v it enters written at the head); a slider for how many of the top edges to keep, the faithfulness
+measured at each of its positions drawn as a bar and as a curve; the kept edges' scores on demand. find_circuit_view.js
+redraws the graph from the curve's numbers as the slider moves (no call) and makes a head a button that moves the
+page's selection (the `pick` event); the looks in find_circuit_view.css. Nothing here computes or knows of Gradio."""
+
+import html
+import json
+
+from minigpt.demo.core.view import asset
+
+FIND_CIRCUIT_CSS = asset("circuits/find_circuit_view.css")
+FIND_CIRCUIT_JS = asset("circuits/find_circuit_view.js")
+
+INPUT_COLOURS = {"q": "#1f77b4", "k": "#d62728", "v": "#2ca02c", None: "#475569"}
+PORT_OFFSET = {"q": -11, "k": 0, "v": 11}  # where an input enters a head, from its centre
+ROW = 72  # between the rows of the graph: embed, each layer's heads, its MLP, ..., logits
+COLUMN = 54  # between the heads of a layer
+RADIUS = 16
+
+
+def esc(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+class Layout:
+    """Where each node of an n_layer x n_head model sits: rows from the bottom (embed; per layer its heads, then its
+    MLP; logits), the heads of a layer side by side, the MLPs to their right (out of the way of the edges that pass
+    them), embed and logits centred."""
+
+    def __init__(self, n_layer: int, n_head: int):
+        self.n_layer, self.n_head = n_layer, n_head
+        self.width = max(360, (n_head + 2) * COLUMN + 40)
+        self.height = (2 * n_layer + 1) * ROW + 2 * 34
+
+    def row_y(self, row: int) -> float:
+        return self.height - 34 - row * ROW  # row 0 (embed) at the bottom
+
+    def place(self, name: str) -> tuple[float, float]:
+        middle = self.width / 2 - COLUMN / 2  # the heads' middle: the MLPs take a column on the right
+        if name == "embed":
+            return middle, self.row_y(0)
+        if name == "logits":
+            return middle, self.row_y(2 * self.n_layer + 1)
+        if name.startswith("mlp "):
+            return middle + (self.n_head + 1) / 2 * COLUMN, self.row_y(2 * int(name.split()[1]) + 2)
+        layer, head = map(int, name.split("."))
+        return middle + (head - (self.n_head - 1) / 2) * COLUMN, self.row_y(2 * layer + 1)
+
+    def names(self) -> list[str]:
+        heads = [f"{layer}.{head}" for layer in range(self.n_layer) for head in range(self.n_head)]
+        return ["embed", *heads, *(f"mlp {layer}" for layer in range(self.n_layer)), "logits"]
+
+
+def shown_edges(answer: dict, index: int) -> set[int]:
+    """The ranks of the ranking's edges drawn at the slider's position `index`: the top k, less those into parts
+    whose output no kept edge reads."""
+    point = answer["curve"][index]
+    unread = set(point["unread"])
+    return {e["rank"] for e in answer["ranking"] if e["rank"] < point["k"] and e["rank"] not in unread}
+
+
+def edge_path(layout: Layout, edge: dict, scale: float, shown: bool) -> str:
+    """One edge: a curve from its sender's top to its receiver's bottom (the input's port on a head)."""
+    (x1, y1), (x2, y2) = layout.place(edge["sender"]), layout.place(edge["receiver"])
+    y1, y2 = y1 - 13, y2 + (RADIUS + 17 if edge["input"] else 13)  # into a head: under its port's letter
+    x2 += PORT_OFFSET.get(edge["input"], 0)
+    bend = max(24.0, (y1 - y2) / 2)
+    strength = abs(edge["score"]) / scale
+    into = f" ({edge['input']})" if edge["input"] else ""
+    dash = ' stroke-dasharray="5 3"' if edge["score"] < 0 else ""
+    return (
+        f'<path class="edge{"" if shown else " hidden"}" data-rank="{edge["rank"]}" '
+        f'data-sender="{esc(edge["sender"])}" '
+        f'data-receiver="{esc(edge["receiver"])}" data-input="{edge["input"] or ""}" '
+        f'd="M{x1:.1f},{y1:.1f} C{x1:.1f},{y1 - bend:.1f} {x2:.1f},{y2 + bend:.1f} {x2:.1f},{y2:.1f}" '
+        f'stroke="{INPUT_COLOURS[edge["input"]]}" stroke-width="{0.8 + 5 * strength:.2f}" '
+        f'stroke-opacity="{0.3 + 0.7 * strength:.2f}"{dash}><title>{esc(edge["sender"])} → {esc(edge["receiver"])}'
+        f"{into}: score {edge['score']:+.4g} (rank {edge['rank'] + 1})</title></path>"
+    )
+
+
+def node_svg(layout: Layout, name: str, used: set[str]) -> str:
+    """A node; a head is a button (data-layer, data-head: a click moves the page's selection to it)."""
+    x, y = layout.place(name)
+    state = "in" if name in used else "out"
+    if name[0].isdigit():
+        layer, head = name.split(".")
+        return (
+            f'<g class="node head {state}" data-name="{name}" data-layer="{layer}" data-head="{head}" tabindex="0" '
+            f'role="button" aria-label="head {name}: select it"><circle cx="{x:.1f}" cy="{y:.1f}" r="{RADIUS}">'
+            f"<title>head {name} (click: select it)</title></circle>"
+            f'<text x="{x:.1f}" y="{y + 5:.1f}">{name}</text></g>'
+        )
+    width = 64 if name.startswith("mlp") else 76
+    return (
+        f'<g class="node part {state}" data-name="{esc(name)}"><rect x="{x - width / 2:.1f}" y="{y - 13:.1f}" '
+        f'width="{width}" height="26" rx="6"><title>{esc(name)}</title></rect>'
+        f'<text x="{x:.1f}" y="{y + 5:.1f}">{esc(name)}</text></g>'
+    )
+
+
+def ports_svg(layout: Layout, entered: set[tuple[str, str]]) -> str:
+    """The q, k and v letters under each head, where its edges enter; shown where a drawn edge enters."""
+    ports = []
+    for layer in range(layout.n_layer):
+        for head in range(layout.n_head):
+            name = f"{layer}.{head}"
+            x, y = layout.place(name)
+            for into, offset in PORT_OFFSET.items():
+                hidden = "" if (name, into) in entered else " hidden"
+                ports.append(
+                    f'<text class="port{hidden}" data-port="{name} {into}" x="{x + offset:.1f}" '
+                    f'y="{y + RADIUS + 13:.1f}" fill="{INPUT_COLOURS[into]}">{into}</text>'
+                )
+    return "".join(ports)
+
+
+def graph_svg(answer: dict, index: int) -> str:
+    """The circuit at the slider's position `index`: every edge of the ranking drawn, those not kept hidden (the
+    script shows them as the slider moves); the nodes a kept edge touches in colour, the others faint."""
+    layout = Layout(answer["n_layer"], answer["n_head"])
+    shown = shown_edges(answer, index)
+    kept = [e for e in answer["ranking"] if e["rank"] in shown]
+    used = {e["sender"] for e in kept} | {e["receiver"] for e in kept}
+    entered = {(e["receiver"], e["input"]) for e in kept if e["input"]}
+    scale = max((abs(e["score"]) for e in answer["ranking"]), default=0.0) or 1.0
+    edges = "".join(edge_path(layout, e, scale, e["rank"] in shown) for e in reversed(answer["ranking"]))
+    nodes = "".join(node_svg(layout, name, used) for name in layout.names())
+    return (
+        f'<svg class="circuit-graph" viewBox="0 0 {layout.width} {layout.height}" width="{layout.width}" '
+        f'height="{layout.height}" role="img" aria-label="the circuit found, as a graph">'
+        f'<g class="edges">{edges}</g>{ports_svg(layout, entered)}<g class="nodes">{nodes}</g></svg>'
+    )
+
+
+def curve_svg(answer: dict, index: int, width: int = 320, height: int = 130) -> str:
+    """Faithfulness at each position of the slider (each measured: one exact run), the target dashed, the position
+    shown marked; a point is a button that moves the slider there."""
+    curve = answer["curve"]
+    left, right, top, bottom = 40, 10, 10, 26
+    x = lambda i: left + i * (width - left - right) / max(1, len(curve) - 1)  # noqa: E731
+    y = lambda f: top + (1.1 - min(1.1, max(-0.1, f))) / 1.2 * (height - top - bottom)  # noqa: E731
+    line = " ".join(f"{x(i):.1f},{y(p['faithfulness']):.1f}" for i, p in enumerate(curve))
+    points = "".join(
+        f'<circle class="point{" current" if i == index else ""}" data-index="{i}" cx="{x(i):.1f}" '
+        f'cy="{y(p["faithfulness"]):.1f}" r="5"><title>top {p["k"]} edges: faithfulness {p["faithfulness"]:.3f}'
+        "</title></circle>"
+        for i, p in enumerate(curve)
+    )
+    ticks = "".join(
+        f'<text class="tick" x="{x(i):.1f}" y="{height - 8}">{p["k"]}</text>'
+        for i, p in enumerate(curve)
+        if i in (0, len(curve) - 1) or p["k"] == answer["found_k"]
+    )
+    axis = "".join(f'<text class="axis" x="{left - 10}" y="{y(v) + 4:.1f}">{v:g}</text>' for v in (0, 1))
+    target = y(answer["target"])
+    return (
+        f'<svg class="curve" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="faithfulness against the number of top edges kept">'
+        f'<line class="target" x1="{left}" x2="{width - right}" y1="{target:.1f}" y2="{target:.1f}"/>'
+        f'<polyline points="{line}"/>{points}{ticks}{axis}</svg>'
+    )
+
+
+def readout_html(answer: dict, index: int) -> str:
+    """The slider's position in words and as a bar: k, the edges and heads left, the faithfulness measured."""
+    point = answer["curve"][index]
+    share = max(0.0, min(1.0, point["faithfulness"]))
+    return (
+        f'<div class="readout"><div class="faith-bar" title="faithfulness {point["faithfulness"]:.3f}">'
+        f'<span style="width:{share * 100:.1f}%"></span><i style="left:{answer["target"] * 100:.1f}%"></i></div>'
+        f'<p><span class="k">Top <b>{point["k"]}</b> edges by score</span>: <b class="kept">{point["kept_edges"]}'
+        f'</b> kept, <b class="heads">{len(point["heads"])}</b> of {answer["total_heads"]} heads; faithfulness '
+        f'<b class="faith">{point["faithfulness"]:.3f}</b></p></div>'
+    )
+
+
+def edges_table(answer: dict) -> str:
+    rows = "".join(
+        f"<tr><td>{esc(e['sender'])}</td><td>{esc(e['receiver'])}</td><td>{e['input'] or ''}</td>"
+        f"<td>{e['score']:+.4f}</td></tr>"
+        for e in answer["edges"]
+    )
+    return (
+        f"<details><summary>The found circuit's {answer['kept_edges']} edges and their scores</summary>"
+        f'<div class="scroll"><table class="edges"><tr><th>sender</th><th>receiver</th><th>input</th><th>score</th>'
+        f"</tr>{rows}</table></div></details>"
+    )
+
+
+def found_circuit_html(answer: dict) -> str:
+    """The findings, the graph at the found circuit's k, the slider and its curve, the scores on demand."""
+    curve = answer["curve"]
+    index = next((i for i, p in enumerate(curve) if p["k"] == answer["found_k"]), len(curve) - 1)
+    findings = "".join(f"<li>{esc(s)}</li>" for s in answer["findings"])
+    notes = "".join(f"<p>{esc(n)}</p>" for n in answer.get("notes", []))
+    data = esc(json.dumps({"curve": curve, "found": index, "total_heads": answer["total_heads"]}))
+    drawn = len(answer["ranking"])
+    more = (
+        f"<p>The graph draws the {drawn} largest-scored of the {answer['total_edges']} edges at most.</p>"
+        if drawn < answer["total_edges"]
+        else ""
+    )
+    legend = " ".join(f'<span style="color:{c}">— {k}</span>' for k, c in INPUT_COLOURS.items() if k)
+    return (
+        f'<div class="found-circuit" data-found="{data}"><ul class="findings">{findings}</ul>{notes}'
+        f'<div class="found-parts"><figure class="graph-figure"><figcaption>{legend} into a head’s query, key, value; '
+        "grey: into an MLP or the logits; thicker: a larger score; dashed: a negative one. Click a head to select it."
+        f"</figcaption>{graph_svg(answer, index)}{more}</figure>"
+        f'<div class="controls"><label for="keep-edges">How many of the top edges to keep</label>'
+        f'<input id="keep-edges" class="keep-edges" type="range" min="0" max="{len(curve) - 1}" step="1" '
+        f'value="{index}" aria-valuetext="top {curve[index]["k"]} edges">'
+        f'<button type="button" class="found-button">Back to the circuit found (top {answer["found_k"]})</button>'
+        f"{readout_html(answer, index)}<figure><figcaption>Faithfulness measured at each position of the slider (top "
+        f"k edges kept; dashed: the target {answer['target']:.2f})</figcaption>{curve_svg(answer, index)}</figure>"
+        f'<p class="chosen-note" hidden></p></div></div>{edges_table(answer)}</div>'
+    )

@@ -1,0 +1,167 @@
+"""One head's circuits, as plain JSON (the `head_circuit` endpoint): its OV circuit over tokens, read through what the
+layers before it write (the effective embedding) or from the bare embedding, with both copying scores beside what
+random circuits of its shape score; its QK circuit over tokens (does a query pick the key that follows its own token?);
+its positional QK circuit; and its map on the text with earlier heads ablated (zero, mean or resample), with its weight
+on induction targets (the one definition: queries ending a repeated run of 3 tokens). Every number comes from
+`minigpt.heads`; the sentences from words.py. No Gradio here."""
+
+import torch
+
+from minigpt.demo.circuits.words import head_circuit_findings
+from minigpt.demo.core.attention_maps import heatmap_png, token_labels
+from minigpt.demo.core.inputs import head_index, layer_index, parse_heads
+from minigpt.demo.core.per_model import PerModel
+from minigpt.demo.core.prompt_sets import ordinary_tokens, resample_values
+from minigpt.demo.core.texts import TextView
+from minigpt.errors import VisitorError, shortened
+from minigpt.heads import (
+    ablated_pass,
+    copying_baseline,
+    copying_score,
+    diagonal_share,
+    elhage_copying_score,
+    folded_unembedding,
+    induction_pattern,
+    ov_circuit,
+    positional_qk_circuit,
+    qk_circuit,
+    role_score,
+)
+from minigpt.heads.ablation import check_mode
+
+MAX_OV_VOCABULARY = 128  # a vocabulary up to this size: the whole token x token OV circuit; above, the text's rows
+OV_TOP = 8  # above it, each source token's top targets
+MAX_QK_POSITIONS = 64  # the positional QK circuit drawn over the first positions
+MAX_ABLATED_MAP = 64  # tokens of the text for the ablated head's map (the maps drawn as cells)
+SOURCES = {"auto": "auto", "effective": "effective", "bare": "bare"}
+# The unembedding every head's OV circuit ends in (GPT-2: 154 MB), kept for the last two models the section served.
+UNEMBEDDINGS = PerModel(lambda lm: folded_unembedding(lm.model), kept=2)
+
+
+def checked_source(value) -> str:
+    source = str(value or "auto").strip().lower()
+    if source not in SOURCES:
+        raise VisitorError(f"source must be 'auto', 'effective' or 'bare', got {shortened(value)}.")
+    return source
+
+
+def top_of(row: torch.Tensor, labels: list[str], k: int = 3) -> list[dict]:
+    values, indices = row.topk(min(k, row.numel()))
+    return [{"token": labels[i], "value": float(v)} for v, i in zip(values.tolist(), indices.tolist())]
+
+
+def whole_ov(view: TextView, layer: int, head: int, source: str) -> dict:
+    """The whole token x token OV circuit of a small vocabulary: its picture, copying scores against random circuits
+    of its shape, and the tokens that raise themselves most (the special tokens left out of the counts)."""
+    model, vocab = view.lm.model, view.lm.vocab_size
+    read = source if source != "auto" else ("effective" if layer > 0 else "bare")
+    ov = ov_circuit(model, layer, head, source=read)
+    labels = token_labels(view.lm.tokenizer, list(range(vocab)))
+    tokens = ordinary_tokens(view.lm)
+    scale = float(ov.abs().max()) or 1.0
+    bare = copying_score(ov_circuit(model, layer, head, source="bare")) if read == "effective" else None
+    return {
+        "source": read,
+        "whole": True,
+        "tokens": labels,
+        "text_tokens": sorted(set(view.ids)),  # marked on the picture's axes
+        "image": heatmap_png(((ov / scale + 1) / 2).square().numpy(), masked=ov.abs() < -1),
+        "scale": scale,
+        "copying_score": copying_score(ov),
+        "elhage_score": elhage_copying_score(ov),
+        "bare_copying_score": bare,
+        "baseline": copying_baseline(vocab, model.config.head_dim),
+        "self_top": round(diagonal_share(ov, tokens) * len(tokens)),
+        "rows_counted": len(tokens),
+        "rows": [{"source": labels[s], "top": top_of(ov[s], labels)} for s in sorted(set(view.ids))],
+    }
+
+
+def ov_rows(view: TextView, layer: int, head: int, source: str) -> dict:
+    """A large vocabulary's OV circuit: the text's tokens' rows, each one's top targets (those rows alone are
+    computed: at GPT-2's size the whole circuit's 50,257 rows took 20 seconds)."""
+    read = source if source != "auto" else ("effective" if layer > 0 else "bare")
+    sources = sorted(set(view.ids))
+    unembedding = UNEMBEDDINGS.get(view.lm)
+    values, indices = ov_circuit(view.lm.model, layer, head, OV_TOP, read, tokens=sources, unembedding=unembedding)
+    label = lambda ids: token_labels(view.lm.tokenizer, ids)  # noqa: E731
+
+    def targets(row: int) -> list[dict]:
+        return [{"token": t, "value": float(v)} for t, v in zip(label(indices[row].tolist()), values[row].tolist())]
+
+    rows = [{"source": label([s])[0], "top": targets(row)} for row, s in enumerate(sources)]
+    return {"source": read, "whole": False, "copying_score": None, "rows": rows}
+
+
+def token_qk(view: TextView, layer: int, head: int) -> dict | None:
+    """How often a query on a token picks, among keys, the one that follows that same token (the QK circuit of a
+    key's previous token, through the layers before): an induction head's match. None in layer 0, or past
+    MAX_OV_VOCABULARY tokens."""
+    if layer == 0 or view.lm.vocab_size > MAX_OV_VOCABULARY:
+        return None
+    tokens = ordinary_tokens(view.lm)
+    matching = diagonal_share(qk_circuit(view.lm.model, layer, head, keys="previous"), tokens)
+    return {"matching": matching, "chance": 1 / len(tokens)}
+
+
+def positional(model, layer: int, head: int) -> dict:
+    qk = positional_qk_circuit(model, layer, head)[:MAX_QK_POSITIONS, :MAX_QK_POSITIONS]
+    weights = qk.softmax(-1)  # each query position's attention from positions alone
+    return {
+        "positions": qk.shape[0],
+        "image": heatmap_png(weights.numpy()),
+        "previous_token": float(weights.diagonal(-1).mean()),
+        "argmax_offset": (torch.arange(qk.shape[0], device=qk.device) - qk.argmax(-1)).tolist(),
+    }
+
+
+def head_circuit(view: TextView, layer, head, ablate, source="auto", ablation="zero") -> dict:
+    """The chosen head's circuits on the text (see the module's docstring), with the sentences they support."""
+    config = view.lm.model.config
+    layer = layer_index(layer, config.n_layer)
+    head = head_index(head, config.n_head, average=False)
+    source, mode = checked_source(source), check_mode(str(ablation or "zero").strip().lower())
+    whole = view.lm.vocab_size <= MAX_OV_VOCABULARY
+    answer = {
+        **view.about,
+        "layer": layer,
+        "head": head,
+        "ov": (whole_ov if whole else ov_rows)(view, layer, head, source),
+        "token_qk": token_qk(view, layer, head),
+        "positional_qk": positional(view.lm.model, layer, head),
+        "ablation": ablated_map(view, layer, head, ablate, mode),
+        "notes": view.notes,
+    }
+    answer["findings"] = head_circuit_findings(answer)
+    return answer
+
+
+def ablated_map(view: TextView, layer: int, head: int, ablate, mode: str = "zero") -> dict | None:
+    """The head's map on the text as it is and with the `ablate` heads (of earlier layers) ablated (`mode`: zero;
+    mean, each head's output averaged over the text's positions; resample, its output on a variant of the text), and
+    its weight on induction targets before and after."""
+    config = view.lm.model.config
+    heads = parse_heads(ablate or "", config.n_layer, config.n_head)
+    if not heads:
+        return None
+    if any(a >= layer for a, _ in heads):
+        raise VisitorError(
+            f"ablate must name heads of layers before {layer} (they write what head {layer}.{head} reads), got "
+            f"{shortened(ablate)}."
+        )
+    values = resample_values(view.lm, list(view.ids)) if mode == "resample" else None
+    after_pass = ablated_pass(view.lm.model, view.recorded, heads, mode, values)
+    pattern = induction_pattern(list(view.ids))
+    length = min(len(view.ids), MAX_ABLATED_MAP)
+    before, after = view.recorded.attentions[layer, head], after_pass.attentions[layer, head]
+    queries = int(pattern.any(-1).sum())
+    return {
+        "ablated": [list(h) for h in heads],
+        "mode": mode,
+        "tokens": view.tokens[:length],
+        "before": before[:length, :length].double().round(decimals=6).tolist(),
+        "after": after[:length, :length].double().round(decimals=6).tolist(),
+        "induction_queries": queries,
+        "induction_before": float(role_score(before, pattern)) if queries else None,
+        "induction_after": float(role_score(after, pattern)) if queries else None,
+    }

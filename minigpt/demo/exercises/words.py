@@ -1,0 +1,176 @@
+"""The exercises' words: the section's introduction; and, written from the measurements' numbers, each question's prompt
+(what to predict, and what the learner is told before answering) and the one sentence that explains its answer. Nothing
+is fixed in advance: a head, an input, a token or a step is named because its number says so. No Gradio, no torch."""
+
+INTRO = (
+    "## Exercises: predict, then see the model's answer\nQuestions built from the model's own numbers on the text: "
+    "which head does what, what a number becomes when a head is ablated, which input carries the answer. Answer first "
+    "(pick a head, type a number, pick a choice), then check: the reveal shows the measurement and links to the view "
+    "that shows it. Your answers stay in this browser; download a summary for a teacher. Teachers: docs/exercises.md."
+)
+
+
+NO_REPEAT_CHANGE = "the last token but one changed: the text's end repeats nothing earlier"
+INPUT_WORDS = {"q": "query (what it looks for)", "k": "key (where it looks)", "v": "value (what it copies)"}
+
+
+def quoted(token: str) -> str:
+    return repr(token)
+
+
+def runner_up(ranked: list[tuple[float, str]], fmt: str) -> str:
+    """ "(next: 0.2, +0.19)" from (value, name) pairs, largest first; nothing with one entry."""
+    if len(ranked) < 2:
+        return ""
+    value, name = ranked[1]
+    return f" (next: {name}, {format(value, fmt)})"
+
+
+def tie_words(tied: list[str]) -> str:
+    """What a tie means for the grade, or nothing when one head (or choice) is ahead."""
+    if len(tied) < 2:
+        return ""
+    return f" The measurement ties: {', '.join(tied)} score the same to within 0.1%, so any of them is right."
+
+
+def previous_token_prompt() -> str:
+    return (
+        "Which head is the previous-token head on this text: the one that puts the most attention, averaged over its "
+        "queries, on the token just before each query? Pick it in the grid."
+    )
+
+
+def previous_token_explained(ranked: list[tuple[float, str]], chance: float, tied: list[str]) -> str:
+    best, name = ranked[0]
+    return (
+        f"Head {name} puts {best:.2f} of its attention on the previous token, averaged over the text's queries, the "
+        f"most of any head{runner_up(ranked, '.2f')}; attention spread evenly would put {chance:.2f} there."
+        + tie_words(tied)
+    )
+
+
+def writer_prompt(token: str) -> str:
+    return (
+        f"The model's most likely next token after this text is {quoted(token)}. Which head writes the most of its "
+        "logit directly into the output (direct logit attribution)? Pick it in the grid."
+    )
+
+
+def writer_explained(ranked: list[tuple[float, str]], token: str, logit: float, tied: list[str]) -> str:
+    best, name = ranked[0]
+    return (
+        f"Head {name} writes {best:+.2f} of the logit of {quoted(token)} ({logit:.2f} in all) directly, the most of "
+        f"any head{runner_up(ranked, '+.2f')}." + tie_words(tied)
+    )
+
+
+def importance_prompt(measured: int, length: int) -> str:
+    over = "the text" if measured == length else f"the text's first {measured} tokens"
+    return (
+        f"Zero-ablate one head at a time (its output set to zeros). Which head's ablation raises the model's mean loss "
+        f"over {over} the most? Pick it in the grid."
+    )
+
+
+def importance_explained(ranked: list[tuple[float, str]], loss: float, tied: list[str]) -> str:
+    best, name = ranked[0]
+    return (
+        f"Zero-ablating head {name} alone raises the mean loss by {best:+.3f} nats (from {loss:.3f}), the most of any "
+        f"head{runner_up(ranked, '+.3f')}." + tie_words(tied)
+    )
+
+
+TOLERANCE_WHY = (
+    "±0.1: right when you have the size of the change (none, about half, nearly all); finer than that is more than "
+    "anyone reads off a map or a bar, and far coarser than the measurement's own error (float32, about 1e-6)."
+)
+
+
+def ablated_probability_prompt(head: str, token: str, before: float) -> str:
+    return (
+        f"After this text the model gives its top next token {quoted(token)} a probability of {before:.3f}. Predict "
+        f"that probability with head {head} zero-ablated (its output set to zeros)."
+    )
+
+
+def ablated_probability_explained(head: str, token: str, before: float, after: float) -> str:
+    moved = "up from" if after > before else "down from"
+    return f"With head {head} zero-ablated the model gives {quoted(token)} {after:.3f}, {moved} {before:.3f}."
+
+
+def ablated_attention_prompt(receiver: str, sender: str, key: int, key_token: str, query_token: str, before: float):
+    return (
+        f"Head {receiver} puts {before:.3f} of the last token's ({quoted(query_token)}) attention on token {key} "
+        f"({quoted(key_token)}, the token after the first copy of the text's repeated end: what an induction head "
+        f"copies). Predict that weight with the earlier head {sender} zero-ablated."
+    )
+
+
+def ablated_attention_explained(receiver: str, sender: str, key: int, key_token: str, before: float, after: float):
+    moved = "up from" if after > before else "down from"
+    said = (
+        f"With head {sender} zero-ablated, head {receiver} puts {after:.3f} of the last token's attention on token "
+        f"{key} ({quoted(key_token)}), {moved} {before:.3f}"
+    )
+    if after < before / 2:
+        said += f": {sender} writes part of what {receiver} needs to find it"
+    return said + "."
+
+
+def carrying_input_prompt(receiver: str, corrupted: str, what: str) -> str:
+    return (
+        f"Corrupt the text to “{corrupted}” ({what}). Put the clean text's whole residual stream back into one input "
+        f"of head {receiver} at a time (path patching): through which input does it restore the answer the most, "
+        "its query, its key or its value?"
+    )
+
+
+def carrying_input_explained(receiver: str, effects: dict[str, float], truth: str, tied: list[str]) -> str:
+    said = ", ".join(f"{effects[name]:+.2f} through its {name}" for name in ("q", "k", "v"))
+    return (
+        f"The whole clean stream restores {said} into head {receiver}: its {INPUT_WORDS[truth]} carries the answer on "
+        "this pair." + tie_words(tied)
+    )
+
+
+def ov_top_prompt(head: str, source: str, position: int) -> str:
+    return (
+        f"Head {head} attends from the last token most to token {position} ({quoted(source)}). Its OV circuit says "
+        f"how reading a token raises each logit: reading {quoted(source)}, which of these tokens does it raise the "
+        "most?"
+    )
+
+
+def ov_top_explained(head: str, source: str, ranked: list[tuple[float, str]], tied: list[str]) -> str:
+    best, token = ranked[0]
+    return (
+        f"Reading {quoted(source)}, head {head}'s OV circuit raises {quoted(token)} the most of every token "
+        f"({best:+.2f}){runner_up([(v, quoted(t)) for v, t in ranked], '+.2f')}." + tie_words(tied)
+    )
+
+
+def formation_prompt(head: str, first: int, last: int, every: int, chance: float, threshold: float) -> str:
+    return (
+        f"During training, the roles log measured every head's induction score from step {first} to step {last} "
+        f"(every {every} steps or so). At which step did head {head}'s score first reach {threshold:.2f}, halfway from "
+        f"chance ({chance:.2f}) to 1?"
+    )
+
+
+def formation_explained(head: str, step: int, score: float, before: tuple[int, float] | None, threshold: float) -> str:
+    earlier = f", up from {before[1]:.2f} at step {before[0]}" if before else ", at the first evaluation"
+    return (
+        f"Head {head}'s induction score first reached {threshold:.2f} at step {step}: {score:.2f}{earlier} (the log "
+        "measures only at its evaluations, so the crossing lies between those two)."
+    )
+
+
+def formation_tolerance_why(every: int) -> str:
+    return (
+        f"±{every} steps: the log measures only every {every} steps or so, so the step a score crosses is known to "
+        "within one evaluation."
+    )
+
+
+def verdict(correct: bool, answer, truth) -> str:
+    return f"Right: {answer}." if correct else f"Not quite: you said {answer}, the model's answer is {truth}."

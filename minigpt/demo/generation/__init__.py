@@ -1,0 +1,1 @@
+"""The Names and Text tabs: generation through the models' continuous batches."""

@@ -1,0 +1,1 @@
+"""The lesson: the block step by step, with the model's real numbers on the text shown."""
