@@ -34,7 +34,7 @@ def test_head_roles_from_the_kept_probe_equal_a_fresh_computation_bitwise(state)
         for role in ("previous_token", "first_token", "self", "induction"):
             assert answer[role] == fresh[role].tolist()  # the same floats, not merely close
         assert answer["probe"]["repeated_half_loss"] == fresh["repeated_half_loss"]
-    assert len(insights.probed.found) == 1  # one probe for the model, whatever the text
+    assert len(insights.probed.kept.found) == 1  # one probe for the model, whatever the text
 
 
 def test_ov_rows_of_the_texts_tokens_equal_those_rows_of_the_whole_circuit(state):
