@@ -15,6 +15,7 @@ from helpers import (
     build_fixture_models,
     char_tokenizer,
     gradio_client,
+    needs_chromium,
     printable_tokenizer,
     running_app,
     save_fixture_model,
@@ -87,12 +88,39 @@ SHARED = {
 GROUP_OF = {module: group for group, modules in SHARED.items() for module in modules}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def chromium_closed_after_each_module():
-    """The Chromium a module's browser tests share (helpers.chromium_page) is closed after the module: Playwright's
-    sync API runs an event loop in this thread while it is open, and asyncio.run() refuses to run beside one."""
-    yield
-    stop_chromium()
+# Marks (registered in pyproject.toml), so that a part of the suite can be run alone (docs/testing.md): `browser` and
+# `server` found from what a test uses, `training` and `slow` by module.
+TRAINING = (  # they train a model: train.py, the Train tab's runs, the training server
+    "test_train.py",
+    "test_training_runs.py",
+    "test_app_train.py",
+    "test_app_train_browser.py",
+    "test_crowd.py",
+    "test_specimens.py",
+)
+SLOW = (  # over ~20 s on the 2 cores: compiles, the docs scripts' interpreters, servers of their own
+    *TRAINING,
+    "test_flex.py",
+    "test_interop.py",
+    "test_package.py",
+)
+SERVER_FIXTURES = {"server", "broken_server", "training_server"}  # conftest's servers (a module's own uses one)
+STARTS_A_SERVER = {"running_app", "training_app"}  # a test that starts app.py itself names one of these
+
+
+def marks_of(item) -> list[str]:
+    marks = []
+    function = getattr(item, "function", None)
+    names = set(function.__code__.co_names) if function else set()
+    if "chromium_page" in names or needs_chromium.mark in item.iter_markers():  # it drives Chromium
+        marks.append("browser")
+    if SERVER_FIXTURES & set(item.fixturenames) or STARTS_A_SERVER & names:
+        marks.append("server")
+    if item.path.name in TRAINING:
+        marks.append("training")
+    if item.path.name in SLOW:
+        marks.append("slow")
+    return marks
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the marks
@@ -101,6 +129,15 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each module's tests keep their order
     for item in items:
         item.add_marker(pytest.mark.xdist_group(GROUP_OF.get(item.path.name, item.path.name)))
+        for mark in marks_of(item):
+            item.add_marker(mark)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def chromium_closed_at_the_end():
+    """The Chromium the browser tests of this process share (helpers.chromium_page) is closed when the run ends."""
+    yield
+    stop_chromium()
 
 
 # ---- the app on the fixture models: one server for the whole run -------------------------------------------------
