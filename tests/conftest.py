@@ -4,6 +4,7 @@ one module uses. The helpers they are built from (and that tests and benchmarks 
 import os
 import random
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Inductor's compiled kernels kept between runs (its default, /tmp/torchinductor_<user>, is empty on a fresh CI
+# machine): a compile found there takes ~1 s instead of 2-25 s (test_flex, test_train's --torch_compile). In the
+# user's cache folder, so that a fresh clone on the same machine finds it; a TORCHINDUCTOR_CACHE_DIR set wins.
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "minigpt-tests"
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(CACHE / "torchinductor"))
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
