@@ -327,6 +327,52 @@ def app_error(client, endpoint: str, **params) -> str:
     return str(error.value)
 
 
+def settled_log(process, quiet: float = 0.25, timeout: float = 10.0) -> str:
+    """The server's log once nothing has been added to it for `quiet` seconds (a traceback may still be on its way
+    when the client has its answer)."""
+    log, deadline = server_log(process), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        again = server_log(process)
+        if again == log:
+            break
+        log = again
+    return log
+
+
+def case_failures(cases: dict, check) -> list[str]:
+    """check(*arguments) for every case of a table ({its name: its arguments}); each failure as "name: message". A
+    table is one test, and a failing case does not hide the cases after it."""
+    found = []
+    for name, arguments in cases.items():
+        try:
+            check(*arguments)
+        except (Exception, pytest.fail.Exception) as failure:  # pytest.raises's "DID NOT RAISE" is no Exception
+            found.append(f"{name}: {type(failure).__name__}: {failure}")
+    return found
+
+
+def assert_every_case_leaves_the_log_alone(process, cases: dict, check, forbidden=("Traceback", "Error")) -> None:
+    """Every case's check passes (the failures reported together, each named by its case), and the server's log holds
+    none of `forbidden` after the table: one wait for the log to settle after the last call, instead of one after
+    each (0.25 s or more a case). If the log holds one, each case is called again alone, waiting for the log after
+    each, to name the cases that write it."""
+    before = len(server_log(process))
+    found = case_failures(cases, check)
+    logged = settled_log(process)[before:]
+    if any(word in logged for word in forbidden):
+        writers = []
+        for name, arguments in cases.items():
+            mark = len(settled_log(process))
+            with contextlib.suppress(Exception, pytest.fail.Exception):
+                check(*arguments)
+            alone = settled_log(process)[mark:]
+            if any(word in alone for word in forbidden):
+                writers.append(f"{name}: the server logged:\n{alone[-3000:]}")
+        found += writers or [f"the table's calls logged (no case alone does):\n{logged[-3000:]}"]
+    assert not found, f"{len(found)} of {len(cases)} cases failed:\n" + "\n".join(found)
+
+
 RAW_DEFAULTS = {
     "/names": ["", 10, 1.0, 0, 1.0, -1, None],
     "/text": ["", 5, 1.0, 0, 1.0, -1, None],
