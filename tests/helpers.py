@@ -340,11 +340,11 @@ def settled_log(process, quiet: float = 0.25, timeout: float = 10.0) -> str:
     return log
 
 
-def case_failures(cases: dict, check) -> list[str]:
-    """check(*arguments) for every case of a table ({its name: its arguments}); each failure as "name: message". A
-    table is one test, and a failing case does not hide the cases after it."""
+def case_failures(cases: list[tuple[str, tuple]], check) -> list[str]:
+    """check(*arguments) for every case of a table ((its name, its arguments) each); each failure as "name: message".
+    A table is one test, and a failing case does not hide the cases after it."""
     found = []
-    for name, arguments in cases.items():
+    for name, arguments in cases:
         try:
             check(*arguments)
         except (Exception, pytest.fail.Exception) as failure:  # pytest.raises's "DID NOT RAISE" is no Exception
@@ -352,7 +352,13 @@ def case_failures(cases: dict, check) -> list[str]:
     return found
 
 
-def assert_every_case_leaves_the_log_alone(process, cases: dict, check, forbidden=("Traceback", "Error")) -> None:
+def assert_every_case(cases: list[tuple[str, tuple]], check) -> None:
+    """Every case's check passes; the failures reported together, each named by its case (case_failures)."""
+    failed = case_failures(cases, check)
+    assert not failed, f"{len(failed)} of {len(cases)} cases failed:\n" + "\n".join(failed)
+
+
+def assert_every_case_leaves_the_log_alone(process, cases: list, check, forbidden=("Traceback", "Error")) -> None:
     """Every case's check passes (the failures reported together, each named by its case), and the server's log holds
     none of `forbidden` after the table: one wait for the log to settle after the last call, instead of one after
     each (0.25 s or more a case). If the log holds one, each case is called again alone, waiting for the log after
@@ -362,7 +368,7 @@ def assert_every_case_leaves_the_log_alone(process, cases: dict, check, forbidde
     logged = settled_log(process)[before:]
     if any(word in logged for word in forbidden):
         writers = []
-        for name, arguments in cases.items():
+        for name, arguments in cases:
             mark = len(settled_log(process))
             with contextlib.suppress(Exception, pytest.fail.Exception):
                 check(*arguments)

@@ -12,9 +12,9 @@ import pytest
 from helpers import (
     HANG_S,
     app_error,
+    assert_every_case,
     assert_every_case_leaves_the_log_alone,
     call,
-    case_failures,
     gradio_client,
     server_log,
     settled_log,
@@ -110,8 +110,7 @@ def test_a_broken_model_is_named_to_the_client_and_its_traceback_logged(server, 
             time.sleep(0.02)
         assert "Traceback" in logged, logged[-3000:]
 
-    failed = case_failures({endpoint: (endpoint,) for endpoint in LOADING_ENDPOINTS}, check)
-    assert not failed, f"{len(failed)} of {len(LOADING_ENDPOINTS)} endpoints failed:\n" + "\n".join(failed)
+    assert_every_case([(endpoint, (endpoint,)) for endpoint in LOADING_ENDPOINTS], check)
     assert settled_log(process)[start:].count(line) == len(LOADING_ENDPOINTS)
 
 
@@ -301,11 +300,11 @@ def test_a_visitors_mistake_gets_a_message_and_leaves_the_log_alone(server, clie
         assert message in error, error
         assert "Traceback" not in error
 
-    cases = {
-        f"{endpoint} {shown(params)}": (endpoint, params, message)
+    cases = [
+        (f"{endpoint} {shown(params)}", (endpoint, params, message))
         for endpoint, table in MISTAKES.items()
         for params, message in table
-    }
+    ]
     assert_every_case_leaves_the_log_alone(server[1], cases, check)
 
 
@@ -338,11 +337,11 @@ def test_other_scripts_digits_are_refused_with_a_message(server, client):
         error = app_error(client, endpoint, **params)
         assert message.format(digit=digit) in error, error
 
-    cases = {
-        f"{endpoint} {parameter}={digit!r}": (endpoint, parameter, message, digit)
+    cases = [
+        (f"{endpoint} {parameter}={digit!r}", (endpoint, parameter, message, digit))
         for digit in OTHER_DIGITS
         for endpoint, parameter, message in DIGIT_MESSAGES
-    }
+    ]
     assert_every_case_leaves_the_log_alone(server[1], cases, check)
 
 
@@ -396,7 +395,7 @@ def test_a_value_of_the_wrong_type_is_a_visitors_mistake_too(server, client):
         assert f"{wrong} must be" in error, error
         assert not re.search(r"has no attribute|object of type|unhashable type|not subscriptable", error), error
 
-    cases = {f"{endpoint} {shown(params)}": (endpoint, params) for endpoint, params in WRONG_TYPES}
+    cases = [(f"{endpoint} {shown(params)}", (endpoint, params)) for endpoint, params in WRONG_TYPES]
     assert_every_case_leaves_the_log_alone(server[1], cases, check, forbidden=("Traceback",))
 
 
