@@ -47,26 +47,26 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
-# The groups that take longest go first: pytest-xdist hands out whole groups (--dist loadgroup) in collection order,
-# so the short ones then fill in around them instead of one long module running alone at the end.
-LONGEST_FIRST = (  # by each group's seconds in one run (pytest --durations=0, summed), so that no long one comes last
-    "test_train.py",
-    "test_flex.py",  # its compiles: over 100 s on a fresh machine (no inductor cache, as in CI), 37 s with one
-    "test_app_browser.py",  # the fixture-server group
-    "test_error_rule.py",  # the broken-server group
-    "test_app_train.py",
-    "test_app_train_browser.py",
-    "test_crowd.py",
+# The groups that take longest go first: pytest-xdist hands out whole groups (--dist loadgroup) in collection order
+# (--no-loadscope-reorder: by default it orders them by their number of tests), so that the short ones fill in around
+# them instead of one long group running alone at the end. By each group's seconds in one run (pytest --durations=0,
+# summed by group; docs/testing.md has the figures): SHARED's names, or a module's for its tests outside them.
+LONGEST_FIRST = (
+    "training-server",
+    "fixture-server",
+    "test_train.py",  # its tests that do not compile
     "test_lesson.py",
     "test_head_finder.py",
     "test_selection_browser.py",
-    "test_specimens.py",
-    "test_app_steps.py",
-    "test_interop.py",
-    "test_save_load.py",
-    "test_attention_scale.py",
-    "test_links.py",
+    "broken-server",
+    "inductor",  # test_flex and test_train's compile: 5 to 10 times as long when inductor's cache is empty
+    "test_crowd.py",  # its tests in process, and the fresh sessions' server of their own
     "test_house.py",
+    "test_links.py",
+    "test_circuits_api.py",
+    "test_robustness.py",  # its tests in process, and app.py run to its end
+    "test_app_api.py",  # its tests in process, and plain app.py's server
+    "test_interop.py",
 )
 
 
@@ -92,6 +92,21 @@ SHARED = {
     "inductor": ("test_flex.py", "test_train.py"),
 }
 GROUP_OF = {module: group for group, modules in SHARED.items() for module in modules}
+# What a test of a SHARED module must use to run in its group; its module's other tests (in process, or a server of
+# their own) are a group of their own, which the other worker may take meanwhile.
+USES_THE_SHARED = {
+    "fixture-server": lambda item: "server" in item.fixturenames,
+    "broken-server": lambda item: "broken_server" in item.fixturenames,
+    "training-server": lambda item: "training_server" in item.fixturenames,
+    "inductor": lambda item: item.path.name == "test_flex.py" or "torch_compile" in item.name,
+}
+
+
+def group_of(item) -> str:
+    """The item's pytest-xdist group: its module's SHARED group if it uses what the group shares, else its module."""
+    module = item.path.name
+    group = GROUP_OF.get(module, module)
+    return group if USES_THE_SHARED.get(group, lambda item: True)(item) else module
 
 
 # Marks (registered in pyproject.toml), so that a part of the suite can be run alone (docs/testing.md): `browser` and
@@ -132,9 +147,9 @@ def marks_of(item) -> list[str]:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the marks
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each module's tests keep their order
+    items.sort(key=lambda item: rank.get(group_of(item), len(rank)))  # stable: each module's tests keep their order
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(GROUP_OF.get(item.path.name, item.path.name)))
+        item.add_marker(pytest.mark.xdist_group(group_of(item)))
         for mark in marks_of(item):
             item.add_marker(mark)
 
