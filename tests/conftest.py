@@ -90,6 +90,7 @@ SHARED = {
     # Not a server: inductor's first compile in a process (its CPU checks, built on a fresh machine) costs ~10 s;
     # the modules that compile pay it once, in one process.
     "inductor": ("test_flex.py", "test_train.py"),
+    "bounded-server": ("test_crowd.py", "test_app_batching.py"),  # `bounded_server`: the fresh sessions' test first
 }
 GROUP_OF = {module: group for group, modules in SHARED.items() for module in modules}
 # What a test of a SHARED module must use to run in its group; its module's other tests (in process, or a server of
@@ -99,6 +100,7 @@ USES_THE_SHARED = {
     "broken-server": lambda item: "broken_server" in item.fixturenames,
     "training-server": lambda item: "training_server" in item.fixturenames,
     "inductor": lambda item: item.path.name == "test_flex.py" or "torch_compile" in item.name,
+    "bounded-server": lambda item: "bounded_server" in item.fixturenames,
 }
 
 
@@ -147,7 +149,8 @@ def marks_of(item) -> list[str]:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the marks
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(group_of(item), len(rank)))  # stable: each module's tests keep their order
+    order = {module: i for modules in SHARED.values() for i, module in enumerate(modules)}  # in a group: SHARED's
+    items.sort(key=lambda item: (rank.get(group_of(item), len(rank)), order.get(item.path.name, 0)))  # stable
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group_of(item)))
         for mark in marks_of(item):
@@ -247,6 +250,19 @@ def client(server):
 def page_url(server):
     """The address of `server`, for the browser tests."""
     return server[0]
+
+
+@pytest.fixture(scope="session")
+def bounded_server(fixture_models, tmp_path_factory):
+    """app.py with two rows, no waiting line and 20 sessions kept, on tiny-names and a wide text model (random weights,
+    28M parameters: a decoding step takes long against a request's round trip): test_crowd's fresh sessions (first, on
+    a server that has served nothing else) and test_app_batching's full batch; yields (url, process, the wide model's
+    folder)."""
+    wide = dict(name="shakespeare", block_size=128, n_layer=4, n_head=4, n_embd=768)
+    text = save_fixture_model(tmp_path_factory.mktemp("models") / "wide-text", printable_tokenizer(), seed=1, **wide)
+    bounds = ("--max-batch", "2", "--max-waiting", "0", "--sessions", "20")
+    with running_app("--names-model", str(fixture_models[0]), "--text-model", str(text), *bounds) as (url, process):
+        yield url, process, text
 
 
 @pytest.fixture(scope="session")
