@@ -4,6 +4,7 @@ one module uses. The helpers they are built from (and that tests and benchmarks 
 import os
 import random
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from helpers import (
     build_fixture_models,
     char_tokenizer,
     gradio_client,
+    needs_chromium,
     printable_tokenizer,
     running_app,
     save_fixture_model,
@@ -27,6 +29,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Inductor's compiled kernels kept between runs (its default, /tmp/torchinductor_<user>, is empty on a fresh CI
+# machine): a compile found there takes ~1 s instead of 2-25 s (test_flex, test_train's --torch_compile). In the
+# user's cache folder, so that a fresh clone on the same machine finds it; a TORCHINDUCTOR_CACHE_DIR set wins.
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "minigpt-tests"
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(CACHE / "torchinductor"))
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -40,26 +47,26 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
-# The groups that take longest go first: pytest-xdist hands out whole groups (--dist loadgroup) in collection order,
-# so the short ones then fill in around them instead of one long module running alone at the end.
-LONGEST_FIRST = (  # by each group's seconds in one run (pytest --durations=0, summed), so that no long one comes last
-    "test_train.py",
-    "test_flex.py",  # its compiles: over 100 s on a fresh machine (no inductor cache, as in CI), 37 s with one
-    "test_app_browser.py",  # the fixture-server group
-    "test_error_rule.py",  # the broken-server group
-    "test_app_train.py",
-    "test_app_train_browser.py",
-    "test_crowd.py",
+# The groups that take longest go first: pytest-xdist hands out whole groups (--dist loadgroup) in collection order
+# (--no-loadscope-reorder: by default it orders them by their number of tests), so that the short ones fill in around
+# them instead of one long group running alone at the end. By each group's seconds in one run (pytest --durations=0,
+# summed by group; docs/testing.md has the figures): SHARED's names, or a module's for its tests outside them.
+LONGEST_FIRST = (
+    "training-server",
+    "fixture-server",
+    "test_train.py",  # its tests that do not compile
     "test_lesson.py",
     "test_head_finder.py",
     "test_selection_browser.py",
-    "test_specimens.py",
-    "test_app_steps.py",
-    "test_interop.py",
-    "test_save_load.py",
-    "test_attention_scale.py",
-    "test_links.py",
+    "broken-server",
+    "inductor",  # test_flex and test_train's compile: 5 to 10 times as long when inductor's cache is empty
+    "test_crowd.py",  # its tests in process, and the fresh sessions' server of their own
     "test_house.py",
+    "test_links.py",
+    "test_circuits_api.py",
+    "test_robustness.py",  # its tests in process, and app.py run to its end
+    "test_app_api.py",  # its tests in process, and plain app.py's server
+    "test_interop.py",
 )
 
 
@@ -84,24 +91,78 @@ SHARED = {
     # Not a server: inductor's first compile in a process (its CPU checks, built on a fresh machine) costs ~10 s;
     # the modules that compile pay it once, in one process.
     "inductor": ("test_flex.py", "test_train.py"),
+    "bounded-server": ("test_crowd.py", "test_app_batching.py"),  # `bounded_server`: the fresh sessions' test first
 }
 GROUP_OF = {module: group for group, modules in SHARED.items() for module in modules}
+# What a test of a SHARED module must use to run in its group; its module's other tests (in process, or a server of
+# their own) are a group of their own, which the other worker may take meanwhile.
+USES_THE_SHARED = {
+    "fixture-server": lambda item: "server" in item.fixturenames,
+    "broken-server": lambda item: "broken_server" in item.fixturenames,
+    "training-server": lambda item: "training_server" in item.fixturenames,
+    "inductor": lambda item: item.path.name == "test_flex.py" or "torch_compile" in item.name,
+    "bounded-server": lambda item: "bounded_server" in item.fixturenames,
+}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def chromium_closed_after_each_module():
-    """The Chromium a module's browser tests share (helpers.chromium_page) is closed after the module: Playwright's
-    sync API runs an event loop in this thread while it is open, and asyncio.run() refuses to run beside one."""
-    yield
-    stop_chromium()
+def group_of(item) -> str:
+    """The item's pytest-xdist group: its module's SHARED group if it uses what the group shares, else its module."""
+    module = item.path.name
+    group = GROUP_OF.get(module, module)
+    return group if USES_THE_SHARED.get(group, lambda item: True)(item) else module
+
+
+# Marks (registered in pyproject.toml), so that a part of the suite can be run alone (docs/testing.md): `browser` and
+# `server` found from what a test uses, `training` and `slow` by module.
+TRAINING = (  # they train a model: train.py, the Train tab's runs, the training server
+    "test_train.py",
+    "test_training_runs.py",
+    "test_app_train.py",
+    "test_app_train_browser.py",
+    "test_crowd.py",
+    "test_specimens.py",
+)
+SLOW = (  # over ~20 s on the 2 cores: compiles, the docs scripts' interpreters, servers of their own
+    *TRAINING,
+    "test_flex.py",
+    "test_interop.py",
+    "test_package.py",
+)
+SERVER_FIXTURES = {"server", "broken_server", "training_server"}  # conftest's servers (a module's own uses one)
+STARTS_A_SERVER = {"running_app", "training_app"}  # a test that starts app.py itself names one of these
+
+
+def marks_of(item) -> list[str]:
+    marks = []
+    function = getattr(item, "function", None)
+    names = set(function.__code__.co_names) if function else set()
+    if "chromium_page" in names or needs_chromium.mark in item.iter_markers():  # it drives Chromium
+        marks.append("browser")
+    if SERVER_FIXTURES & set(item.fixturenames) or STARTS_A_SERVER & names:
+        marks.append("server")
+    if item.path.name in TRAINING:
+        marks.append("training")
+    if item.path.name in SLOW:
+        marks.append("slow")
+    return marks
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the marks
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each module's tests keep their order
+    order = {module: i for modules in SHARED.values() for i, module in enumerate(modules)}  # in a group: SHARED's
+    items.sort(key=lambda item: (rank.get(group_of(item), len(rank)), order.get(item.path.name, 0)))  # stable
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(GROUP_OF.get(item.path.name, item.path.name)))
+        item.add_marker(pytest.mark.xdist_group(group_of(item)))
+        for mark in marks_of(item):
+            item.add_marker(mark)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def chromium_closed_at_the_end():
+    """The Chromium the browser tests of this process share (helpers.chromium_page) is closed when the run ends."""
+    yield
+    stop_chromium()
 
 
 # ---- the app on the fixture models: one server for the whole run -------------------------------------------------
@@ -190,6 +251,19 @@ def client(server):
 def page_url(server):
     """The address of `server`, for the browser tests."""
     return server[0]
+
+
+@pytest.fixture(scope="session")
+def bounded_server(fixture_models, tmp_path_factory):
+    """app.py with two rows, no waiting line and 20 sessions kept, on tiny-names and a wide text model (random weights,
+    28M parameters: a decoding step takes long against a request's round trip): test_crowd's fresh sessions (first, on
+    a server that has served nothing else) and test_app_batching's full batch; yields (url, process, the wide model's
+    folder)."""
+    wide = dict(name="shakespeare", block_size=128, n_layer=4, n_head=4, n_embd=768)
+    text = save_fixture_model(tmp_path_factory.mktemp("models") / "wide-text", printable_tokenizer(), seed=1, **wide)
+    bounds = ("--max-batch", "2", "--max-waiting", "0", "--sessions", "20")
+    with running_app("--names-model", str(fixture_models[0]), "--text-model", str(text), *bounds) as (url, process):
+        yield url, process, text
 
 
 @pytest.fixture(scope="session")

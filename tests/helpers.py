@@ -3,6 +3,7 @@ a server on 127.0.0.1 with the calls a gradio_client user makes, the browser's s
 test module makes. No test module imports another: they import from here (pytest puts tests/ on sys.path; a bench
 script adds it itself). The fixtures built from these (the shared server, ...) are in conftest.py."""
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -326,6 +327,58 @@ def app_error(client, endpoint: str, **params) -> str:
     return str(error.value)
 
 
+def settled_log(process, quiet: float = 0.25, timeout: float = 10.0) -> str:
+    """The server's log once nothing has been added to it for `quiet` seconds (a traceback may still be on its way
+    when the client has its answer)."""
+    log, deadline = server_log(process), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        again = server_log(process)
+        if again == log:
+            break
+        log = again
+    return log
+
+
+def case_failures(cases: list[tuple[str, tuple]], check) -> list[str]:
+    """check(*arguments) for every case of a table ((its name, its arguments) each); each failure as "name: message".
+    A table is one test, and a failing case does not hide the cases after it."""
+    found = []
+    for name, arguments in cases:
+        try:
+            check(*arguments)
+        except (Exception, pytest.fail.Exception) as failure:  # pytest.raises's "DID NOT RAISE" is no Exception
+            found.append(f"{name}: {type(failure).__name__}: {failure}")
+    return found
+
+
+def assert_every_case(cases: list[tuple[str, tuple]], check) -> None:
+    """Every case's check passes; the failures reported together, each named by its case (case_failures)."""
+    failed = case_failures(cases, check)
+    assert not failed, f"{len(failed)} of {len(cases)} cases failed:\n" + "\n".join(failed)
+
+
+def assert_every_case_leaves_the_log_alone(process, cases: list, check, forbidden=("Traceback", "Error")) -> None:
+    """Every case's check passes (the failures reported together, each named by its case), and the server's log holds
+    none of `forbidden` after the table: one wait for the log to settle after the last call, instead of one after
+    each (0.25 s or more a case). If the log holds one, each case is called again alone, waiting for the log after
+    each, to name the cases that write it."""
+    before = len(server_log(process))
+    found = case_failures(cases, check)
+    logged = settled_log(process)[before:]
+    if any(word in logged for word in forbidden):
+        writers = []
+        for name, arguments in cases:
+            mark = len(settled_log(process))
+            with contextlib.suppress(Exception, pytest.fail.Exception):
+                check(*arguments)
+            alone = settled_log(process)[mark:]
+            if any(word in alone for word in forbidden):
+                writers.append(f"{name}: the server logged:\n{alone[-3000:]}")
+        found += writers or [f"the table's calls logged (no case alone does):\n{logged[-3000:]}"]
+    assert not found, f"{len(found)} of {len(cases)} cases failed:\n" + "\n".join(found)
+
+
 RAW_DEFAULTS = {
     "/names": ["", 10, 1.0, 0, 1.0, -1, None],
     "/text": ["", 5, 1.0, 0, 1.0, -1, None],
@@ -614,30 +667,52 @@ def open_head_tools(page) -> None:
     page.locator("#head-tools").get_by_text("Head tools").first.click()
 
 
-_CHROMIUM = []  # (playwright, browser): one Chromium for a module's browser tests, launched for its first page
+_CHROMIUM = {}  # "playwright", "browser", "loop": one Chromium for every browser test of this process
 
 
 def shared_chromium():
-    """The Chromium this module's browser tests share (launching one costs ~2 s on a busy 2-core machine; a page in a
-    context of its own is as fresh as a new browser: no cookies, storage or cache carried over)."""
+    """The Chromium every browser test of this process (a pytest-xdist worker) shares: launching one costs seconds on
+    a busy 2-core machine, and a page in a context of its own is as fresh as a new browser (no cookies, storage or
+    cache carried over). Call it with Playwright's loop marked running (`browsers_loop`)."""
     from playwright.sync_api import sync_playwright
 
-    if _CHROMIUM and not _CHROMIUM[1].is_connected():  # it crashed: the next page gets a new one
+    if _CHROMIUM and not _CHROMIUM["browser"].is_connected():  # it crashed: the next page gets a new one
         stop_chromium()
     if not _CHROMIUM:
         playwright = sync_playwright().start()
-        _CHROMIUM.extend([playwright, playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)])
-    return _CHROMIUM[1]
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        _CHROMIUM.update(playwright=playwright, browser=browser, loop=asyncio._get_running_loop())
+    return _CHROMIUM["browser"]
+
+
+@contextlib.contextmanager
+def browsers_loop():
+    """Playwright's event loop marked running in this thread for the block, and not outside it. Playwright's sync API
+    marks its loop running from its start to its stop (each call resumes the loop in a greenlet of this thread), and
+    asyncio.run() refuses to run beside a running loop: with one Chromium for the whole run, a test that calls
+    asyncio.run() (test_serving, test_app_train, ...) after a browser test in the same worker would fail. Nothing runs
+    on the loop between Playwright's calls, so it is marked running only while a page is open (chromium_page)."""
+    before = asyncio._get_running_loop()
+    if _CHROMIUM:
+        asyncio._set_running_loop(_CHROMIUM["loop"])
+    try:
+        yield
+    finally:
+        asyncio._set_running_loop(before)
 
 
 def stop_chromium() -> None:
-    """Closes the shared Chromium, if one was launched (conftest.py: after each module)."""
+    """Closes the shared Chromium, if one was launched (conftest.py: at the end of the run; and on a crash)."""
     if _CHROMIUM:
-        playwright, browser = _CHROMIUM
+        chromium = dict(_CHROMIUM)
         _CHROMIUM.clear()
-        with contextlib.suppress(Exception):  # a crashed browser has nothing left to close
-            browser.close()
-        playwright.stop()
+        asyncio._set_running_loop(chromium["loop"])  # its calls run the loop
+        try:
+            with contextlib.suppress(Exception):  # a crashed browser has nothing left to close
+                chromium["browser"].close()
+            chromium["playwright"].stop()
+        finally:
+            asyncio._set_running_loop(None)  # closed now: a new Playwright makes a loop of its own
 
 
 @contextlib.contextmanager
@@ -648,10 +723,11 @@ def chromium_page(width: int = 1280, height: int = 1000, **options):
     from playwright.sync_api import expect
 
     expect.set_options(timeout=90_000)
-    context = shared_chromium().new_context(viewport={"width": width, "height": height}, **options)
-    try:
-        page = context.new_page()
-        page.set_default_timeout(90_000)
-        yield page
-    finally:
-        context.close()
+    with browsers_loop():
+        context = shared_chromium().new_context(viewport={"width": width, "height": height}, **options)
+        try:
+            page = context.new_page()
+            page.set_default_timeout(90_000)
+            yield page
+        finally:
+            context.close()

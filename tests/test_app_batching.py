@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from helpers import HANG_S, gradio_client, printable_tokenizer, running_app, save_fixture_model, server_log, stream
+from helpers import HANG_S, gradio_client, server_log, stream
 
 MINE = dict(prompt="to be", max_new_tokens=40, temperature=0.9, top_k=20, top_p=0.95, seed=11)
 # Long texts with their own settings, still running when mine ends (seeds whose texts run the 150 tokens)
@@ -58,28 +58,17 @@ def session_messages(response):
             yield json.loads(line[len("data:") :])
 
 
-def test_a_full_batch_says_so_and_a_client_that_goes_frees_its_row(fixture_models, tmp_path):
-    """Two rows, no waiting line: while two long texts decode, another request gets the busy message; when the client
-    of the first goes away, its row is free at once: a short text gets it and ends while the second long text,
-    shorter than what the first had left, still decodes. The second text is the clock, counted in decoding steps: had
-    the first kept its row to its end, the second would have ended first, its row the one the short text got. (Timed
-    in seconds against a text timed before, the test held only while the machine's load stayed as it was.)"""
-    names = fixture_models[0]
-    # A wide text model (random weights, 28M parameters): a decoding step takes long against a request's round trip,
-    # so that the steps a freed row takes to show (a few round trips) are few against the clock's.
-    text = save_fixture_model(
-        tmp_path / "wide-text",
-        printable_tokenizer(),
-        seed=1,
-        name="shakespeare",
-        block_size=128,
-        n_layer=4,
-        n_head=4,
-        n_embd=768,
-    )
-    args = ("--names-model", str(names), "--text-model", str(text), "--max-batch", "2", "--max-waiting", "0")
+def test_a_full_batch_says_so_and_a_client_that_goes_frees_its_row(bounded_server):
+    """Two rows, no waiting line (conftest's bounded_server): while two long texts decode, another request gets the busy
+    message; when the client of the first goes away, its row is free at once: a short text gets it and ends while the
+    second long text, shorter than what the first had left, still decodes. The second text is the clock, counted in
+    decoding steps: had the first kept its row to its end, the second would have ended first, its row the one the
+    short text got. (Timed in seconds against a text timed before, the test held only while the machine's load stayed
+    as it was.) The server's text model is wide, so that the steps a freed row takes to show (a few round trips) are
+    few against the clock's."""
+    url, process, text = bounded_server
     busy = "The server is busy (requests in progress: 2, waiting: 0). Try again"
-    with running_app(*args) as (url, process), httpx.Client(timeout=HANG_S) as http:
+    with httpx.Client(timeout=HANG_S) as http:
         config = http.get(f"{url}config").json()
         text_fn = next(fn["id"] for fn in config["dependencies"] if fn.get("api_name") == "text")
         session = uuid.uuid4().hex  # the clock's and the short texts' session: one event stream, in the server's order

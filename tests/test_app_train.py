@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from helpers import HANG_S, TINY_RUN, app_error, call, server_log, visitor
+from helpers import HANG_S, TINY_RUN, app_error, assert_every_case, call, server_log, visitor
 
 
 def numbers(output) -> dict:
@@ -120,34 +120,41 @@ def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterru
     assert resumed[-1]["validation"][-1][0] == RACED_STEPS
 
 
-@pytest.mark.parametrize(
-    "endpoint, params, message",
-    [
-        ("/train", dict(data="text", text=""), "The text is empty"),
-        ("/train", dict(data="text", text="to be or not to be", tokenizer="char"), "give at least 160 characters"),
-        ("/train", dict(data="text", tokenizer="names", text="anna\nzoë\nbob-by\n" * 5), "'-', 'ë'"),
-        ("/train", dict(data="text", tokenizer="names", text="anna\nbob\n"), "give at least 10"),
-        ("/train", dict(n_embd=30, n_head=4), "n_embd (30) must be divisible by n_head (4)"),
-        ("/train", dict(n_layer=8, n_head=8, n_embd=256, max_steps=20_000), "too big for this server"),
-        ("/train", dict(max_steps=10**6), "max_steps must be between 1 and 20,000"),
-        ("/train", dict(n_layer="two"), "Layers must be a number, got 'two'"),
-        ("/train", dict(data="wikipedia"), "data must be one of names, shakespeare, induction, text"),
-        ("/train", dict(data="shakespeare", tokenizer="names"), "not a list of a-z names"),
-        ("/train", dict(name="../../etc"), "is not allowed"),
-        ("/train", dict(name="tiny-names"), "is taken"),
-        ("/train", dict(), "A run needs an owner: send owner"),  # a run nobody could cancel (issue 48)
-        ("/resume", dict(name="whole"), "A run needs an owner: send owner"),
-        ("/resume", dict(name="no-such-run", owner="token-a"), "no run named 'no-such-run'"),
-        ("/cancel", dict(name="no-such-run"), "No run named 'no-such-run'"),
-        ("/download", dict(name="no-such-run"), "No finished model named 'no-such-run'"),
-    ],
-)
-def test_bad_input_gets_its_message_and_no_traceback(training_server, endpoint, params, message):
-    runs = set(training_server[2].iterdir())
-    error = app_error(visitor(training_server), endpoint, **params)
-    assert message in error and "Traceback" not in error
-    assert "Traceback" not in server_log(training_server[1])
-    assert set(training_server[2].iterdir()) == runs  # no run started
+BAD_INPUT = [  # (endpoint, parameters, a fragment of its message)
+    ("/train", dict(data="text", text=""), "The text is empty"),
+    ("/train", dict(data="text", text="to be or not to be", tokenizer="char"), "give at least 160 characters"),
+    ("/train", dict(data="text", tokenizer="names", text="anna\nzoë\nbob-by\n" * 5), "'-', 'ë'"),
+    ("/train", dict(data="text", tokenizer="names", text="anna\nbob\n"), "give at least 10"),
+    ("/train", dict(n_embd=30, n_head=4), "n_embd (30) must be divisible by n_head (4)"),
+    ("/train", dict(n_layer=8, n_head=8, n_embd=256, max_steps=20_000), "too big for this server"),
+    ("/train", dict(max_steps=10**6), "max_steps must be between 1 and 20,000"),
+    ("/train", dict(n_layer="two"), "Layers must be a number, got 'two'"),
+    ("/train", dict(data="wikipedia"), "data must be one of names, shakespeare, induction, text"),
+    ("/train", dict(data="shakespeare", tokenizer="names"), "not a list of a-z names"),
+    ("/train", dict(name="../../etc"), "is not allowed"),
+    ("/train", dict(name="tiny-names"), "is taken"),
+    ("/train", dict(), "A run needs an owner: send owner"),  # a run nobody could cancel (issue 48)
+    ("/resume", dict(name="whole"), "A run needs an owner: send owner"),
+    ("/resume", dict(name="no-such-run", owner="token-a"), "no run named 'no-such-run'"),
+    ("/cancel", dict(name="no-such-run"), "No run named 'no-such-run'"),
+    ("/download", dict(name="no-such-run"), "No finished model named 'no-such-run'"),
+]
+
+
+def test_bad_input_gets_its_message_and_no_traceback(training_server):
+    """Each case of BAD_INPUT (one test for the table, from one visitor: each failure named by its case): its message,
+    no traceback in the answer or the log, and no run started."""
+    folder = training_server[2]
+    runs_now = lambda: set(folder.iterdir()) if folder.exists() else set()  # none yet when run alone
+    client, runs = visitor(training_server), runs_now()
+
+    def check(endpoint, params, message):
+        error = app_error(client, endpoint, **params)
+        assert message in error and "Traceback" not in error, error
+        assert "Traceback" not in server_log(training_server[1])
+        assert runs_now() == runs  # no run started
+
+    assert_every_case([(f"{case[0]} {case[1]}", case) for case in BAD_INPUT], check)
 
 
 def test_an_oversized_upload_is_refused_by_its_size(training_server, tmp_path):

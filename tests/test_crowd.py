@@ -218,15 +218,15 @@ def resident_mib(process) -> float:
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
 
 
-def test_fresh_sessions_leave_bounded_memory():
+def test_fresh_sessions_leave_bounded_memory(bounded_server):
     """Every REST call is a new Gradio session, and Gradio keeps a copy of the page's configuration per session (0.4
-    MB of this page's): --sessions bounds how many are kept. After the first 50 calls fill the 20 kept, 150 more leave
-    the server's memory within 20 MB (unbounded, they would keep about 55 MB)."""
+    MB of this page's): --sessions bounds how many are kept (20 on conftest's bounded_server, which has served nothing
+    before this test). After the first 50 calls fill the 20 kept, 150 more leave the server's memory within 20 MB
+    (unbounded, they would keep about 55 MB)."""
     import httpx
 
-    from helpers import running_app
-
-    with running_app("--sessions", "20") as (url, process), httpx.Client(timeout=HANG_S) as http:
+    url, process, _ = bounded_server
+    with httpx.Client(timeout=HANG_S) as http:
 
         def call_once():
             asked = http.post(f"{url}gradio_api/call/attention_values", json={"data": ["emma", None, 0, "0", 1, None]})

@@ -12,9 +12,12 @@ import pytest
 from helpers import (
     HANG_S,
     app_error,
+    assert_every_case,
+    assert_every_case_leaves_the_log_alone,
     call,
     gradio_client,
     server_log,
+    settled_log,
 )
 
 BROKEN = "broken-weights"  # the picker names an extra model folder by its folder name
@@ -36,27 +39,6 @@ def server(broken_server):
 def client(server):
 
     return gradio_client(server[0])
-
-
-def settled_log(process, quiet: float = 0.25, timeout: float = 10.0) -> str:
-    """The server's log once nothing has been added to it for `quiet` seconds (a traceback may still be on its way
-    when the client has its answer)."""
-    log, deadline = server_log(process), time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        time.sleep(quiet)
-        again = server_log(process)
-        if again == log:
-            break
-        log = again
-    return log
-
-
-def logged_by(client, process, endpoint: str, **params) -> tuple[str, str]:
-    """The client's error message for the call, and what the server logged meanwhile (once the log is quiet). The
-    log is not waited on before the call: the call before this one waited for it to settle after its own answer."""
-    before = len(server_log(process))
-    error = app_error(client, endpoint, **params)
-    return error, settled_log(process)[before:]
 
 
 def api(client) -> dict:
@@ -107,21 +89,29 @@ def test_the_endpoints_that_load_a_model_are_those_with_a_model_parameter(client
     assert sorted(taking_a_model) == sorted(LOADING_ENDPOINTS)  # a new one is added to LOADING_ENDPOINTS too
 
 
-@pytest.mark.parametrize("endpoint", LOADING_ENDPOINTS)
-def test_a_broken_model_is_named_to_the_client_and_its_traceback_logged(server, client, models, endpoint):
+def test_a_broken_model_is_named_to_the_client_and_its_traceback_logged(server, client, models):
+    """Every endpoint of LOADING_ENDPOINTS, one call each (the failures reported together, each named by its endpoint):
+    the message names the model, and the log holds the call's traceback, ending in ModelUnavailable (its last line:
+    the traceback is whole when it is there). After the last call, the log holds as many as there were calls: no
+    traceback came late into the next call's part."""
     process = server[1]
-    before = settled_log(process)
-    error = app_error(client, endpoint, model=BROKEN)
-    assert f"Could not load the model '{BROKEN}'" in error, error
-    assert "Traceback" not in error
-    assert str(models[2].parent) not in error and not SERVER_PATH.search(error), error  # no server path
-    deadline = time.monotonic() + 10
-    while (log := server_log(process)).count("Traceback") <= before.count("Traceback"):
-        assert time.monotonic() < deadline, f"{endpoint}: no traceback logged:\n{log[len(before) :][-3000:]}"
-        time.sleep(0.1)
-    logged = settled_log(process)[len(before) :]
-    assert f"ModelUnavailable: Could not load the model '{BROKEN}'" in logged, logged[-3000:]
-    assert "Traceback" in logged
+    line = f"ModelUnavailable: Could not load the model '{BROKEN}'"
+    start = len(settled_log(process))
+
+    def check(endpoint):
+        mark = len(server_log(process))
+        error = app_error(client, endpoint, model=BROKEN)
+        assert f"Could not load the model '{BROKEN}'" in error, error
+        assert "Traceback" not in error
+        assert str(models[2].parent) not in error and not SERVER_PATH.search(error), error  # no server path
+        deadline = time.monotonic() + 10
+        while line not in (logged := server_log(process)[mark:]):
+            assert time.monotonic() < deadline, f"no traceback logged:\n{logged[-3000:]}"
+            time.sleep(0.02)
+        assert "Traceback" in logged, logged[-3000:]
+
+    assert_every_case([(endpoint, (endpoint,)) for endpoint in LOADING_ENDPOINTS], check)
+    assert settled_log(process)[start:].count(line) == len(LOADING_ENDPOINTS)
 
 
 def test_the_server_keeps_serving_its_good_models_after_the_broken_one(client):
@@ -302,16 +292,20 @@ def test_every_named_endpoint_has_its_mistakes_in_the_table(client):
     assert not set(MISTAKES) - named, f"no such endpoint any more: {sorted(set(MISTAKES) - named)}"
 
 
-@pytest.mark.parametrize(
-    "endpoint, params, message",
-    [(endpoint, params, message) for endpoint, cases in MISTAKES.items() for params, message in cases],
-    ids=shown,
-)
-def test_a_visitors_mistake_gets_a_message_and_leaves_the_log_alone(server, client, endpoint, params, message):
-    error, logged = logged_by(client, server[1], endpoint, **params)
-    assert message in error, error
-    assert "Traceback" not in error
-    assert "Traceback" not in logged and "Error" not in logged, logged[-3000:]
+def test_a_visitors_mistake_gets_a_message_and_leaves_the_log_alone(server, client):
+    """Every case of MISTAKES (one test for the table: each failure is named by its endpoint and parameters)."""
+
+    def check(endpoint, params, message):
+        error = app_error(client, endpoint, **params)
+        assert message in error, error
+        assert "Traceback" not in error
+
+    cases = [
+        (f"{endpoint} {shown(params)}", (endpoint, params, message))
+        for endpoint, table in MISTAKES.items()
+        for params, message in table
+    ]
+    assert_every_case_leaves_the_log_alone(server[1], cases, check)
 
 
 # ---- 3: numbers written with other scripts' digits ---------------------------------------------------------------
@@ -319,29 +313,36 @@ def test_a_visitors_mistake_gets_a_message_and_leaves_the_log_alone(server, clie
 OTHER_DIGITS = ["٣", "０", "²"]  # ARABIC-INDIC DIGIT THREE, FULLWIDTH DIGIT ZERO, SUPERSCRIPT TWO: int() reads two
 
 
-@pytest.mark.parametrize("digit", OTHER_DIGITS)
-@pytest.mark.parametrize(
-    "endpoint, parameter, message",
-    [
-        ("/attention_values", "layer", "layer must be written with the digits 0-9, got '{digit}'"),
-        ("/attention_values", "head", "head must be 0 to 3 or 'mean' (their average), got '{digit}'"),
-        ("/attention_values", "query", "query must be written with the digits 0-9, got '{digit}'"),
-        ("/attention_values", "key", "key must be written with the digits 0-9, got '{digit}'"),
-        ("/step", "layer", "Layer must be written with the digits 0-9, got '{digit}'"),
-        ("/step", "head", "Head must be written with the digits 0-9, got '{digit}'"),
-        ("/step", "query", "Query position must be written with the digits 0-9, got '{digit}'"),
-        ("/step", "seed", "Seed must be written with the digits 0-9, got '{digit}'"),
-        ("/attention_export", "layer", "layer must be written with the digits 0-9, got '{digit}'"),
-        ("/attention_export", "head", "head must be 0 to 3 or 'mean' (their average), got '{digit}'"),
-    ],
-)
-def test_other_scripts_digits_are_refused_with_a_message(server, client, endpoint, parameter, message, digit):
-    params = {"text": "emma", parameter: digit}
-    if endpoint == "/attention_export":
-        params["what"] = "map.png"  # the one export that reads the layer and head
-    error, logged = logged_by(client, server[1], endpoint, **params)
-    assert message.format(digit=digit) in error, error
-    assert "Traceback" not in logged and "Error" not in logged, logged[-3000:]
+DIGIT_MESSAGES = [  # (endpoint, parameter, its message for a digit of another script)
+    ("/attention_values", "layer", "layer must be written with the digits 0-9, got '{digit}'"),
+    ("/attention_values", "head", "head must be 0 to 3 or 'mean' (their average), got '{digit}'"),
+    ("/attention_values", "query", "query must be written with the digits 0-9, got '{digit}'"),
+    ("/attention_values", "key", "key must be written with the digits 0-9, got '{digit}'"),
+    ("/step", "layer", "Layer must be written with the digits 0-9, got '{digit}'"),
+    ("/step", "head", "Head must be written with the digits 0-9, got '{digit}'"),
+    ("/step", "query", "Query position must be written with the digits 0-9, got '{digit}'"),
+    ("/step", "seed", "Seed must be written with the digits 0-9, got '{digit}'"),
+    ("/attention_export", "layer", "layer must be written with the digits 0-9, got '{digit}'"),
+    ("/attention_export", "head", "head must be 0 to 3 or 'mean' (their average), got '{digit}'"),
+]
+
+
+def test_other_scripts_digits_are_refused_with_a_message(server, client):
+    """Each digit of OTHER_DIGITS in each parameter of DIGIT_MESSAGES (one test for the table, each failure named)."""
+
+    def check(endpoint, parameter, message, digit):
+        params = {"text": "emma", parameter: digit}
+        if endpoint == "/attention_export":
+            params["what"] = "map.png"  # the one export that reads the layer and head
+        error = app_error(client, endpoint, **params)
+        assert message.format(digit=digit) in error, error
+
+    cases = [
+        (f"{endpoint} {parameter}={digit!r}", (endpoint, parameter, message, digit))
+        for digit in OTHER_DIGITS
+        for endpoint, parameter, message in DIGIT_MESSAGES
+    ]
+    assert_every_case_leaves_the_log_alone(server[1], cases, check)
 
 
 def test_a_good_call_works_after_the_other_digits(client):
@@ -384,17 +385,18 @@ WRONG_TYPES = [
 ]
 
 
-@pytest.mark.parametrize("endpoint, params", WRONG_TYPES, ids=shown)
-def test_a_value_of_the_wrong_type_is_a_visitors_mistake_too(server, client, endpoint, params):
-    """Through gradio_client, as a script calls: refused with a message naming the parameter, no traceback and no
-    Python internals in the answer."""
-    before = len(server_log(server[1]))  # the call before settled it (see logged_by)
-    error = app_error(client, endpoint, **params)
-    logged = settled_log(server[1])[before:]
-    wrong = next(iter(params))  # each case names its wrong value first
-    assert f"{wrong} must be" in error, error
-    assert not re.search(r"has no attribute|object of type|unhashable type|not subscriptable", error), error
-    assert "Traceback" not in logged, logged[-3000:]
+def test_a_value_of_the_wrong_type_is_a_visitors_mistake_too(server, client):
+    """Through gradio_client, as a script calls: each case of WRONG_TYPES refused with a message naming the parameter,
+    no traceback and no Python internals in the answer (one test for the table, each failure named)."""
+
+    def check(endpoint, params):
+        error = app_error(client, endpoint, **params)
+        wrong = next(iter(params))  # each case names its wrong value first
+        assert f"{wrong} must be" in error, error
+        assert not re.search(r"has no attribute|object of type|unhashable type|not subscriptable", error), error
+
+    cases = [(f"{endpoint} {shown(params)}", (endpoint, params)) for endpoint, params in WRONG_TYPES]
+    assert_every_case_leaves_the_log_alone(server[1], cases, check, forbidden=("Traceback",))
 
 
 # ---- a value of the wrong JSON type, for every parameter of every named endpoint (the REST route, as a script sends) -

@@ -207,9 +207,11 @@ def test_induction_probe_is_a_random_half_repeated():
 
 
 def test_an_induction_head_grows_in_a_model_trained_to_copy():
-    """A 2-layer model trained here for a few hundred steps on random halves repeated: the second copy is predictable
-    only by looking back at what followed the same token before. The induction score finds the head that does it,
-    well above every other head, and the repeated half's loss falls far below the first half's."""
+    """A 2-layer model trained here for 100 steps on random halves repeated: the second copy is predictable only by
+    looking back at what followed the same token before. The induction score finds the head that does it, well above
+    every other head, and the repeated half's loss falls far below the first half's. (The head is there from about
+    step 50; at 100 its score is 0.83 against 0.19 for the next head, and the repeated half's loss 2% of the first's:
+    wide of the bounds below. 300 steps gave 0.83 against 0.17.)"""
     vocab, n = 24, 8
     model = tiny_model("sdpa", vocab_size=vocab, block_size=2 * n + 1, n_layer=2, n_head=2, n_embd=32)
     model.train()
@@ -217,7 +219,7 @@ def test_an_induction_head_grows_in_a_model_trained_to_copy():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model: one thread is fastest, and does not fight the other tests for the cores
     try:
-        for step in range(300):
+        for step in range(100):
             batch = induction_probe(list(range(1, vocab)), 0, 2 * n + 1, probes=32, seed=step + 1)  # (32, 17)
             loss = model(input_ids=batch, labels=batch).loss
             optimizer.zero_grad()

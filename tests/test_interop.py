@@ -3,6 +3,7 @@ recorded pass's patterns, residual stream and logits on a shipped model, and the
 numbers the demo's API gives for the same text."""
 
 import importlib
+import json
 import os
 import re
 import shutil
@@ -87,17 +88,73 @@ def installed(tmp_path_factory):
     return root / "site"
 
 
-def run_installed(site: Path, where: Path, script: str, *arguments: str) -> str:
-    """A docs/ script, copied into `where` as a learner saves it, run in `where` (a working folder outside the clone)
-    with the installed copy as its only minigpt: what it printed. No boot of the installed copy says that the
-    adapter "attempted to override a native adapter" (register's note)."""
-    shutil.copy(REPO / "docs" / script, where / script)
-    env = {**os.environ, "PYTHONPATH": str(site)}
-    command = [sys.executable, "-W", "always", str(where / script), *arguments]  # every warning, each time
-    done = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True, timeout=600)
+# The docs/ scripts as the tests run them: {run: (script, its arguments, where it runs: "outside", a working folder
+# outside the clone, or "installed", the installed package's parent, where the docstring's relative folder is)}.
+SCRIPT_RUNS = {
+    "transformer_lens": ("transformer_lens_heads.py", (), "outside"),
+    "nnsight": ("nnsight_heads.py", (), "outside"),
+    "nnsight by path": ("nnsight_heads.py", ("minigpt/models/names", "emma", "1.2"), "installed"),
+    "nnsight by name": ("nnsight_heads.py", ("names", "emma", "1.2"), "outside"),
+}
+
+# Runs each script as `python script.py ...` would, in a process of its own: forked from one that has imported the
+# libraries the scripts import (torch, transformers, TransformerLens, nnsight; ~10 s an interpreter on 2 cores) and
+# nothing else, minigpt not among them: the script's own imports and everything after are its process's alone
+# (TransformerLens reads its entry points at a process's first boot, in the script). Prints each run's exit code.
+FORKED_RUNS = """
+import atexit, json, os, runpy, sys, traceback
+import torch, transformers, nnsight, transformer_lens.model_bridge
+runs, children = json.loads(sys.argv[1]), {}
+for name, run in runs.items():
+    sys.stdout.flush(), sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        for fd, output in ((1, run["stdout"]), (2, run["stderr"])):
+            os.dup2(os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+        os.chdir(run["where"])
+        sys.argv, sys.path[0], code = [run["script"], *run["arguments"]], os.path.dirname(run["script"]), 0
+        try:
+            runpy.run_path(run["script"], run_name="__main__")
+        except SystemExit as stop:
+            code = stop.code
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        if code is not None and not isinstance(code, int):  # sys.exit("message"), as python prints it
+            print(code, file=sys.stderr)
+            code = 1
+        atexit._run_exitfuncs()
+        sys.stdout.flush(), sys.stderr.flush()
+        os._exit(code or 0)
+    children[name] = pid
+print(json.dumps({name: os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for name, pid in children.items()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def printed(installed, tmp_path_factory) -> dict[str, str]:
+    """What each run of SCRIPT_RUNS printed: each docs/ script copied into a working folder (a fresh one outside the
+    clone, or the installed package's parent) as a learner saves it, run there with the installed copy as its only
+    minigpt and every warning shown each time (-W always). Each must end with exit code 0, and no boot of the
+    installed copy may say that the adapter "attempted to override a native adapter" (register's note)."""
+    runs = {}
+    for name, (script, arguments, where) in SCRIPT_RUNS.items():
+        folder = tmp_path_factory.mktemp("outside") if where == "outside" else installed
+        shutil.copy(REPO / "docs" / script, folder / script)
+        logs = tmp_path_factory.mktemp("printed")
+        runs[name] = dict(script=str(folder / script), arguments=arguments, where=str(folder))
+        runs[name] |= dict(stdout=str(logs / "stdout"), stderr=str(logs / "stderr"))
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    command = [sys.executable, "-W", "always", "-c", FORKED_RUNS, json.dumps(runs)]
+    done = subprocess.run(command, cwd=tmp_path_factory.mktemp("driver"), env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "override a native adapter" not in done.stderr
-    return done.stdout
+    codes, outputs = json.loads(done.stdout.splitlines()[-1]), {}
+    for name, run in runs.items():
+        stderr = Path(run["stderr"]).read_text()
+        assert codes[name] == 0, f"{name}: exit code {codes[name]}\n{stderr[-3000:]}"
+        assert "override a native adapter" not in stderr, name
+        outputs[name] = Path(run["stdout"]).read_text()
+    return outputs
 
 
 @pytest.fixture(scope="module")
@@ -108,10 +165,10 @@ def insights():
     return Insights(DemoState.configure(training=False))
 
 
-def test_the_transformer_lens_script_prints_the_apis_roles_and_ablation(insights, installed, tmp_path):
+def test_the_transformer_lens_script_prints_the_apis_roles_and_ablation(insights, installed, printed):
     """Run outside the clone with minigpt installed, it finds the installed specimen (it looked for
     minigpt/models/specimen in the working folder: "OSError: Repo id must be in the form ...")."""
-    printed = run_installed(installed, tmp_path, "transformer_lens_heads.py")
+    printed = printed["transformer_lens"]
     assert printed.startswith(f"{installed / 'minigpt' / 'models' / 'specimen'}, ")
     roles = insights.head_roles(TEXT, "specimen")
     for layer, head, previous, first, itself in re.findall(
@@ -146,17 +203,16 @@ def check_nnsight_output(printed: str, insights, model: str, text: str, head: st
     )
 
 
-def test_the_nnsight_script_prints_the_apis_weights_and_ablation(insights, installed, tmp_path):
-    printed = run_installed(installed, tmp_path, "nnsight_heads.py")
+def test_the_nnsight_script_prints_the_apis_weights_and_ablation(insights, installed, printed):
+    printed = printed["nnsight"]
     assert printed.startswith(f"{installed / 'minigpt' / 'models' / 'specimen'}, ")
     check_nnsight_output(printed, insights, "specimen", TEXT, "0.2")
 
 
-def test_the_scripts_model_is_a_folder_or_a_shipped_models_name(insights, installed, tmp_path):
+def test_the_scripts_model_is_a_folder_or_a_shipped_models_name(insights, installed, printed):
     """The docstring's relative folder (run where it is relative to: the installed package's parent) and the shipped
     model's name (run anywhere) are the same model."""
-    by_path = run_installed(installed, installed, "nnsight_heads.py", "minigpt/models/names", "emma", "1.2")
-    by_name = run_installed(installed, tmp_path, "nnsight_heads.py", "names", "emma", "1.2")
+    by_path, by_name = printed["nnsight by path"], printed["nnsight by name"]
     assert by_path.startswith("minigpt/models/names, 5 tokens")
     assert by_name.startswith(f"{installed / 'minigpt' / 'models' / 'names'}, 5 tokens")
     assert by_path.splitlines()[1:] == by_name.splitlines()[1:]
