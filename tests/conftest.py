@@ -92,9 +92,8 @@ SHARED = {
     "inductor": ("test_flex.py", "test_train.py"),
     "bounded-server": ("test_crowd.py", "test_app_batching.py"),  # `bounded_server`: the fresh sessions' test first
 }
-GROUP_OF = {module: group for group, modules in SHARED.items() for module in modules}
-# What a test of a SHARED module must use to run in its group; its module's other tests (in process, or a server of
-# their own) are a group of their own, which the other worker may take meanwhile.
+# What a test of a SHARED module must use to run in that group; a module's tests that use none of its groups' (in
+# process, or a server of their own) are a group of their own, which the other worker may take meanwhile.
 USES_THE_SHARED = {
     "fixture-server": lambda item: "server" in item.fixturenames,
     "broken-server": lambda item: "broken_server" in item.fixturenames,
@@ -105,10 +104,11 @@ USES_THE_SHARED = {
 
 
 def group_of(item) -> str:
-    """The item's pytest-xdist group: its module's SHARED group if it uses what the group shares, else its module."""
+    """The item's pytest-xdist group: the first SHARED group of its module whose shared thing it uses, else its
+    module (a module may be in more than one: test_crowd's tests use the training server or the bounded one)."""
     module = item.path.name
-    group = GROUP_OF.get(module, module)
-    return group if USES_THE_SHARED.get(group, lambda item: True)(item) else module
+    uses = (group for group, modules in SHARED.items() if module in modules and USES_THE_SHARED[group](item))
+    return next(uses, module)
 
 
 # Marks (registered in pyproject.toml), so that a part of the suite can be run alone (docs/testing.md): `browser` and
@@ -149,8 +149,14 @@ def marks_of(item) -> list[str]:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the marks
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    order = {module: i for modules in SHARED.values() for i, module in enumerate(modules)}  # in a group: SHARED's
-    items.sort(key=lambda item: (rank.get(group_of(item), len(rank)), order.get(item.path.name, 0)))  # stable
+
+    def place(item) -> tuple[int, int]:
+        """Its group's rank, then its module's place in the group (the sort is stable: a module's tests keep their
+        order)."""
+        group = group_of(item)
+        return rank.get(group, len(rank)), SHARED.get(group, (item.path.name,)).index(item.path.name)
+
+    items.sort(key=place)
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group_of(item)))
         for mark in marks_of(item):
