@@ -52,21 +52,27 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # them instead of one long group running alone at the end. By each group's seconds in one run (pytest --durations=0,
 # summed by group; docs/testing.md has the figures): SHARED's names, or a module's for its tests outside them.
 LONGEST_FIRST = (
-    "training-server",
     "fixture-server",
+    "inductor",  # test_flex and test_train's compile: second, for a first run (5 to 10 times as long, cache empty)
+    "training-server",
     "test_train.py",  # its tests that do not compile
     "test_lesson.py",
-    "test_head_finder.py",
-    "test_selection_browser.py",
     "broken-server",
-    "inductor",  # test_flex and test_train's compile: 5 to 10 times as long when inductor's cache is empty
-    "test_crowd.py",  # its tests in process, and the fresh sessions' server of their own
-    "test_house.py",
+    "test_selection_browser.py",
     "test_links.py",
-    "test_circuits_api.py",
+    "test_head_finder.py",
+    "test_training_runs.py",
+    "bounded-server",
     "test_robustness.py",  # its tests in process, and app.py run to its end
-    "test_app_api.py",  # its tests in process, and plain app.py's server
+    "test_specimens.py",
+    "test_crowd.py",  # its tests in process
+    "test_save_load.py",
+    "test_lines.py",
+    "test_house.py",
+    "test_selection.py",
+    "test_circuits_api.py",
     "test_interop.py",
+    "test_app_api.py",  # its tests in process, and plain app.py's server
 )
 
 
