@@ -52,21 +52,27 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # them instead of one long group running alone at the end. By each group's seconds in one run (pytest --durations=0,
 # summed by group; docs/testing.md has the figures): SHARED's names, or a module's for its tests outside them.
 LONGEST_FIRST = (
-    "training-server",
     "fixture-server",
+    "inductor",  # test_flex and test_train's compile: second, for a first run (5 to 10 times as long, cache empty)
+    "training-server",
     "test_train.py",  # its tests that do not compile
     "test_lesson.py",
-    "test_head_finder.py",
-    "test_selection_browser.py",
     "broken-server",
-    "inductor",  # test_flex and test_train's compile: 5 to 10 times as long when inductor's cache is empty
-    "test_crowd.py",  # its tests in process, and the fresh sessions' server of their own
-    "test_house.py",
+    "test_selection_browser.py",
     "test_links.py",
-    "test_circuits_api.py",
+    "test_head_finder.py",
+    "test_training_runs.py",
+    "bounded-server",
     "test_robustness.py",  # its tests in process, and app.py run to its end
-    "test_app_api.py",  # its tests in process, and plain app.py's server
+    "test_specimens.py",
+    "test_crowd.py",  # its tests in process
+    "test_save_load.py",
+    "test_lines.py",
+    "test_house.py",
+    "test_selection.py",
+    "test_circuits_api.py",
     "test_interop.py",
+    "test_app_api.py",  # its tests in process, and plain app.py's server
 )
 
 
@@ -93,9 +99,8 @@ SHARED = {
     "inductor": ("test_flex.py", "test_train.py"),
     "bounded-server": ("test_crowd.py", "test_app_batching.py"),  # `bounded_server`: the fresh sessions' test first
 }
-GROUP_OF = {module: group for group, modules in SHARED.items() for module in modules}
-# What a test of a SHARED module must use to run in its group; its module's other tests (in process, or a server of
-# their own) are a group of their own, which the other worker may take meanwhile.
+# What a test of a SHARED module must use to run in that group; a module's tests that use none of its groups' (in
+# process, or a server of their own) are a group of their own, which the other worker may take meanwhile.
 USES_THE_SHARED = {
     "fixture-server": lambda item: "server" in item.fixturenames,
     "broken-server": lambda item: "broken_server" in item.fixturenames,
@@ -106,10 +111,11 @@ USES_THE_SHARED = {
 
 
 def group_of(item) -> str:
-    """The item's pytest-xdist group: its module's SHARED group if it uses what the group shares, else its module."""
+    """The item's pytest-xdist group: the first SHARED group of its module whose shared thing it uses, else its
+    module (a module may be in more than one: test_crowd's tests use the training server or the bounded one)."""
     module = item.path.name
-    group = GROUP_OF.get(module, module)
-    return group if USES_THE_SHARED.get(group, lambda item: True)(item) else module
+    uses = (group for group, modules in SHARED.items() if module in modules and USES_THE_SHARED[group](item))
+    return next(uses, module)
 
 
 # Marks (registered in pyproject.toml), so that a part of the suite can be run alone (docs/testing.md): `browser` and
@@ -150,8 +156,14 @@ def marks_of(item) -> list[str]:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the marks
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    order = {module: i for modules in SHARED.values() for i, module in enumerate(modules)}  # in a group: SHARED's
-    items.sort(key=lambda item: (rank.get(group_of(item), len(rank)), order.get(item.path.name, 0)))  # stable
+
+    def place(item) -> tuple[int, int]:
+        """Its group's rank, then its module's place in the group (the sort is stable: a module's tests keep their
+        order)."""
+        group = group_of(item)
+        return rank.get(group, len(rank)), SHARED.get(group, (item.path.name,)).index(item.path.name)
+
+    items.sort(key=place)
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group_of(item)))
         for mark in marks_of(item):
