@@ -248,8 +248,8 @@ class Kept:
             if key not in self.found:
                 try:
                     found = measure()
-                except Unasked as why:
-                    found = why
+                except Unasked as why:  # kept without its traceback: its frames would keep the measurements alive
+                    found = why.with_traceback(None)
                 with self.lock:
                     self.found[key] = found
                     self.locks.pop(key, None)
