@@ -13,8 +13,6 @@ maps as PNG / SVG) and /step; JSON answers from /next_tokens, /ablate, /importan
 """
 
 import argparse
-import contextlib
-import ctypes
 import inspect
 import os
 
@@ -23,6 +21,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import torch  # noqa: E402
 
+from minigpt.demo.allocator import give_freed_memory_back  # noqa: E402
 from minigpt.demo.models import ModelUnavailable  # noqa: E402
 from minigpt.demo.run_requests import MAX_TEXT_BYTES  # noqa: E402
 from minigpt.demo.serving import MIN_DECODE_ROWS  # noqa: E402
@@ -144,17 +143,6 @@ def check_flags(args: argparse.Namespace) -> None:
         if source and missing_local_path(source):
             raise SystemExit(f"{args.prog}: error: the model folder {source} does not exist.")
     args.device = resolved_device(args.device, args.prog)
-
-
-def give_freed_memory_back() -> None:
-    """glibc keeps a freed block below its mmap threshold for reuse, and raises that threshold as big blocks are
-    freed: a server whose recorded passes come and go then holds gigabytes it no longer uses (40 texts: 10 GB against
-    a 1 GiB pass cache). A fixed 1 MiB threshold maps each big tensor on its own, given back when freed.
-    MINIGPT_MALLOC=glibc leaves glibc's own (bench/bench_server_memory.py measures both)."""
-    if os.environ.get("MINIGPT_MALLOC") == "glibc":
-        return
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: its own allocator's ways
-        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # -3: M_MMAP_THRESHOLD
 
 
 def without_self_check(launch) -> dict:

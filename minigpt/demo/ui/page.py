@@ -5,6 +5,7 @@ error rule on every event and endpoint."""
 
 import gradio as gr
 
+from minigpt.demo.allocator import gives_memory_back
 from minigpt.demo.links import TABS, read_link
 from minigpt.demo.state import DemoState
 from minigpt.demo.ui.attention import AttentionSection
@@ -96,7 +97,8 @@ def build_demo(state: DemoState) -> gr.Blocks:
         Selection(maps_section, steps).wire(maps, lesson, picking, tools.token_strip)
         first_screen_walk(state, (walk_button, predict_button), walk_out, maps, maps_section, circuits, exercises)
         pickers_follow_training(demo, state, training)
-    every_function_wrapped(demo, under_the_rule)  # the error rule, alike on every event and endpoint
+    # The error rule, alike on every event and endpoint; then what a call freed goes back to the system.
+    every_function_wrapped(demo, lambda endpoint, declared: gives_memory_back(under_the_rule(endpoint, declared)))
     return demo
 
 
