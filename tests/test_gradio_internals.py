@@ -16,6 +16,7 @@ from minigpt.demo.ui.gradio_internals import (
     every_function_wrapped,
     is_uploaded,
     refusals_logged,
+    session_events_bounded,
     unchecked,
     upload_folder,
 )
@@ -107,3 +108,19 @@ def test_a_files_refusal_is_a_visitors_mistake_and_an_upload_is_in_the_upload_fo
     assert is_uploaded(received["echo"]) and Path(received["echo"]).is_relative_to(upload_folder())
     assert not is_uploaded(str(taken)) and not is_uploaded(tempfile.gettempdir())
     assert upload in components(demo)
+
+
+def test_the_queues_record_of_session_events_keeps_no_more_emptied_sessions_than_its_bound():
+    """Gradio keeps each session's emptied set of events in flight for ever (every REST call is a session); bounded,
+    the emptied ones go once the record holds its bound, and a session with an event in flight stays."""
+    demo = tiny_page(wrapped=True).queue()
+    session_events_bounded(demo, most=8)
+    record = demo._queue.pending_event_ids_session
+    record["in flight"] = {"event 0"}
+    for i in range(100):  # as Gradio records a call: a set for its session, the event's id in, out when answered
+        record[f"session {i}"] = set()
+        record[f"session {i}"].add(f"event {i}")
+        record[f"session {i}"].discard(f"event {i}")
+        assert len(record) <= 8
+    assert record["in flight"] == {"event 0"}
+    assert demo._queue.pending_event_ids_session is record  # the record the queue itself reads and writes

@@ -27,6 +27,7 @@ from minigpt.demo.run_requests import MAX_TEXT_BYTES  # noqa: E402
 from minigpt.demo.serving import MIN_DECODE_ROWS  # noqa: E402
 from minigpt.demo.state import BATCHING, SESSIONS_KEPT, STREAM, DemoState  # noqa: E402
 from minigpt.demo.ui.errors import raw_call_middleware, route_errors  # noqa: E402
+from minigpt.demo.ui.gradio_internals import session_events_bounded  # noqa: E402
 from minigpt.demo.ui.page import CSS, THEME, build_demo  # noqa: E402
 from minigpt.tokenization import missing_local_path  # noqa: E402
 
@@ -172,6 +173,7 @@ def main(argv=None, prog: str = "app.py") -> None:
             raise SystemExit(f"{args.prog}: error: {error} ({state.picker.sources[default]})") from None
     demo = build_demo(state)
     demo.queue(default_concurrency_limit=args.concurrency)
+    session_events_bounded(demo)
     try:
         demo.launch(
             **without_self_check(demo.launch),
