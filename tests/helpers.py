@@ -121,7 +121,7 @@ HANG_S = 1800.0
 
 # Run before app.py in the server process: any connection to an address other than this machine fails loudly; and on
 # SIGUSR1 the server's threads, each with the functions on its stack, are written to the file $TEST_THREADS_REPORT
-# (server_threads reads them).
+# (server_threads reads them); on SIGUSR2 what it holds (tests/memory_census.py) to $TEST_MEMORY_REPORT (server_memory).
 SERVER_PREAMBLE = textwrap.dedent("""
     import socket, sys
     _connect = socket.socket.connect
@@ -147,6 +147,14 @@ SERVER_PREAMBLE = textwrap.dedent("""
             json.dump(threads, out)
         os.replace(report + ".part", report)  # whole or not at all, for the test that waits for it
     signal.signal(signal.SIGUSR1, report_threads)
+    def report_memory(signum, frame):
+        sys.path.insert(0, os.environ["TEST_HELPERS_DIR"])
+        import memory_census
+        report = os.environ["TEST_MEMORY_REPORT"]
+        with open(report + ".part", "w") as out:
+            json.dump(memory_census.census(), out)
+        os.replace(report + ".part", report)
+    signal.signal(signal.SIGUSR2, report_memory)
 
     sys.argv = ["app.py", *sys.argv[1:]]
     import runpy
@@ -170,6 +178,7 @@ def running_app(*args: str, timeout: float = HANG_S, cwd: Path = REPO):
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("GRADIO_SERVER_NAME", None)
     env["TEST_THREADS_REPORT"] = str(report)
+    env["TEST_MEMORY_REPORT"], env["TEST_HELPERS_DIR"] = str(report.with_suffix(".memory.json")), str(REPO / "tests")
     log = tempfile.TemporaryFile("w+")  # the server's output, read back by tests and on failure; gone when closed
     process = subprocess.Popen(
         [sys.executable, "-c", SERVER_PREAMBLE, "--port", str(port), *args],
@@ -179,7 +188,7 @@ def running_app(*args: str, timeout: float = HANG_S, cwd: Path = REPO):
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}/"
-    process.log, process.threads_report = log, report
+    process.log, process.threads_report, process.memory_report = log, report, report.with_suffix(".memory.json")
     try:
         deadline = time.monotonic() + timeout
         # Serving on the port and saying so: tests may run in parallel (pytest-xdist), and a port found free here may
@@ -198,6 +207,7 @@ def running_app(*args: str, timeout: float = HANG_S, cwd: Path = REPO):
             process.wait()
         log.close()
         report.unlink(missing_ok=True)
+        process.memory_report.unlink(missing_ok=True)
 
 
 def _serving(port: int) -> bool:
@@ -216,13 +226,24 @@ def server_log(process) -> str:
 def server_threads(process) -> list[dict]:
     """The server's threads now, asked of it (SIGUSR1: SERVER_PREAMBLE's report): each {"name": its name, "stack":
     [[file, function], ...] from the innermost frame out}. Threads the libraries start in C (torch's) are not there."""
-    report = process.threads_report
+    return asked_report(process, process.threads_report, signal.SIGUSR1)
+
+
+def server_memory(process) -> dict:
+    """What the server holds now, asked of it (SIGUSR2: tests/memory_census.py's census): {"caches": {name: {caches,
+    entries, bytes}}, "tensor_bytes", "forward_passes", "threads", "heap": glibc's count, "gradio": sessions and
+    events kept}."""
+    return asked_report(process, process.memory_report, signal.SIGUSR2)
+
+
+def asked_report(process, report: Path, signum: int):
+    """The JSON the server writes to `report` when sent `signum` (SERVER_PREAMBLE's handlers)."""
     report.unlink(missing_ok=True)
-    os.kill(process.pid, signal.SIGUSR1)
+    os.kill(process.pid, signum)
     deadline = time.monotonic() + HANG_S
     while not report.exists():
         if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the server did not report its threads (exit code {process.poll()})")
+            raise RuntimeError(f"the server did not write {report.name} (exit code {process.poll()})")
         time.sleep(0.05)
     return json.loads(report.read_text())
 

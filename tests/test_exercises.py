@@ -375,6 +375,29 @@ def test_a_set_asks_a_question_that_does_not_depend_on_the_text_once_per_model()
     assert kept[3] == parts[3] and len(parts[1]["questions"]) == 2  # the answers given are left as they were
 
 
+def test_the_kept_measurements_are_the_last_kept_and_a_question_not_asked_keeps_only_its_message():
+    """Kept holds its bound; an Unasked is kept without its traceback, whose frames would keep what the measuring
+    made (the measurements, their tensors) alive as long as the entry."""
+    import gc
+    import weakref
+
+    from minigpt.demo.exercises import Kept, Unasked
+
+    kept, made = Kept(kept=3), []
+
+    def unasked():
+        measurements = torch.zeros(1000)  # what a measure holds in its frame when it finds the text cannot support it
+        made.append(weakref.ref(measurements))
+        raise Unasked("The text's end is not a repeat.")
+
+    why = kept.get("unasked", unasked)
+    gc.collect()
+    assert str(why) == "The text's end is not a repeat." and made[0]() is None
+    for key in "abcde":
+        kept.get(key, lambda key=key: [key])
+    assert list(kept.found) == ["c", "d", "e"] and kept.get("e", lambda: ["again"]) == ["e"]
+
+
 def test_a_link_keeps_the_exercise_keys_cut_to_their_lengths():
     from minigpt.demo.core.links import read_link
 

@@ -21,6 +21,7 @@ from minigpt.demo.core.gradio_internals import (
     is_uploaded,
     page_functions,
     refusals_logged,
+    session_events_bounded,
     unchecked,
     upload_folder,
 )
@@ -171,3 +172,19 @@ def test_every_components_refusal_is_a_visitors_mistake_with_the_value_cut(caplo
         assert says in message and len(message) <= 310 and refused.value.print_exception is False
         assert len(logged) == 1 and logged[0].startswith("Value refused: ") and len(logged[0]) < 300
     assert demo("b", fn_index=0) == "'b'" and demo(3, fn_index=1) == "3"
+
+
+def test_the_queues_record_of_session_events_keeps_no_more_emptied_sessions_than_its_bound():
+    """Gradio keeps each session's emptied set of events in flight for ever (every REST call is a session); bounded,
+    the emptied ones go once the record holds its bound, and a session with an event in flight stays."""
+    demo = tiny_page(wrapped=True).queue()
+    session_events_bounded(demo, most=8)
+    record = demo._queue.pending_event_ids_session
+    record["in flight"] = {"event 0"}
+    for i in range(100):  # as Gradio records a call: a set for its session, the event's id in, out when answered
+        record[f"session {i}"] = set()
+        record[f"session {i}"].add(f"event {i}")
+        record[f"session {i}"].discard(f"event {i}")
+        assert len(record) <= 8
+    assert record["in flight"] == {"event 0"}
+    assert demo._queue.pending_event_ids_session is record  # the record the queue itself reads and writes

@@ -13,8 +13,6 @@ maps as PNG / SVG) and /step; JSON answers from /next_tokens, /ablate, /importan
 """
 
 import argparse
-import contextlib
-import ctypes
 import inspect
 import os
 from pathlib import Path
@@ -24,7 +22,9 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import torch  # noqa: E402
 
+from minigpt.demo.core.allocator import give_freed_memory_back  # noqa: E402
 from minigpt.demo.core.error_rule import raw_call_middleware, route_errors  # noqa: E402
+from minigpt.demo.core.gradio_internals import session_events_bounded  # noqa: E402
 from minigpt.demo.core.models import ModelUnavailable  # noqa: E402
 from minigpt.demo.core.serving import MIN_DECODE_ROWS  # noqa: E402
 from minigpt.demo.core.state import BATCHING, SESSIONS_KEPT, STREAM, DemoState  # noqa: E402
@@ -161,17 +161,6 @@ def check_flags(args: argparse.Namespace) -> None:
     args.device = resolved_device(args.device, args.prog)
 
 
-def give_freed_memory_back() -> None:
-    """glibc keeps a freed block below its mmap threshold for reuse, and raises that threshold as big blocks are
-    freed: a server whose recorded passes come and go then holds gigabytes it no longer uses (40 texts: 10 GB against
-    a 1 GiB pass cache). A fixed 1 MiB threshold maps each big tensor on its own, given back when freed.
-    MINIGPT_MALLOC=glibc leaves glibc's own (bench/bench_server_memory.py measures both)."""
-    if os.environ.get("MINIGPT_MALLOC") == "glibc":
-        return
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: its own allocator's ways
-        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # -3: M_MMAP_THRESHOLD
-
-
 def without_self_check(launch) -> dict:
     """launch's option that skips Gradio's check that the started server answers on its own address: one HEAD request
     with a 3-second timeout, not retried after a timeout, and the server stops with "When localhost is not accessible,
@@ -201,6 +190,7 @@ def main(argv=None, prog: str = "app.py") -> None:
     # api_open=False (as on a Space, where Gradio sets it): a queued function runs through the queue only, within
     # --concurrency; Gradio's /gradio_api/run/NAME ran it at once, beside the queue, for anyone who asked.
     demo.queue(default_concurrency_limit=args.concurrency, api_open=False)
+    session_events_bounded(demo)
     try:
         demo.launch(
             **without_self_check(demo.launch),

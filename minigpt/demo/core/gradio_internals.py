@@ -3,8 +3,8 @@
 effect): the error rule put on every function of the built page (`demo.fns`); what each function takes, and Gradio's
 count of its values replaced (`page_functions`, `values_completed`); a component's own check replaced (`preprocess`:
 `unchecked`) or its refusals made a visitor's mistake (`refusals_logged`, on every input: `every_refusal_logged`); the
-folder Gradio keeps uploads in (`gradio.utils`); the components of a built page (`demo.blocks`). A Gradio upgrade is
-checked here first."""
+folder Gradio keeps uploads in (`gradio.utils`); the components of a built page (`demo.blocks`); the queue's record of
+each session's events in flight, bounded (`session_events_bounded`). A Gradio upgrade is checked here first."""
 
 import dataclasses
 import logging
@@ -176,3 +176,31 @@ def is_uploaded(path: str) -> bool:
 def components(demo: gr.Blocks) -> list:
     """Every component of the built page."""
     return list(demo.blocks.values())
+
+
+SESSION_EVENTS_KEPT = 256  # sessions the queue's record of events in flight keeps when none of theirs is in flight
+
+
+class SessionEvents(dict):
+    """The queue's events in flight per session (Gradio's `Queue.pending_event_ids_session`: session -> event ids).
+    Gradio takes an event's id out once its last message is sent, but keeps the session's emptied set for ever: ~240
+    bytes a session, and every REST call is a session. Here the emptied sets go when a new session finds `most`
+    recorded; the next sweep comes when twice as many as are left are recorded (at least `most`), so a sweep's cost is
+    spread over as many new sessions. A set still holding an event is never dropped."""
+
+    def __init__(self, held: dict, most: int):
+        super().__init__(held)
+        self.most = self.sweep_at = most
+
+    def __setitem__(self, session, events):
+        if session not in self and len(self) >= self.sweep_at:
+            for emptied in [s for s, ids in self.items() if not ids]:
+                del self[emptied]
+            self.sweep_at = max(self.most, 2 * len(self))
+        super().__setitem__(session, events)
+
+
+def session_events_bounded(demo: gr.Blocks, most: int = SESSION_EVENTS_KEPT) -> None:
+    """The queue's per-session record of events (made by `demo.queue()`) bounded: `SessionEvents`."""
+    queue = demo._queue
+    queue.pending_event_ids_session = SessionEvents(queue.pending_event_ids_session, most)

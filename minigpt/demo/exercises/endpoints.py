@@ -236,8 +236,8 @@ def measured(ask, measurements: Measurements) -> list[Question] | Unasked:
     """A question type's questions on the text, or why the text cannot support it: an answer kept as well."""
     try:
         return ask(measurements)
-    except Unasked as why:
-        return why
+    except Unasked as why:  # kept without its traceback: its frames would keep the measurements alive
+        return why.with_traceback(None)
 
 
 class Exercises:

@@ -8,6 +8,7 @@ import gradio as gr
 from minigpt.demo.circuits.find_circuit_view import FIND_CIRCUIT_CSS
 from minigpt.demo.circuits.ui import CircuitsSection
 from minigpt.demo.circuits.view import CIRCUITS_CSS
+from minigpt.demo.core.allocator import gives_memory_back
 from minigpt.demo.core.error_rule import under_the_rule, values_completed_by_the_rule
 from minigpt.demo.core.gradio_internals import (
     components,
@@ -104,7 +105,8 @@ def build_demo(state: DemoState) -> gr.Blocks:
         Selection(maps_section, steps).wire(maps, lesson, picking, tools.token_strip)
         first_screen_walk(state, (walk_button, predict_button), walk_out, maps, maps_section, circuits, exercises)
         pickers_follow_training(demo, state, training)
-    every_function_wrapped(demo, under_the_rule)  # the error rule, alike on every event and endpoint
+    # The error rule, alike on every event and endpoint; then what a call freed goes back to the system.
+    every_function_wrapped(demo, lambda endpoint, declared: gives_memory_back(under_the_rule(endpoint, declared)))
     values_completed_by_the_rule(demo)  # ... on the values each is sent, whatever the route
     every_refusal_logged(demo)  # ... and on its components' refusals of a value
     return demo
