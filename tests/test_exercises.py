@@ -376,21 +376,23 @@ def test_a_set_asks_a_question_that_does_not_depend_on_the_text_once_per_model()
 
 
 def test_the_kept_measurements_are_the_last_kept_and_a_question_not_asked_keeps_only_its_message():
-    """Kept holds its bound; an Unasked is kept without its traceback, whose frames would keep what the measuring
-    made (the measurements, their tensors) alive as long as the entry."""
+    """The exercises' KeptAnswers holds its bound; an Unasked is kept (by `measured`) without its traceback, whose
+    frames would keep what the measuring made (the measurements, their tensors) alive as long as the entry."""
     import gc
     import weakref
 
-    from minigpt.demo.exercises import Kept, Unasked
+    from minigpt.demo.core.kept_answers import KeptAnswers
+    from minigpt.demo.exercises.endpoints import measured
+    from minigpt.demo.exercises.questions import Unasked
 
-    kept, made = Kept(kept=3), []
+    kept, made = KeptAnswers(3), []
 
-    def unasked():
+    def unasked(measurements):
         measurements = torch.zeros(1000)  # what a measure holds in its frame when it finds the text cannot support it
         made.append(weakref.ref(measurements))
         raise Unasked("The text's end is not a repeat.")
 
-    why = kept.get("unasked", unasked)
+    why = kept.get("unasked", lambda: measured(unasked, None))
     gc.collect()
     assert str(why) == "The text's end is not a repeat." and made[0]() is None
     for key in "abcde":
