@@ -14,7 +14,7 @@ children), and what each cache holds, as the server reports it (tests/memory_cen
 4. (--session-calls N, issue 30) fresh sessions: --sessions 500 (the default) against Gradio's 10,000.
 
     python bench/bench_server_memory.py [--rounds 6] [--calls 40] [--filled-rounds 8] [--filled-calls 100]
-    python bench/bench_server_memory.py --filled-rounds 0 --texts 20 --session-calls 1000
+    python bench/bench_server_memory.py --rounds 0 --filled-rounds 0 --texts 20 --session-calls 1000  # issue 30
 """
 
 import argparse
