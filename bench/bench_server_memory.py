@@ -14,7 +14,7 @@ children), and what each cache holds, as the server reports it (tests/memory_cen
 4. (--session-calls N, issue 30) fresh sessions: --sessions 500 (the default) against Gradio's 10,000.
 
     python bench/bench_server_memory.py [--rounds 6] [--calls 40] [--filled-rounds 8] [--filled-calls 100]
-    python bench/bench_server_memory.py --filled-rounds 0 --texts 20 --session-calls 1000
+    python bench/bench_server_memory.py --rounds 0 --filled-rounds 0 --texts 20 --session-calls 1000  # issue 30
 """
 
 import argparse
@@ -48,6 +48,14 @@ def resident_mib(pid: int, key: str = "VmRSS") -> float:
     own = int(next(line.split()[1] for line in status.splitlines() if line.startswith(key + ":"))) / 1024
     children = Path(f"/proc/{pid}/task/{pid}/children")
     return own + sum(resident_mib(int(child), key) for child in children.read_text().split())
+
+
+def peak_reset(pid: int) -> None:
+    """The peak (VmHWM) of the process and of its children set back to their resident memory now (Linux's
+    clear_refs 5): each round's peak is its own, not the census's walk after the last round."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        peak_reset(int(child))
 
 
 def call(http: httpx.Client, url: str, name: str, data: list) -> bool:
@@ -116,6 +124,7 @@ def rounds(asked, rounds: int, calls: int, flags: list[str], env: dict) -> tuple
             heavy_call(http, url, i)
         time.sleep(SETTLE_S)
         start = before = resident_mib(server.pid)
+        peak_reset(server.pid)
         seconds = []  # each round's
         for number in range(1, rounds + 1):
             began = time.perf_counter()
@@ -125,6 +134,7 @@ def rounds(asked, rounds: int, calls: int, flags: list[str], env: dict) -> tuple
             now, peak = resident_mib(server.pid), resident_mib(server.pid, "VmHWM")
             memory = [f"{now:.0f}", f"{now - before:+.0f}", f"{now - start:+.0f}", f"{peak:.0f}"]
             held = server_memory(server)
+            peak_reset(server.pid)
             rows.append([number, refused, *memory, *held_row(held), f"{seconds[-1] / seconds[0]:.2f}"])
             before = now
     return rows, held
@@ -169,7 +179,7 @@ def held_row(held: dict) -> list:
 
 
 HEADER = [
-    "round", "refused", "RSS", "vs last round", "vs start", "peak", "passes (n / MiB)", "sessions (n / MiB)",
+    "round", "refused", "RSS", "vs last round", "vs start", "round's peak", "passes (n / MiB)", "sessions (n / MiB)",
     "exercises (n / MiB)", "circuits found (n / MiB)", "Gradio's event records", "round time / first",
 ]  # fmt: skip
 

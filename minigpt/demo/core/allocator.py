@@ -16,7 +16,7 @@ import threading
 import time
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
-TRIM_EVERY_S = 1.0  # a trim at most this often: one took 2-10 ms on the shipped models' server
+TRIM_EVERY_S = 1.0  # a trim at most this often: one took under 10 ms on the shipped models' server
 trimmer = None  # the server's Trimmer, once give_freed_memory_back has made it
 
 
