@@ -156,11 +156,17 @@ def corrupted_html(answer: dict) -> str:
     return f'<p class="corrupted">Corrupted text: “{esc(answer["corrupted_text"])}” ({count}: {changes}).</p>'
 
 
+def clickable(estimated: bool, exact: set, layer: int, head: int, position: int) -> str | None:
+    """An estimated cell's name for a click (exact_cell), None where the cell holds an exact value."""
+    return f"{layer}.{head} {position}" if estimated and (layer, head, position) not in exact else None
+
+
 def by_position_html(answer: dict, threshold: float = 0.05) -> str:
     """Each head at each position, for the heads that matter somewhere (an effect of `threshold` or more)."""
     cells, estimated = answer.get("heads_by_position"), "heads_by_position" in answer.get("estimated", [])
     if not cells:
         return ""
+    exact = {tuple(c["index"]) for c in answer.get("checked") or [] if c["grid"] == "heads_by_position"}
     tokens = answer["tokens"]
     shown = [
         (layer, head, row) for layer, heads in enumerate(cells) for head, row in enumerate(heads)
@@ -173,7 +179,7 @@ def by_position_html(answer: dict, threshold: float = 0.05) -> str:
     rows = "".join(
         f'<tr><th class="pick" data-layer="{layer}" data-head="{head}" tabindex="0" role="button">{layer}.{head}</th>'
         + "".join(
-            effect_cell(v, None, scale, f"{layer}.{head} at position {i}", f"{layer}.{head} {i}" if estimated else None)
+            effect_cell(v, None, scale, f"{layer}.{head} at position {i}", clickable(estimated, exact, layer, head, i))
             for i, v in enumerate(row)
         )
         + "</tr>"
