@@ -129,6 +129,8 @@ def test_attribution_patching_finds_the_induction_head_where_exact_patching_does
         assert float(torch.corrcoef(torch.stack([estimate.flatten(), exact.flatten()]))[0, 1]) > least
     with pytest.raises(InstrumentError, match="same number of tokens"):
         edge_attribution.attribution_patching(model, encode(ROMEO), encode(ROMEO)[:-1])
+    with pytest.raises(InstrumentError, match="exact_top must be 0 or more"):
+        edge_attribution.attribution_patching(model, encode(ROMEO), encode(ROMEO_CORRUPTED), exact_top=-1)
 
 
 def test_attribution_patching_equals_exact_patching_where_the_metric_is_linear():
