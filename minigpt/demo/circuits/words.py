@@ -135,9 +135,11 @@ def estimate_sentence(answer: dict) -> str | None:
     named = " and ".join(grids[g] for g in answer["estimated"])
     said = (
         f"Estimates: exact patching would run the model {answer['exact_runs']:,} times on this text, so {named} "
-        "are attribution patching's first-order estimates (one forward pass on each text, one backward pass), but for "
-        "the cells named below, patched exactly"
+        f"{'is' if len(answer['estimated']) == 1 else 'are'} attribution patching's first-order estimates (one "
+        "forward pass on each text, one backward pass)"
     )
+    if answer.get("checked"):
+        said += ", but for the cells named below, patched exactly"
     if answer.get("residual_exact_at"):
         said += "; the residual stream at the changed positions is exact (there the estimate fails)"
     elif "residual" in answer["estimated"] and answer.get("differing_positions"):
