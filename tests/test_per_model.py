@@ -9,6 +9,7 @@ import torch
 from minigpt import heads
 from minigpt.demo.circuits import patch_estimates
 from minigpt.demo.circuits.endpoints import Circuits
+from minigpt.demo.circuits.view import patching_html
 from minigpt.demo.core.per_model import PerModel
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.head_tools.endpoints import Insights
@@ -114,6 +115,8 @@ def test_patching_answers_estimates_first_and_the_exact_cell_on_demand(state, mo
         assert answer["heads_by_position"][c["index"][0]][c["index"][1]][c["index"][2]] == pytest.approx(c["exact"])
     assert any(f.startswith("Patched exactly") and "1.1 at position 31 100% (estimated 146%)" in f
                for f in answer["findings"])  # fmt: skip
+    html = patching_html(answer)  # the exact cell is not offered as an estimate to click; its neighbour is
+    assert 'data-cell="1.1 31"' not in html and 'data-cell="1.1 30"' in html
     residual = heads.patch_residual(model, clean.ids, corrupted.ids).effects
     assert answer["residual_exact_at"] == [14]  # where the texts differ the stream is patched exactly
     assert [row[14] for row in answer["residual"]] == pytest.approx(residual[:, 14].tolist(), abs=1e-5)
