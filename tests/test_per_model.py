@@ -125,6 +125,18 @@ def test_patching_answers_estimates_first_and_the_exact_cell_on_demand(state, mo
     monkeypatch.setattr(patch_estimates, "EXACT_RESIDUAL_WORK", 0)  # GPT-2's size: the residual stream estimated too
     estimated = circuits.patching(TEXT, CORRUPTED, "specimen")
     assert estimated["residual_exact_at"] == [] and estimated["residual"][1][14] < 0 < residual[1, 14]
+    # Bexley (issue 59): the stream entering layer 1 at position 15 restores the answer whole and is estimated at 0.30,
+    # below what the findings name; the residual stream's largest estimates are patched exactly, in the grid.
+    bexley = "We went to Bexley today. We went to Bex", "We went to Boxley today. We went to Bex"
+    found = circuits.patching(*bexley, "specimen")
+    views = [state.text_view("specimen", text) for text in bexley]
+    exact_stream = heads.patch_residual(model, views[0].ids, views[1].ids).effects
+    stream = {tuple(c["index"]): c for c in found["checked"] if c["grid"] == "residual"}
+    assert stream[(1, 15)]["estimate"] < 0.5 and stream[(1, 15)]["exact"] == pytest.approx(1, abs=0.02)
+    for (layer, position), c in stream.items():
+        assert found["residual"][layer][position] == c["exact"]
+        assert c["exact"] == pytest.approx(float(exact_stream[layer, position]), abs=1e-5)
+    assert "entering layer 1 at position 15" in " ".join(found["findings"])
     assert (
         "at the changed position (14) the residual stream's estimate can be wrong even in sign"
         in (estimated["findings"][0])

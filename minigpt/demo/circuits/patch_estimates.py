@@ -3,7 +3,8 @@ each text and one backward pass, `minigpt.heads.estimated_patching`), and the ex
 on demand (`minigpt.heads.patch_units`: one run a cell). Exact patching runs the model once per head and once per layer
 and position: at GPT-2's size on a 16-token text that is 336 passes (13 s on two CPU cores) against 3 for the estimate.
 What the page names is checked exactly: the 3 largest cells of each head at each position (`estimated_patching`'s
-`exact_top`) and the 2 heads the findings name (one run each a prompt), each with its estimate beside (`checked`).
+`exact_top`), the 2 heads and 3 cells of the residual stream with the largest estimates (one run each a prompt), each
+with its estimate beside (`checked`).
 No Gradio here; circuits.py's `patching` decides which way a text goes."""
 
 from dataclasses import dataclass
@@ -26,6 +27,11 @@ METHOD_SAID = (
     "exactly, since first order misjudges their size (up to 3x on the specimen)"
 )
 CHECKED_HEADS = 2  # the heads the findings name (words.heads_sentence), patched exactly
+CHECKED_RESIDUAL = 3  # the largest cells of the residual stream (words.residual_sentence names those over 0.5)
+CHECKED_LEAST = 0.1  # of those, the ones estimated to restore this much or more (on the Bexley pair 0.30 is 1.00)
+SITES = {"heads": "output", "heads_by_position": "position", "residual": "residual"}
+NAMES = {"heads": "{}.{}", "heads_by_position": "{}.{} at position {}",
+         "residual": "the stream entering layer {} at position {}"}  # fmt: skip
 ESTIMATED = ("heads", "heads_by_position", "residual")  # the grids an estimate gives (heads: the output part alone)
 # Runs of exact residual patching at the positions where the texts differ. There the stream changes most (another
 # token's embedding), and a first-order estimate fails: on the specimen, patching the stream entering layer 1 at the
@@ -73,7 +79,12 @@ def estimates(model, pairs: torch.Tensor, check_heads: bool = True) -> Estimates
     (heads, residual), (heads_spread, residual_spread) = split(over.mean), split(over.spread)
     exact_positions = exact_residual(model, pairs, residual) if len(pairs) == 1 else []
     heads = type(over)(heads, heads_spread, over.prompts, over.left_out)
-    checked = checked_heads(model, pairs, heads.mean) if check_heads else []
+    checked = checked_top(model, pairs, "heads", heads.mean, CHECKED_HEADS) if check_heads else []
+    # The residual stream's largest estimated cells, patched exactly in place: the findings name its cells over 0.5.
+    stream = checked_top(model, pairs, "residual", residual, CHECKED_RESIDUAL, exact_positions)
+    for cell in (cell for cell in stream if cell["estimate"] >= CHECKED_LEAST):
+        residual[tuple(cell["index"])] = cell["exact"]
+        checked.append(cell)
     return Estimates(
         heads,
         type(over)(residual, residual_spread, over.prompts, over.left_out),
@@ -84,19 +95,20 @@ def estimates(model, pairs: torch.Tensor, check_heads: bool = True) -> Estimates
     )
 
 
-def checked_heads(model, pairs: torch.Tensor, estimate: torch.Tensor) -> list[dict]:
-    """The CHECKED_HEADS heads with the largest estimates (those the findings name), each head's output patched
-    exactly at every position on every prompt pair (the mean, as the grid's): one run a head a pair."""
-    H = model.config.n_head
-    units = [divmod(int(i), H) for i in estimate.flatten().topk(min(CHECKED_HEADS, estimate.numel())).indices]
-    exact = over_prompts(lambda pair: patch_units(model, pair[0], pair[1], "output", units).effects, pairs).mean
-    return [{"grid": "heads", "index": list(unit), "name": "{}.{}".format(*unit), "estimate": float(estimate[unit]),
+def checked_top(model, pairs: torch.Tensor, grid: str, estimate: torch.Tensor, count: int, exact_at=()) -> list[dict]:
+    """The `count` cells of an estimated grid ("heads": (L, H), "residual": (L, T)) with the largest estimates (those
+    the findings name; the residual stream's at positions `exact_at` are exact already), each patched exactly on every
+    prompt pair (the mean, as the grid's): one run a cell a pair."""
+    order = [tuple(int(i) for i in torch.unravel_index(j, estimate.shape)) for j in estimate.flatten().argsort()]
+    units = [unit for unit in reversed(order) if grid == "heads" or unit[1] not in exact_at][:count]
+    exact = over_prompts(lambda pair: patch_units(model, pair[0], pair[1], SITES[grid], units).effects, pairs).mean
+    return [{"grid": grid, "index": list(unit), "name": NAMES[grid].format(*unit), "estimate": float(estimate[unit]),
              "exact": float(value)} for unit, value in zip(units, exact)]  # fmt: skip
 
 
 def checked_positions(found) -> list[dict]:
     """The cells of each head at each position that `estimated_patching` patched exactly, with their estimates."""
-    return [{"grid": "heads_by_position", "index": list(cell), "name": "{}.{} at position {}".format(*cell),
+    return [{"grid": "heads_by_position", "index": list(cell), "name": NAMES["heads_by_position"].format(*cell),
              "estimate": float(found.first_order[cell]), "exact": float(found.position[cell])}
             for cell in found.exact_cells]  # fmt: skip
 
@@ -139,15 +151,10 @@ def checked_cell(value, config, length: int) -> tuple[str, tuple[int, ...]] | No
     )
 
 
-SITES = {"heads": "output", "heads_by_position": "position", "residual": "residual"}
-
-
 def exact_cell(model, pair: torch.Tensor, cell: tuple[str, tuple[int, ...]], part: str) -> dict:
     """The exact patching value of one cell on the text itself (one run), as `patch_heads`, `patch_heads_by_position`
     or `patch_residual` give it."""
     grid, index = cell
     site = part if grid == "heads" else SITES[grid]
     found = patch_units(model, pair[0], pair[1], site, [index])
-    name = {"heads": "{}.{}", "heads_by_position": "{}.{} at position {}", "residual": "the stream entering layer {} "
-            "at position {}"}[grid].format(*index)  # fmt: skip
-    return {"grid": grid, "index": list(index), "name": name, "exact": float(found.effects[0])}
+    return {"grid": grid, "index": list(index), "name": NAMES[grid].format(*index), "exact": float(found.effects[0])}
