@@ -3,7 +3,8 @@
 was; an edge's EAP and EAP-IG score is the derivative of the metric along that edge's clean - reference difference,
 computed here with this file's own hooks and autograd; attribution patching of each head at each position agrees with
 exact patching on the specimen (the same top cell, 1.1 at the last position of the Romeo pair) and equals it on a
-model whose metric is nearly linear in the heads' outputs."""
+model whose metric is nearly linear in the heads' outputs; with its top cells patched exactly, the largest exact cells
+of every pair the docs and issue 59 use are within 25% of exact patching."""
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from minigpt.heads.nodes import node_name
 
 ROMEO, ROMEO_CORRUPTED = "Romeo and Juliet, Romeo and Jul", "Romeo and Jullet, Romeo and Jul"
 ZORBAK, ZORBAK_CORRUPTED = "Then Zorbak spoke. Then Zor", "Then Zoxbak spoke. Then Zor"
+BEXLEY, BEXLEY_CORRUPTED = "We went to Bexley today. We went to Bex", "We went to Boxley today. We went to Bex"
 
 
 def test_the_graph_of_two_layers_of_four_heads_has_110_edges():
@@ -119,7 +121,7 @@ def test_attribution_patching_finds_the_induction_head_where_exact_patching_does
     model, encode = specimen
     for (clean, corrupted), least in [((ROMEO, ROMEO_CORRUPTED), 0.99), ((ZORBAK, ZORBAK_CORRUPTED), 0.7)]:
         clean, corrupted = encode(clean), encode(corrupted)
-        estimate = edge_attribution.attribution_patching(model, clean, corrupted)
+        estimate = edge_attribution.attribution_patching(model, clean, corrupted, exact_top=0)  # first order alone
         exact = heads.patch_heads_by_position(model, clean, corrupted).effects
         assert estimate.shape == exact.shape == (2, 4, len(clean))
         T = len(clean)
@@ -127,6 +129,8 @@ def test_attribution_patching_finds_the_induction_head_where_exact_patching_does
         assert float(torch.corrcoef(torch.stack([estimate.flatten(), exact.flatten()]))[0, 1]) > least
     with pytest.raises(InstrumentError, match="same number of tokens"):
         edge_attribution.attribution_patching(model, encode(ROMEO), encode(ROMEO)[:-1])
+    with pytest.raises(InstrumentError, match="exact_top must be 0 or more"):
+        edge_attribution.attribution_patching(model, encode(ROMEO), encode(ROMEO_CORRUPTED), exact_top=-1)
 
 
 def test_attribution_patching_equals_exact_patching_where_the_metric_is_linear():
@@ -142,8 +146,42 @@ def test_attribution_patching_equals_exact_patching_where_the_metric_is_linear()
             block.mlp.out_proj.weight.mul_(0.1)
     clean = torch.randint(0, 50, (12,), generator=torch.Generator().manual_seed(1)).tolist()
     corrupted = clean[:-1] + [(clean[-1] + 7) % 50]  # the last token changed: the answer changes
-    estimate = edge_attribution.attribution_patching(model, clean, corrupted)
+    estimate = edge_attribution.attribution_patching(model, clean, corrupted, exact_top=0)
     exact = heads.patch_heads_by_position(model, clean, corrupted).effects
     largest = float(exact.abs().max())
     assert largest > 1e-4  # the heads do move the answer
     torch.testing.assert_close(estimate.to(exact.dtype), exact, atol=1e-2 * largest, rtol=0)
+
+
+def random_twice_pairs(start_id: int, count: int = 3) -> list[tuple[list[int], list[int]]]:
+    """Random characters of the specimen's written twice, the second copy cut after 6: the corrupted text changes the
+    token after the first copy's 6th, the one an induction head copies."""
+    generator, pairs = torch.Generator().manual_seed(1), []
+    for _ in range(count):
+        half = torch.randint(4, 79, (15,), generator=generator).tolist()
+        clean = [start_id, *half, *half[:6]]
+        pairs.append((clean, [*clean[:7], (clean[7] + 16) % 75 + 4, *clean[8:]]))
+    return pairs
+
+
+def test_the_top_cells_are_within_a_quarter_of_exact_patching(specimen):
+    """Issue 59's pairs (Bexley, random tokens written twice) and the docs' (Romeo with Jullet and Julaet, Zorbak):
+    the 3 largest exact cells of each head at each position, estimated within 25% of exact patching (relative, the
+    issue's bound). First order misses by up to 3x (Bexley: 1.1 at the last position 0.34 for 1.00, 0.0 at position
+    15 0.28 for 0.98; Zorbak: 0.2 at position 9 0.03 for 0.97) but ranks those cells first, so the default patches
+    its 3 largest exactly: they are then exact patching's own numbers (float32 runs of other batch sizes: ~1e-6)."""
+    model, encode = specimen
+    texts = [(ROMEO, ROMEO_CORRUPTED), (ROMEO, "Romeo and Julaet, Romeo and Jul"), (ZORBAK, ZORBAK_CORRUPTED),
+             (BEXLEY, BEXLEY_CORRUPTED)]  # fmt: skip
+    first_order_misses = 0
+    for clean, corrupted in [(encode(a), encode(b)) for a, b in texts] + random_twice_pairs(encode("")[0]):
+        found = edge_attribution.estimated_patching(model, clean, corrupted)
+        exact = heads.patch_heads_by_position(model, clean, corrupted).effects
+        top = exact.flatten().abs().topk(3).indices
+        estimated, first_order, truth = (grid.flatten()[top] for grid in (found.position, found.first_order, exact))
+        assert ((estimated - truth).abs() <= 0.25 * truth.abs()).all(), (clean, estimated, truth)
+        first_order_misses += int(((first_order - truth).abs() > 0.25 * truth.abs()).any())
+        assert len(found.exact_cells) == 3 and found.first_order.shape == exact.shape
+        for cell in found.exact_cells:  # what the default patched exactly is exact patching's number
+            assert float(found.position[cell]) == pytest.approx(float(exact[cell]), abs=1e-5)
+    assert first_order_misses >= 4  # the check bites: first order alone fails it on Romeo, Zorbak, Bexley, random

@@ -9,6 +9,7 @@ import torch
 from minigpt import heads
 from minigpt.demo.circuits import patch_estimates
 from minigpt.demo.circuits.endpoints import Circuits
+from minigpt.demo.circuits.view import patching_html
 from minigpt.demo.core.per_model import PerModel
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.head_tools.endpoints import Insights
@@ -81,9 +82,12 @@ def test_estimates_agree_with_exact_patching_on_the_specimen(state):
     assert torch.corrcoef(torch.stack([estimate.position.flatten(), exact.flatten()]))[0, 1] > 0.99
     whole = heads.patch_heads(model, clean.ids, corrupted.ids).effects
     assert torch.corrcoef(torch.stack([estimate.heads.flatten(), whole.flatten()]))[0, 1] > 0.99
-    # The estimate is first order: it says 1.1 restores more than all of the answer (1.46 against 1.00).
-    assert estimate.position[1, 1, -1] == pytest.approx(1.46, abs=0.05) and exact[1, 1, -1] == pytest.approx(
+    # First order says 1.1 restores more than all of the answer (1.46 against 1.00); the top cells are patched exactly.
+    assert estimate.first_order[1, 1, -1] == pytest.approx(1.46, abs=0.05) and exact[1, 1, -1] == pytest.approx(
         1, abs=0.01
+    )
+    assert (1, 1, T - 1) in estimate.exact_cells and float(estimate.position[1, 1, -1]) == pytest.approx(
+        float(exact[1, 1, -1]), abs=1e-5
     )
 
 
@@ -99,6 +103,20 @@ def test_patching_answers_estimates_first_and_the_exact_cell_on_demand(state, mo
     assert answer["exact_cell"]["exact"] == pytest.approx(float(exact[1, 1, 31]), abs=1e-5)
     assert answer["exact_cell"]["shown"] == pytest.approx(answer["heads_by_position"][1][1][31])
     assert answer["findings"][0].startswith("Estimates: exact patching would run the model 72 times")
+    # What the findings name is patched exactly, beside its estimate: the top 2 heads and the top 3 cells by position.
+    whole = heads.patch_heads(model, clean.ids, corrupted.ids).effects
+    checked = {(c["grid"], tuple(c["index"])): c for c in answer["checked"]}
+    assert checked[("heads", (1, 1))]["exact"] == pytest.approx(float(whole[1, 1]), abs=1e-5)
+    assert checked[("heads", (1, 1))]["estimate"] == pytest.approx(answer["heads"][1][1])
+    by_position = [c for c in answer["checked"] if c["grid"] == "heads_by_position"]
+    assert len(by_position) == 3 and by_position[0]["index"] == [1, 1, 31]
+    for c in by_position:  # the grid holds the exact value there, and the words say both
+        assert c["exact"] == pytest.approx(float(exact[tuple(c["index"])]), abs=1e-5)
+        assert answer["heads_by_position"][c["index"][0]][c["index"][1]][c["index"][2]] == pytest.approx(c["exact"])
+    assert any(f.startswith("Patched exactly") and "1.1 at position 31 100% (estimated 146%)" in f
+               for f in answer["findings"])  # fmt: skip
+    html = patching_html(answer)  # the exact cell is not offered as an estimate to click; its neighbour is
+    assert 'data-cell="1.1 31"' not in html and 'data-cell="1.1 30"' in html
     residual = heads.patch_residual(model, clean.ids, corrupted.ids).effects
     assert answer["residual_exact_at"] == [14]  # where the texts differ the stream is patched exactly
     assert [row[14] for row in answer["residual"]] == pytest.approx(residual[:, 14].tolist(), abs=1e-5)
@@ -107,6 +125,18 @@ def test_patching_answers_estimates_first_and_the_exact_cell_on_demand(state, mo
     monkeypatch.setattr(patch_estimates, "EXACT_RESIDUAL_WORK", 0)  # GPT-2's size: the residual stream estimated too
     estimated = circuits.patching(TEXT, CORRUPTED, "specimen")
     assert estimated["residual_exact_at"] == [] and estimated["residual"][1][14] < 0 < residual[1, 14]
+    # Bexley (issue 59): the stream entering layer 1 at position 15 restores the answer whole and is estimated at 0.30,
+    # below what the findings name; the residual stream's largest estimates are patched exactly, in the grid.
+    bexley = "We went to Bexley today. We went to Bex", "We went to Boxley today. We went to Bex"
+    found = circuits.patching(*bexley, "specimen")
+    views = [state.text_view("specimen", text) for text in bexley]
+    exact_stream = heads.patch_residual(model, views[0].ids, views[1].ids).effects
+    stream = {tuple(c["index"]): c for c in found["checked"] if c["grid"] == "residual"}
+    assert stream[(1, 15)]["estimate"] < 0.5 and stream[(1, 15)]["exact"] == pytest.approx(1, abs=0.02)
+    for (layer, position), c in stream.items():
+        assert found["residual"][layer][position] == c["exact"]
+        assert c["exact"] == pytest.approx(float(exact_stream[layer, position]), abs=1e-5)
+    assert "entering layer 1 at position 15" in " ".join(found["findings"])
     assert (
         "at the changed position (14) the residual stream's estimate can be wrong even in sign"
         in (estimated["findings"][0])

@@ -15,7 +15,7 @@ transformers only: no Gradio, nothing of the demo (which is built on this, as tr
     heads.patch_paths(model, clean_ids, corrupted_ids, (1, 1))  # every sender into 1.1's q, k, v; patch_two_step
     heads.composition_scores(model, "k")                # (L, H, L, H) Q/K/V composition between heads
     heads.find_circuit(model)                           # the edges that keep induction, found by EAP-IG and checked
-    heads.attribution_patching(model, clean_ids, corrupted_ids)  # (L, H, T) patching estimated from one backward
+    heads.attribution_patching(model, clean_ids, corrupted_ids)  # (L, H, T) estimated, the top 3 cells exact
 
 Modules: `recorded_pass` (the pass), `hooks` (hooks on the model's modules for the calling thread alone), `predictions`
 (next-token probabilities, the sampler's, the logit lens), `ablation` (the ablation switch, what it puts in, head

@@ -297,7 +297,8 @@ def patching(clean: TextView, corrupted: TextView, options: dict, cores, progres
     the text or on a prompt set of it and its variants (options["prompts"]); effect = (LD_patched - LD_corrupted) /
     (LD_clean - LD_corrupted), LD = logit(clean answer) - logit(corrupted answer) at the last position. Where exact
     patching costs more than patch_estimates.ESTIMATE_WORK, attribution patching's estimates (`estimate`, `estimated`:
-    which grids), and options["exact_cell"]'s exact value (`exact_cell`)."""
+    which grids), the cells the findings name patched exactly beside their estimates (`checked`), and
+    options["exact_cell"]'s exact value (`exact_cell`)."""
     model, config = clean.lm.model, clean.lm.model.config
     part, count = checked_part(options.get("part")), prompt_count(options.get("prompts"))
     check_patch_length(clean, count)
@@ -338,6 +339,7 @@ def patching(clean: TextView, corrupted: TextView, options: dict, cores, progres
         "method": estimates.METHOD if estimated else "exact patching",
         "exact_runs": estimates.exact_runs(config, len(clean.ids)),
         "residual_exact_at": found["exact_positions"],
+        "checked": found["checked"],
         "exact_cell": exact,
         "path": path,
         "notes": clean.notes + corrupted.notes,
@@ -362,13 +364,13 @@ def exact_grids(model, pairs: torch.Tensor, part: str, tell) -> dict:
     tell(0.6, "patching each head at each position")
     positions = by_position(model, pairs, model.config, pairs.shape[-1]) if len(pairs) == 1 else None
     return {"own": own[0], "heads": heads, "residual": residual, "positions": positions, "estimated": [],
-            "exact_positions": None}  # fmt: skip
+            "exact_positions": None, "checked": []}  # fmt: skip
 
 
 def estimated_grids(model, pairs: torch.Tensor, part: str, tell) -> dict:
     """Attribution patching's estimates of the residual stream and each head at each position (and of each head's
     output at every position; another part of each head is patched exactly, one run a head)."""
-    found = estimates.estimates(model, pairs)
+    found = estimates.estimates(model, pairs, check_heads=part == "output")
     heads, estimated = found.heads, list(estimates.ESTIMATED)
     if part != "output":
         tell(0.4, "patching heads")
@@ -381,7 +383,7 @@ def estimated_grids(model, pairs: torch.Tensor, part: str, tell) -> dict:
     if found.position is None:  # a prompt set: each head at each position is for the text alone
         estimated.remove("heads_by_position")
     return {"own": found.first, "heads": heads, "residual": found.residual, "positions": found.position,
-            "estimated": estimated, "exact_positions": found.exact_positions}  # fmt: skip
+            "estimated": estimated, "exact_positions": found.exact_positions, "checked": found.checked}  # fmt: skip
 
 
 def prompt_set(found) -> dict:

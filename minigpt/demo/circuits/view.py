@@ -66,14 +66,15 @@ def estimated_cell(cell: str | None) -> str:
     return "" if cell is None else f' class="estimate" data-cell="{esc(cell)}" tabindex="0" role="button"'
 
 
-def residual_table(effects: list[list[float]], tokens: list[str], exact_at=None) -> str:
+def residual_table(effects: list[list[float]], tokens: list[str], exact_at=None, exact_cells=frozenset()) -> str:
     """Layer x position effects of residual patching, the tokens above their columns; with `exact_at` (a list: the
-    grid is estimated), the cells of other positions marked as estimates, each clickable for its exact value."""
+    grid is estimated), the cells of other positions but `exact_cells` ((layer, position)) marked as estimates, each
+    clickable for its exact value."""
     scale = max((abs(v) for row in effects for v in row), default=0.0)
     head = "<tr><th></th>" + "".join(f'<th title="position {i}">{esc(t)}</th>' for i, t in enumerate(tokens)) + "</tr>"
 
     def cell(layer: int, i: int, v: float) -> str:
-        estimate = exact_at is not None and i not in exact_at
+        estimate = exact_at is not None and i not in exact_at and (layer, i) not in exact_cells
         said = "estimate" if estimate else "effect"
         marks = estimated_cell(f"resid {layer} {i}" if estimate else None)
         tip = f"layer {layer}, position {i}: {said} {v:.4f}"
@@ -156,11 +157,22 @@ def corrupted_html(answer: dict) -> str:
     return f'<p class="corrupted">Corrupted text: “{esc(answer["corrupted_text"])}” ({count}: {changes}).</p>'
 
 
+def checked_cells(answer: dict, grid: str) -> set[tuple[int, ...]]:
+    """The cells of an estimated grid that hold exact values (patched exactly: `checked`)."""
+    return {tuple(c["index"]) for c in answer.get("checked") or [] if c["grid"] == grid}
+
+
+def clickable(estimated: bool, exact: set, layer: int, head: int, position: int) -> str | None:
+    """An estimated cell's name for a click (exact_cell), None where the cell holds an exact value."""
+    return f"{layer}.{head} {position}" if estimated and (layer, head, position) not in exact else None
+
+
 def by_position_html(answer: dict, threshold: float = 0.05) -> str:
     """Each head at each position, for the heads that matter somewhere (an effect of `threshold` or more)."""
     cells, estimated = answer.get("heads_by_position"), "heads_by_position" in answer.get("estimated", [])
     if not cells:
         return ""
+    exact = checked_cells(answer, "heads_by_position")
     tokens = answer["tokens"]
     shown = [
         (layer, head, row) for layer, heads in enumerate(cells) for head, row in enumerate(heads)
@@ -173,7 +185,7 @@ def by_position_html(answer: dict, threshold: float = 0.05) -> str:
     rows = "".join(
         f'<tr><th class="pick" data-layer="{layer}" data-head="{head}" tabindex="0" role="button">{layer}.{head}</th>'
         + "".join(
-            effect_cell(v, None, scale, f"{layer}.{head} at position {i}", f"{layer}.{head} {i}" if estimated else None)
+            effect_cell(v, None, scale, f"{layer}.{head} at position {i}", clickable(estimated, exact, layer, head, i))
             for i, v in enumerate(row)
         )
         + "</tr>"
@@ -207,7 +219,7 @@ def patching_html(answer: dict) -> str:
         f"{answer['corrupted_difference']:.3f} on the corrupted one. Each cell: (LD patched − LD corrupted) / "
         "(LD clean − LD corrupted): 1 restores the clean answer, 0 changes nothing.</p>"
         f'<div class="maps">{grid}{path_html(answer["path"])}</div>{by_position_html(answer)}'
-        f"{residual_table(answer['residual'], answer['tokens'], exact_at)}</div>"
+        f"{residual_table(answer['residual'], answer['tokens'], exact_at, checked_cells(answer, 'residual'))}</div>"
     )
 
 

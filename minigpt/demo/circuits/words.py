@@ -135,8 +135,11 @@ def estimate_sentence(answer: dict) -> str | None:
     named = " and ".join(grids[g] for g in answer["estimated"])
     said = (
         f"Estimates: exact patching would run the model {answer['exact_runs']:,} times on this text, so {named} "
-        "are attribution patching's first-order estimates (one forward pass on each text, one backward pass)"
+        f"{'is' if len(answer['estimated']) == 1 else 'are'} attribution patching's first-order estimates (one "
+        "forward pass on each text, one backward pass)"
     )
+    if answer.get("checked"):
+        said += ", but for the cells named below, patched exactly"
     if answer.get("residual_exact_at"):
         said += "; the residual stream at the changed positions is exact (there the estimate fails)"
     elif "residual" in answer["estimated"] and answer.get("differing_positions"):
@@ -148,6 +151,15 @@ def estimate_sentence(answer: dict) -> str | None:
         )
         return said + "."
     return said + ". Click a cell for its exact value."
+
+
+def checked_sentence(answer: dict) -> str | None:
+    """The estimated cells the page names, patched exactly, each beside its estimate."""
+    checked = answer.get("checked")
+    if not checked:
+        return None
+    said = [f"{c['name']} {share(c['exact'])} (estimated {share(c['estimate'])})" for c in checked]
+    return "Patched exactly, as the estimates misjudge the largest effects: " + ", ".join(said) + "."
 
 
 def exact_cell_sentence(answer: dict) -> str | None:
@@ -167,6 +179,8 @@ def patching_findings(answer: dict) -> list[str]:
     found.append(
         f"By the estimates, {heads[0].lower()}{heads[1:]}" if "heads" in answer.get("estimated", []) else heads
     )
+    if checked_sentence(answer):
+        found.append(checked_sentence(answer))
     where = residual_sentence(answer)
     if where:
         found.append(where)
