@@ -7,8 +7,11 @@ pair finds 1.1; the words follow the numbers; the bounds scale a GPT-2-shaped mo
 not fit; the cache computes a key once. (The endpoint through the server, its mistakes and the page: test_error_rule.py
 and test_circuit_walk_browser.py.)"""
 
+import json
+import re
 import threading
 from types import SimpleNamespace
+from urllib.parse import unquote
 
 import pytest
 import torch
@@ -150,6 +153,22 @@ def test_every_sentence_about_an_edge_reads_its_sign(answer):
     assert "none writes for" in direct_words(-0.1, "0.2", "that logit") and "0.2 writes the most" in direct_words(
         0.3, "0.2", "that logit"
     )
+
+
+def test_the_page_saves_the_circuit_in_eap_igs_layout(answer):
+    """The answer carries the circuit in EAP-IG's graph JSON (every edge of the specimen's 110), the page a link that
+    saves it; read back (heads.circuit_from_eap_json) it is the answer's edges with their scores."""
+    graph = answer["eap_graph"]
+    assert len(graph["edges"]) == answer["total_edges"] == 110
+    read = heads.circuit_from_eap_json(graph)
+    assert [(e.sender, e.receiver, e.input, e.score) for e in read] == [
+        (e["sender"], e["receiver"], e["input"], e["score"]) for e in answer["edges"]
+    ]
+    page = found_circuit_html(answer)
+    link = re.search(
+        r'<a download="circuit_specimen_eap_ig.json" href="data:application/json;charset=utf-8,([^"]*)"', page
+    )
+    assert link and json.loads(unquote(link[1])) == graph
 
 
 def test_the_text_task_on_the_romeo_pair_finds_the_induction_head(state, specimen):

@@ -1,12 +1,14 @@
 """HTML for the circuit found (the `find_circuit` answer): the sentences its numbers say; the circuit as a graph (SVG:
 `embed` at the bottom, each layer's heads and its MLP above it, `logits` at the top; an edge's width and opacity by its
 score, the q, k or v it enters written at the head); a slider for how many of the top edges to keep, the faithfulness
-measured at each of its positions drawn as a bar and as a curve; the kept edges' scores on demand. find_circuit_view.js
+measured at each of its positions drawn as a bar and as a curve; the kept edges' scores on demand (their sizes, each
+said to help or work against the answer) and a link saving the circuit in EAP-IG's graph JSON. find_circuit_view.js
 redraws the graph from the curve's numbers as the slider moves (no call) and makes a head a button that moves the
 page's selection (the `pick` event); the looks in find_circuit_view.css. Nothing here computes or knows of Gradio."""
 
 import html
 import json
+from urllib.parse import quote
 
 from minigpt.demo.circuits.words import effect_words
 from minigpt.demo.core.view import asset
@@ -192,6 +194,18 @@ def edges_table(answer: dict) -> str:
     )
 
 
+def eap_download(answer: dict) -> str:
+    """A link that saves the circuit in EAP-IG's graph JSON layout (EAP-IG's Graph.from_json reads it), where the
+    answer carries it."""
+    if not answer.get("eap_graph"):
+        return ""
+    href = "data:application/json;charset=utf-8," + quote(json.dumps(answer["eap_graph"]))
+    return (
+        f'<p class="eap-download"><a download="circuit_{esc(answer["model"])}_eap_ig.json" href="{href}">Save the '
+        "circuit in EAP-IG’s graph JSON</a> (every edge with its score; heads.circuit_from_eap_json reads it back)</p>"
+    )
+
+
 def found_circuit_html(answer: dict) -> str:
     """The findings, the graph at the found circuit's k, the slider and its curve, the scores on demand."""
     curve = answer["curve"]
@@ -218,5 +232,5 @@ def found_circuit_html(answer: dict) -> str:
         f'<button type="button" class="found-button">Back to the circuit found (top {answer["found_k"]})</button>'
         f"{readout_html(answer, index)}<figure><figcaption>Faithfulness measured at each position of the slider (top "
         f"k edges kept; dashed: the target {answer['target']:.2f})</figcaption>{curve_svg(answer, index)}</figure>"
-        f'<p class="chosen-note" hidden></p></div></div>{edges_table(answer)}</div>'
+        f'<p class="chosen-note" hidden></p></div></div>{edges_table(answer)}{eap_download(answer)}</div>'
     )
