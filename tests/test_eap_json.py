@@ -88,6 +88,7 @@ def test_what_is_no_eap_ig_graph_of_the_model_is_refused(specimen):
         ({"cfg": {}, "nodes": {}, "edges": {}}, "n_layers and n_heads"),
         ({"cfg": cfg | {"parallel_attn_mlp": True}, "nodes": {}, "edges": {}}, "parallel attention"),
         ({"cfg": cfg | {"n_heads": 12}, "nodes": {}, "edges": {}}, "the model 2 of 4"),
+        ({"cfg": cfg | {"n_layers": 10**6}, "nodes": {}, "edges": {}}, "at most 2,048 heads"),
         ({"cfg": cfg, "nodes": {}, "edges": {"a1.h1->a0.h0<q>": {"in_graph": True}}}, "no edge of a graph"),
         ({"cfg": cfg, "nodes": {}, "edges": {"attn1->logits": {"in_graph": True}}}, "not a node of EAP-IG"),
         ({"cfg": cfg, "nodes": {}, "edges": {"m0->logits": {"in_graph": "yes"}}}, "'in_graph': true or false"),

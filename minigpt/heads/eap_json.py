@@ -21,6 +21,7 @@ from minigpt.heads.errors import InstrumentError, shortened
 from minigpt.heads.graph import graph_of
 
 EDGE_NAME = re.compile(r"([^>]+)->([^<]+)(?:<([qkv])>)?")
+MAX_HEADS = 2048  # the largest graph read (GPT-2 XL has 1,200 heads): the graph is built edge by edge
 EAP_NODE = re.compile(r"input|logits|a([0-9]{1,6})\.h([0-9]{1,6})|m([0-9]{1,6})")
 
 
@@ -95,13 +96,18 @@ def checked_layout(data, model) -> SimpleNamespace:
     cfg = data["cfg"]
     if not isinstance(cfg, dict) or not all(isinstance(cfg.get(key), int) for key in ("n_layers", "n_heads")):
         raise InstrumentError(f"The graph's cfg needs n_layers and n_heads (whole numbers), not {shortened(cfg)}.")
+    if not (cfg["n_layers"] >= 1 and cfg["n_heads"] >= 1 and cfg["n_layers"] * cfg["n_heads"] <= MAX_HEADS):
+        raise InstrumentError(
+            f"The graph's cfg gives {shortened(cfg['n_layers'])} layers of {shortened(cfg['n_heads'])} heads: read "
+            f"graphs of at least one layer and one head, at most {MAX_HEADS:,} heads in all."
+        )
     if cfg.get("parallel_attn_mlp"):
         raise InstrumentError(
             "The graph is of parallel attention and MLP blocks: MiniGPT's run attention, then the MLP."
         )
     shape = shape_of(cfg)
-    if model is not None and (shape.n_layer, shape.n_head) != (shape_of(model).n_layer, shape_of(model).n_head):
-        mine = shape_of(model)
+    mine = shape if model is None else shape_of(model)
+    if (shape.n_layer, shape.n_head) != (mine.n_layer, mine.n_head):
         raise InstrumentError(
             f"The graph is of {shape.n_layer} layers of {shape.n_head} heads, the model {mine.n_layer} of "
             f"{mine.n_head}: read it with the model it was found on."
