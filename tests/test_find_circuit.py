@@ -7,8 +7,11 @@ pair finds 1.1; the words follow the numbers; the bounds scale a GPT-2-shaped mo
 not fit; the cache computes a key once. (The endpoint through the server, its mistakes and the page: test_error_rule.py
 and test_circuit_walk_browser.py.)"""
 
+import json
+import re
 import threading
 from types import SimpleNamespace
+from urllib.parse import unquote
 
 import pytest
 import torch
@@ -16,7 +19,7 @@ import torch
 from minigpt import heads
 from minigpt.demo.circuits import find_circuit
 from minigpt.demo.circuits.find_circuit_view import found_circuit_html, shown_edges
-from minigpt.demo.circuits.words import found_findings
+from minigpt.demo.circuits.words import direct_words, effect_words, found_findings, strongest_sentence
 from minigpt.demo.core.cores import CoreShare
 from minigpt.errors import VisitorError
 
@@ -120,6 +123,52 @@ def test_the_words_follow_the_numbers(answer):
     changed = " ".join(found_findings(other))
     assert "faithfulness 0.500, below the target 0.90" in changed and "keeps 40 of" in changed
     assert "output on the corrupted prompt" in changed
+
+
+def test_every_sentence_about_an_edge_reads_its_sign(answer):
+    """Scores are in EAP-IG's convention, the metric's estimated change when the edge is ablated: a negative edge is
+    said to help the answer, a positive one to work against it, and the page shows sizes, never a raw sign. On the
+    specimen 1.1 -> logits scores negative (measured -0.074): it helps; the same answer with that score turned
+    positive says it works against."""
+    logits_edge = lambda e: (e["sender"], e["receiver"]) == ("1.1", "logits")  # noqa: E731
+    score = next(e["score"] for e in answer["edges"] if logits_edge(e))
+    assert score < 0 and "1.1 writes to the logits in the circuit and helps the answer" in " ".join(answer["findings"])
+    assert f"would fall by {abs(score):.3g}" in " ".join(answer["findings"])
+    flipped = [{**e, "score": -e["score"]} if logits_edge(e) else e for e in answer["edges"]]
+    said = " ".join(found_findings({**answer, "edges": flipped}))
+    assert "1.1 writes to the logits in the circuit and works against the answer" in said
+    assert f"would rise by {abs(score):.3g}" in said
+    made = [dict(sender="0.2", receiver="logits", input=None, score=0.162, rank=0),
+            dict(sender="mlp 0", receiver="1.1", input="k", score=-0.05, rank=1)]  # fmt: skip
+    strongest = strongest_sentence({"edges": made})
+    assert "0.2 → logits (0.162, works against the answer)" in strongest
+    assert "mlp 0 → 1.1's key (0.05, helps the answer)" in strongest and "+" not in strongest and "-0" not in strongest
+    page = found_circuit_html(answer)
+    for e in answer["edges"]:  # the table: each edge's size and what it does
+        assert f"<td>{abs(e['score']):.4f}</td><td>{effect_words(e['score'])}</td>" in page
+    against = [e for e in answer["ranking"] if e["score"] > 0]  # drawn dashed, said to work against
+    assert page.count('stroke-dasharray="5 3">') == len(against) and page.count(
+        "works against the answer, score"
+    ) == len(against)
+    assert "none writes for" in direct_words(-0.1, "0.2", "that logit") and "0.2 writes the most" in direct_words(
+        0.3, "0.2", "that logit"
+    )
+
+
+def test_the_page_saves_the_circuit_in_eap_igs_layout(answer):
+    """The answer carries the circuit in EAP-IG's graph JSON (every edge of the specimen's 110), the page a link that
+    saves it; read back (heads.circuit_from_eap_json) it is the answer's edges with their scores."""
+    graph = answer["eap_graph"]
+    assert len(graph["edges"]) == answer["total_edges"] == 110
+    read = heads.circuit_from_eap_json(graph)
+    assert [(e.sender, e.receiver, e.input, e.score) for e in read] == [
+        (e["sender"], e["receiver"], e["input"], e["score"]) for e in answer["edges"]
+    ]
+    page = found_circuit_html(answer)
+    link = re.search(
+        r'<a download="circuit_specimen_eap_ig.json" href="data:application/json;charset=utf-8,([^"]*)"', page
+    )
+    assert link and json.loads(unquote(link[1])) == graph
 
 
 def test_the_text_task_on_the_romeo_pair_finds_the_induction_head(state, specimen):

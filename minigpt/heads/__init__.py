@@ -15,6 +15,7 @@ transformers only: no Gradio, nothing of the demo (which is built on this, as tr
     heads.patch_paths(model, clean_ids, corrupted_ids, (1, 1))  # every sender into 1.1's q, k, v; patch_two_step
     heads.composition_scores(model, "k")                # (L, H, L, H) Q/K/V composition between heads
     heads.find_circuit(model)                           # the edges that keep induction, found by EAP-IG and checked
+    heads.circuit_to_eap_json(found, model)             # that circuit in EAP-IG's graph JSON layout; and back
     heads.attribution_patching(model, clean_ids, corrupted_ids)  # (L, H, T) estimated, the top 3 cells exact
 
 Modules: `recorded_pass` (the pass), `hooks` (hooks on the model's modules for the calling thread alone), `predictions`
@@ -24,7 +25,8 @@ maps), `attribution` (direct logit attribution),
 `patching` (activation and path patching), `weights` (per-head weights, composition, QK and OV circuits; `circuits`
 names these three modules' instruments in one place, as it always did), `graph`, `circuit_tasks`, `edge_attribution`
 and `discovery` (the circuit found: the graph of senders and receivers, prompt sets and their metrics, EAP and EAP-IG
-scores, the search and its exact check), `steps` and `block_steps` (the block step by step), `shapes` (the shape
+scores, the search and its exact check; `eap_json`, a found circuit in EAP-IG's graph JSON layout and back), `steps`
+and `block_steps` (the block step by step), `shapes` (the shape
 trace), `metrics` (head metrics over a corpus), `role_log` (roles at each evaluation and weight snapshots, for training
 runs).
 """
@@ -33,6 +35,7 @@ from minigpt.heads.ablation import ablated_pass, ablation_values, head_importanc
 from minigpt.heads.attribution import Attribution, logit_attribution
 from minigpt.heads.comparison import compare_attention
 from minigpt.heads.discovery import Edge, FoundCircuit, circuit_faithfulness, faithfulness_curve, find_circuit
+from minigpt.heads.eap_json import circuit_from_eap_json, circuit_to_eap_json
 from minigpt.heads.edge_attribution import EstimatedPatching, attribution_patching, estimated_patching
 from minigpt.heads.metrics import METRICS, ROLES, measure
 from minigpt.heads.patching import Patching, patch_heads, patch_heads_by_position, patch_residual, patch_units
@@ -121,6 +124,9 @@ __all__ = [
     "circuit_faithfulness",
     "faithfulness_curve",
     "find_circuit",
+    # The circuit found, in EAP-IG's graph JSON layout and back
+    "circuit_from_eap_json",
+    "circuit_to_eap_json",
     # Circuits from the weights: composition between heads
     "composition_baseline",
     "composition_scores",

@@ -11,9 +11,10 @@ prompt.
 
 faithfulness = (metric(circuit) - metric(every edge ablated)) / (metric(model) - metric(every edge ablated)).
 
-Edges are scored against what the ablation puts in (`edge_attribution.edge_scores`): the corrupted run's outputs for
-"corrupted" (the papers' EAP and EAP-IG), the mean outputs for "mean". Scored against the corrupted run but checked
-with mean ablation, an edge that carries what the clean and corrupted prompts share (the current token, into an
+Edges are scored in EAP-IG's convention (`edge_attribution.edge_scores`: negative where ablating the edge lowers the
+metric, the mean over prompts) against what the ablation puts in: the corrupted run's outputs for "corrupted" (the
+papers' EAP and EAP-IG), the mean outputs for "mean"; they are ranked by size. Scored against the corrupted run but
+checked with mean ablation, an edge that carries what the clean and corrupted prompts share (the current token, into an
 induction head's query) scores nothing and is dropped, though mean ablation takes it away: on the specimen such a
 ranking needs 41 of 110 edges and 6 heads for 0.9, the consistent one 22 and 4.
 
@@ -44,7 +45,7 @@ class Edge:
     sender: str  # "embed", "L.H", "mlp L"
     receiver: str  # "L.H", "mlp L", "logits"
     input: str | None  # "q", "k" or "v" into a head, else None
-    score: float  # its attribution score, in the metric's units
+    score: float  # its attribution score in EAP-IG's convention: the metric's change when it is ablated (< 0: it helps)
 
 
 @dataclass

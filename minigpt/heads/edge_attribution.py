@@ -1,21 +1,28 @@
 """Attribution patching: the effect of patching estimated from gradients, one backward pass instead of one run per
 patched part.
 
-- Edge attribution patching (EAP, Syed et al. 2023): every edge s -> r of the graph (`graph`) scored at once,
-  score(s -> r) = sum over prompts and positions of (clean_out_s - corrupted_out_s) . d metric / d input_r, the
-  gradient taken at the corrupted run: the first-order estimate of what the clean edge restores there. Where the
-  circuit is checked with mean ablation, the reference is the mean instead of the corrupted run (the mean outputs, the
-  gradient at the run on the mean embeddings): the edge is scored for what the ablation takes away. Each receiver
-  reads its own copy of the stream, stream + a zero tensor that requires grad, so that one backward pass gives
-  d metric / d input_r for every receiver r; the zeros add nothing, and the pass's values are the model's.
-- EAP with integrated gradients (EAP-IG, Hanna et al. 2024): the same with the gradient averaged over `steps` runs
-  whose input embeddings (the first block's input) lie between the reference run's and the clean run's (at
-  (k + 1/2) / steps of the way, k = 0 .. steps - 1: the midpoints of the path integral), which makes the scores
-  faithful where the metric bends between the two runs.
+- Edge attribution patching (EAP, Syed et al. 2023): every edge s -> r of the graph (`graph`) scored at once, in
+  EAP-IG's convention (Hanna et al. 2024, github.com/hannamw/EAP-IG): score(s -> r) = (reference_out_s - clean_out_s)
+  . d metric / d input_r, summed over positions and prompts and divided by the number of prompts, the gradient taken
+  at the clean run: the first-order estimate of how the metric changes when the edge is ablated. An edge whose
+  ablation lowers the metric (one the behaviour needs) scores negative; circuits are ranked by the size. The reference
+  is what ablation puts in: the corrupted run's outputs (the papers'), or the prompts' mean outputs for mean ablation
+  (the mean outputs; EAP-IG's code does the same for its "mean" intervention). The metric is the task's, itself a
+  mean over the prompts (as in EAP-IG's notebooks); EAP-IG's code divides the summed scores by the number of prompts
+  once more, and so does this. Each receiver reads its own copy of the stream, stream + a zero tensor that requires
+  grad, so that one backward pass gives d metric / d input_r for every receiver r; the zeros add nothing, and the
+  pass's values are the model's.
+- EAP with integrated gradients (EAP-IG, Hanna et al. 2024, its "inputs" variant): the same with the gradient averaged
+  over `steps` runs whose input embeddings (the first block's input) lie between the reference run's and the clean
+  run's, reference + k / steps (clean - reference) for k = 0 .. steps - 1, as EAP-IG's code takes them (the first at
+  the reference run, none at the clean run), which makes the scores faithful where the metric bends between the two
+  runs.
 - `attribution_patching`: each head's output at each position, in the normalised units of exact patching
-  (`patching.patch_heads_by_position`): from one forward pass on each text and one backward pass;
-  `estimated_patching` gives, from the same passes, the stream entering each layer at each position
-  (`patching.patch_residual`) and each head at every position (`patching.patch_heads`) too.
+  (`patching.patch_heads_by_position`): to first order from one forward pass on each text and one backward pass, then
+  its `exact_top` largest cells patched exactly (one batched run), since first order underestimates the top cells up
+  to 30x where attention saturates (docs/circuits.md); `estimated_patching` gives, from the same passes, the stream
+  entering each layer at each position (`patching.patch_residual`) and each head at every position
+  (`patching.patch_heads`) too.
 
 Gradients are taken with `torch.autograd.grad` for the zero tensors alone: the model's parameters get no `.grad`.
 """
@@ -71,18 +78,22 @@ def checked_method(method: str, steps: int) -> None:
 
 
 def edge_scores(model, graph: Graph, task: Task, clean_out, reference_out, method: str, steps: int) -> torch.Tensor:
-    """(S, R) every edge's score (0 where there is no edge): (clean_out_s - reference_out_s) . d metric / d input_r,
-    summed over prompts and positions; the gradient at the reference run ("eap": the run on the reference's
-    embeddings) or averaged over `steps` runs on embeddings interpolated from the reference's to the clean run's
-    ("eap-ig"). The reference is what ablation puts in (S, N or 1, T, C): the corrupted run's outputs (the papers'
-    EAP), or the prompts' mean outputs for mean ablation, so that an edge scores what ablating it takes away."""
+    """(S, R) every edge's score in EAP-IG's convention (0 where there is no edge): (reference_out_s - clean_out_s) .
+    d metric / d input_r, summed over positions and prompts and divided by the number of prompts; the gradient at the
+    clean run ("eap", Syed et al.) or averaged over the `steps` runs on embeddings reference + k / steps (clean -
+    reference), k = 0 .. steps - 1 ("eap-ig", EAP-IG's inputs variant). The reference is what ablation puts in (S, N
+    or 1, T, C): the corrupted run's outputs, or the prompts' mean outputs for mean ablation, so that an edge scores
+    what ablating it changes: negative where the ablation lowers the metric."""
     checked_method(method, steps)
-    start = reference_out[0].expand_as(clean_out[0])  # the embeddings (N, T, C)
-    way = clean_out[0] - start
-    alphas = [0.0] if method == "eap" else [(k + 0.5) / steps for k in range(steps)]
-    # The runs read the interpolated embeddings; the corrupted ids they are given only set the prompts' shape.
-    gradients = sum(graph_gradients(model, graph, task.corrupted, task, start + a * way)[1] for a in alphas)
-    scores = torch.einsum("sntc,rntc->sr", clean_out - reference_out, gradients / len(alphas))
+    if method == "eap":
+        gradients = graph_gradients(model, graph, task.clean, task)[1]
+    else:
+        start = reference_out[0].expand_as(clean_out[0])  # the embeddings (N, T, C)
+        way = clean_out[0] - start
+        # The runs read the interpolated embeddings; the corrupted ids they are given only set the prompts' shape.
+        runs = (graph_gradients(model, graph, task.corrupted, task, start + k / steps * way)[1] for k in range(steps))
+        gradients = sum(runs) / steps
+    scores = torch.einsum("sntc,rntc->sr", reference_out - clean_out, gradients) / len(task.clean)
     return torch.where(graph.exists.to(scores.device), scores, 0.0).cpu()
 
 

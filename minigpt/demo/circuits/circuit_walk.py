@@ -16,7 +16,7 @@ lower than on the first). Where a step cannot be taken, its sentence says why. N
 import torch
 
 from minigpt.demo.circuits import measures
-from minigpt.demo.circuits.words import INPUT_WORDS, NAMED, path_sentences, share
+from minigpt.demo.circuits.words import INPUT_WORDS, NAMED, direct_words, path_sentences, share
 from minigpt.demo.core.prompt_sets import ordinary_tokens
 from minigpt.demo.core.texts import TextView
 from minigpt.errors import VISITORS_MISTAKES
@@ -35,8 +35,8 @@ def writer(view: TextView) -> tuple[dict, str]:
     found = measures.attribution(view, -1, "", "")
     best = max((v, f"{layer}.{head}") for layer, row in enumerate(found["heads"]) for head, v in enumerate(row))
     said = (
-        f"Attribution: the model predicts {found['token']['token']!r} next; of the heads, {best[1]} writes the most "
-        f"of that logit directly ({best[0]:+.2f} of {found['logit']:.2f})."
+        f"Attribution: the model predicts {found['token']['token']!r} next; of the heads, "
+        f"{direct_words(best[0], best[1], 'that logit')} ({best[0]:+.2f} of {found['logit']:.2f})."
     )
     return step(
         "writer", "Who writes the answer", said, heads=found["heads"], head=best[1], token=found["token"]

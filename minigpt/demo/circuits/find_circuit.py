@@ -24,7 +24,7 @@ from minigpt.demo.core.inputs import number
 from minigpt.demo.core.kept_answers import KeptAnswers
 from minigpt.demo.core.prompt_sets import MAX_PROMPTS, described, ordinary_tokens, text_variants
 from minigpt.errors import VisitorError, shortened
-from minigpt.heads import faithfulness_curve, find_circuit, repeated_tokens
+from minigpt.heads import circuit_to_eap_json, faithfulness_curve, find_circuit, repeated_tokens
 from minigpt.heads.discovery import indices_of, mask_of, read_parts
 from minigpt.heads.graph import graph_of
 
@@ -172,6 +172,12 @@ def curve_points(model, found, ks: list[int]) -> list[dict]:
     return points
 
 
+def eap_graph(found, model) -> dict | None:
+    """The circuit in EAP-IG's graph JSON layout (`heads.circuit_to_eap_json`, every edge with its score) where the
+    graph is small enough to send whole (no more edges than the ranking lists: the shipped models), else None."""
+    return circuit_to_eap_json(found, model) if found.total_edges <= MAX_DRAWN else None
+
+
 def answer_of(lm, found, prompts: dict) -> dict:
     """The found circuit as JSON: its edges, the ranking's top MAX_DRAWN, the curve (the findings are the caller's,
     once the prompt set is described); `passes` are the finding's, the curve's runs (one a k) besides."""
@@ -201,6 +207,7 @@ def answer_of(lm, found, prompts: dict) -> dict:
         "curve": curve_points(lm.model, found, curve_ks(found_k, found.total_edges)),
         "passes": {"forward": found.forward_passes, "backward": found.backward_passes},
         "prompt_ids": {"clean": found.clean.tolist(), "corrupted": found.corrupted.tolist()},
+        "eap_graph": eap_graph(found, lm.model),
     }
 
 

@@ -1,13 +1,16 @@
 """HTML for the circuit found (the `find_circuit` answer): the sentences its numbers say; the circuit as a graph (SVG:
 `embed` at the bottom, each layer's heads and its MLP above it, `logits` at the top; an edge's width and opacity by its
 score, the q, k or v it enters written at the head); a slider for how many of the top edges to keep, the faithfulness
-measured at each of its positions drawn as a bar and as a curve; the kept edges' scores on demand. find_circuit_view.js
+measured at each of its positions drawn as a bar and as a curve; the kept edges' scores on demand (their sizes, each
+said to help or work against the answer) and a link saving the circuit in EAP-IG's graph JSON. find_circuit_view.js
 redraws the graph from the curve's numbers as the slider moves (no call) and makes a head a button that moves the
 page's selection (the `pick` event); the looks in find_circuit_view.css. Nothing here computes or knows of Gradio."""
 
 import html
 import json
+from urllib.parse import quote
 
+from minigpt.demo.circuits.words import effect_words
 from minigpt.demo.core.view import asset
 
 FIND_CIRCUIT_CSS = asset("circuits/find_circuit_view.css")
@@ -69,7 +72,7 @@ def edge_path(layout: Layout, edge: dict, scale: float, shown: bool) -> str:
     bend = max(24.0, (y1 - y2) / 2)
     strength = abs(edge["score"]) / scale
     into = f" ({edge['input']})" if edge["input"] else ""
-    dash = ' stroke-dasharray="5 3"' if edge["score"] < 0 else ""
+    dash = ' stroke-dasharray="5 3"' if edge["score"] > 0 else ""  # works against the answer
     return (
         f'<path class="edge{"" if shown else " hidden"}" data-rank="{edge["rank"]}" '
         f'data-sender="{esc(edge["sender"])}" '
@@ -77,7 +80,8 @@ def edge_path(layout: Layout, edge: dict, scale: float, shown: bool) -> str:
         f'd="M{x1:.1f},{y1:.1f} C{x1:.1f},{y1 - bend:.1f} {x2:.1f},{y2 + bend:.1f} {x2:.1f},{y2:.1f}" '
         f'stroke="{INPUT_COLOURS[edge["input"]]}" stroke-width="{0.8 + 5 * strength:.2f}" '
         f'stroke-opacity="{0.3 + 0.7 * strength:.2f}"{dash}><title>{esc(edge["sender"])} → {esc(edge["receiver"])}'
-        f"{into}: score {edge['score']:+.4g} (rank {edge['rank'] + 1})</title></path>"
+        f"{into}: {effect_words(edge['score'])}, score size {abs(edge['score']):.4g} (rank {edge['rank'] + 1})"
+        "</title></path>"
     )
 
 
@@ -180,13 +184,25 @@ def readout_html(answer: dict, index: int) -> str:
 def edges_table(answer: dict) -> str:
     rows = "".join(
         f"<tr><td>{esc(e['sender'])}</td><td>{esc(e['receiver'])}</td><td>{e['input'] or ''}</td>"
-        f"<td>{e['score']:+.4f}</td></tr>"
+        f"<td>{abs(e['score']):.4f}</td><td>{effect_words(e['score'])}</td></tr>"
         for e in answer["edges"]
     )
     return (
         f"<details><summary>The found circuit's {answer['kept_edges']} edges and their scores</summary>"
-        f'<div class="scroll"><table class="edges"><tr><th>sender</th><th>receiver</th><th>input</th><th>score</th>'
-        f"</tr>{rows}</table></div></details>"
+        '<div class="scroll"><table class="edges"><tr><th>sender</th><th>receiver</th><th>input</th>'
+        f"<th>score size</th><th>the edge</th></tr>{rows}</table></div></details>"
+    )
+
+
+def eap_download(answer: dict) -> str:
+    """A link that saves the circuit in EAP-IG's graph JSON layout (EAP-IG's Graph.from_json reads it), where the
+    answer carries it."""
+    if not answer.get("eap_graph"):
+        return ""
+    href = "data:application/json;charset=utf-8," + quote(json.dumps(answer["eap_graph"]))
+    return (
+        f'<p class="eap-download"><a download="circuit_{esc(answer["model"])}_eap_ig.json" href="{href}">Save the '
+        "circuit in EAP-IG’s graph JSON</a> (every edge with its score; heads.circuit_from_eap_json reads it back)</p>"
     )
 
 
@@ -207,7 +223,8 @@ def found_circuit_html(answer: dict) -> str:
     return (
         f'<div class="found-circuit" data-found="{data}"><ul class="findings">{findings}</ul>{notes}'
         f'<div class="found-parts"><figure class="graph-figure"><figcaption>{legend} into a head’s query, key, value; '
-        "grey: into an MLP or the logits; thicker: a larger score; dashed: a negative one. Click a head to select it."
+        "grey: into an MLP or the logits; thicker: a larger score; dashed: one that works against the answer (ablated, "
+        "the metric would rise). Click a head to select it."
         f"</figcaption>{graph_svg(answer, index)}{more}</figure>"
         f'<div class="controls"><label for="keep-edges">How many of the top edges to keep</label>'
         f'<input id="keep-edges" class="keep-edges" type="range" min="0" max="{len(curve) - 1}" step="1" '
@@ -215,5 +232,5 @@ def found_circuit_html(answer: dict) -> str:
         f'<button type="button" class="found-button">Back to the circuit found (top {answer["found_k"]})</button>'
         f"{readout_html(answer, index)}<figure><figcaption>Faithfulness measured at each position of the slider (top "
         f"k edges kept; dashed: the target {answer['target']:.2f})</figcaption>{curve_svg(answer, index)}</figure>"
-        f'<p class="chosen-note" hidden></p></div></div>{edges_table(answer)}</div>'
+        f'<p class="chosen-note" hidden></p></div></div>{edges_table(answer)}{eap_download(answer)}</div>'
     )

@@ -53,6 +53,13 @@ def ranked(grid: list[list[float]]) -> list[tuple[float, str]]:
     )
 
 
+def direct_words(value: float, name: str, logit: str) -> str:
+    """Which head writes the most of `logit` directly, its sign read: a head's negative share works against it."""
+    if value > 0:
+        return f"{name} writes the most of {logit} directly"
+    return f"none writes for {logit} directly: every head's share works against it, {name}'s the least"
+
+
 def heads_sentence(answer: dict) -> str:
     part = PART_WORDS[answer["part"]]
     (best, name), (second, other) = ranked(answer["heads"])[:2]
@@ -197,7 +204,7 @@ def attribution_findings(answer: dict) -> list[str]:
     components = sorted(answer["components"], key=lambda c: -abs(c["value"]))
     top = components[0]
     spread = spread_of(answer.get("heads_spread"), *map(int, name.split(".")))
-    said = f"Of the heads, {name} writes the most of the logit of {target} directly{over(answer)}: {best:+.2f}{spread}"
+    said = f"Of the heads, {direct_words(best, name, f'the logit of {target}')}{over(answer)}: {best:+.2f}{spread}"
     said += f"; the next, {other}, {second:+.2f}."
     if top["component"] != f"head {name}":
         said += f" The largest direct part of all is {top['component']} ({top['value']:+.2f})."
@@ -276,6 +283,14 @@ TOP_NAMED = 3  # the largest-scored edges named
 WRITERS_NAMED = 2  # the heads writing to the logits whose inputs are named
 
 
+def effect_words(score: float) -> str:
+    """What an edge's score says of it: in EAP-IG's convention a score is the metric's estimated change when the edge
+    is ablated, so a negative one helps the answer and a positive one works against it."""
+    if score == 0:
+        return "changes nothing, to first order"
+    return "helps the answer" if score < 0 else "works against the answer"
+
+
 def edge_words(edge: dict) -> str:
     into = f"'s {INPUT_WORDS[edge['input']]}" if edge["input"] else ""
     return f"{edge['sender']} → {edge['receiver']}{into}"
@@ -313,8 +328,21 @@ def strongest_sentence(answer: dict) -> str | None:
     edges = sorted(answer["edges"], key=lambda e: -abs(e["score"]))[:TOP_NAMED]
     if not edges:
         return None
-    named = ", ".join(f"{edge_words(e)} ({e['score']:+.3g})" for e in edges)
-    return f"Its largest attribution scores (estimates of each edge's effect, in the metric's units): {named}."
+    named = ", ".join(f"{edge_words(e)} ({abs(e['score']):.3g}, {effect_words(e['score'])})" for e in edges)
+    return (
+        "Its largest attribution scores (estimates of how much ablating each edge would change the metric, in its "
+        f"units): {named}."
+    )
+
+
+def logits_effect(answer: dict, head: str) -> str:
+    """Whether `head`'s edge into the logits helps the answer or works against it, and by how much (estimated)."""
+    score = next(e["score"] for e in answer["edges"] if e["sender"] == head and e["receiver"] == "logits")
+    if score == 0:
+        return effect_words(score)
+    moves = "fall" if score < 0 else "rise"
+    estimate = f"that edge ablated, the {answer['metric']} would {moves} by {abs(score):.3g}"
+    return f"{effect_words(score)} (estimated: {estimate})"
 
 
 def writers_sentences(answer: dict) -> list[str]:
@@ -332,7 +360,7 @@ def writers_sentences(answer: dict) -> list[str]:
             if senders:
                 inputs.append(f"its {word} from {', '.join(senders)}")
         reads = "; ".join(inputs) if inputs else "no kept edge into it (it reads what the ablation puts in)"
-        said.append(f"{head} writes to the logits in the circuit; into it: {reads}.")
+        said.append(f"{head} writes to the logits in the circuit and {logits_effect(answer, head)}; into it: {reads}.")
     return said
 
 
