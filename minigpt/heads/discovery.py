@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from minigpt.heads.circuit_tasks import Task, task_of
+from minigpt.heads.circuit_tasks import Task, as_prompts, induction_task, task_of
 from minigpt.heads.edge_attribution import checked_method, edge_scores, recorded_outputs
-from minigpt.heads.errors import InstrumentError, shortened, whole
+from minigpt.heads.errors import InstrumentError, checked_count, shortened, whole
 from minigpt.heads.graph import INPUTS, Graph, graph_hooks, graph_of
 from minigpt.heads.hooks import hooks
 from minigpt.heads.nodes import node_name, parse_node
@@ -70,19 +70,44 @@ class FoundCircuit:
     ablated_metric: float = 0.0
     forward_passes: int = 0  # passes of the prompt set (a batch) that finding it took, backward ones among them
     backward_passes: int = 0
+    metric_name: str = "log-probability"  # "log-probability", "logit difference" or "kl divergence"
+    normalise: str = "ablated"  # the base of the faithfulness: every edge ablated, or the corrupted run
+    base_metric: float = 0.0  # the metric of that base
+    mean_ids: torch.Tensor | None = field(default=None, repr=False)  # the separate set mean ablation averaged over
+    found_on: "Faithfulness" = None  # the top-k circuit's faithfulness on its prompts, with its spread over them
+    held_out: list["Faithfulness"] = field(default_factory=list)  # and on each held-out prompt set
+    minimal: "MinimalCircuit | None" = None  # the top-k circuit pruned (None: max_runs 0)
+    held_out_passes: int = 0  # passes of the held-out sets (recorded, exact) besides the pruning's runs
+
+
+NORMALISATIONS = ("ablated", "corrupted")
 
 
 @dataclass
 class Setting:
     """What exact runs of one task need: the graph, the prompts, the ablated outputs (S, 1 or N, T, C), the metric of
-    the model and of every edge ablated, and the passes run so far."""
+    each prompt (N,) for the model and for the baseline the faithfulness is normalised against (every edge ablated,
+    or the plain run on the corrupted prompts), and the passes run so far."""
 
     graph: Graph
     task: Task
     ablated: torch.Tensor
-    model_metric: float = 0.0
-    ablated_metric: float = 0.0
+    model_each: torch.Tensor = None
+    ablated_each: torch.Tensor = None
+    base_each: torch.Tensor = None
     forward_passes: int = 0
+
+    @property
+    def model_metric(self) -> float:
+        return float(self.model_each.mean())
+
+    @property
+    def ablated_metric(self) -> float:
+        return float(self.ablated_each.mean())
+
+    @property
+    def base_metric(self) -> float:
+        return float(self.base_each.mean())
 
 
 def circuit_logits(model, setting: Setting, kept: torch.Tensor) -> torch.Tensor:
@@ -100,15 +125,25 @@ def circuit_logits(model, setting: Setting, kept: torch.Tensor) -> torch.Tensor:
     return logits
 
 
+def circuit_each(model, setting: Setting, kept: torch.Tensor) -> torch.Tensor:
+    """(N,) the metric of each prompt in one exact run of the circuit `kept` ((S, R) bool)."""
+    return setting.task.measure_each(circuit_logits(model, setting, kept)).detach().cpu()
+
+
 def circuit_metric(model, setting: Setting, kept: torch.Tensor) -> float:
     """The metric of one exact run of the circuit `kept` ((S, R) bool)."""
-    return float(setting.task.measure(circuit_logits(model, setting, kept)))
+    return float(circuit_each(model, setting, kept).mean())
+
+
+def normalised(setting: Setting, found: float) -> float:
+    """(metric(circuit) - metric(base)) / (metric(model) - metric(base)), base: every edge ablated or the corrupted
+    run, as the setting was made."""
+    return (found - setting.base_metric) / (setting.model_metric - setting.base_metric)
 
 
 def faithfulness_of(model, setting: Setting, kept: torch.Tensor) -> float:
-    """(metric(circuit) - metric(every edge ablated)) / (metric(model) - metric(every edge ablated))."""
-    found = circuit_metric(model, setting, kept)
-    return (found - setting.ablated_metric) / (setting.model_metric - setting.ablated_metric)
+    """(metric(circuit) - metric(base)) / (metric(model) - metric(base)), over the prompt set."""
+    return normalised(setting, circuit_metric(model, setting, kept))
 
 
 def checked_ablation(ablation: str) -> None:
@@ -116,24 +151,60 @@ def checked_ablation(ablation: str) -> None:
         raise InstrumentError(f"ablation is 'mean' or 'corrupted', not {shortened(ablation)}.")
 
 
-def setting_of(model, task: Task, ablation: str) -> tuple[Setting, torch.Tensor]:
-    """The setting of a task (one or two recorded passes and one exact run with every edge ablated), and every
-    sender's clean outputs (S, N, T, C)."""
-    checked_ablation(ablation)
-    clean_out, clean_logits = recorded_outputs(model, task.clean)
-    if ablation == "mean":
-        ablated = clean_out.mean(dim=1, keepdim=True)
-    else:
-        ablated = recorded_outputs(model, task.corrupted)[0]
-    graph = graph_of(model.config)
-    setting = Setting(graph, task, ablated, float(task.measure(clean_logits)), forward_passes=1 + (ablation != "mean"))
-    setting.ablated_metric = circuit_metric(model, setting, torch.zeros_like(graph.exists))
-    gap = setting.model_metric - setting.ablated_metric
-    if abs(gap) <= 1e-6 * max(1.0, abs(setting.model_metric)):
+def checked_normalise(normalise: str) -> None:
+    if normalise not in NORMALISATIONS:
         raise InstrumentError(
-            f"With every edge ablated ({ablation}) the metric is what the model's is ({setting.model_metric:.4g}): "
-            "there is no behaviour for a circuit to keep. Give more prompts (a mean over one prompt is that prompt), "
-            "or ablate to the corrupted prompts."
+            "normalise is 'ablated' (against every edge ablated) or 'corrupted' (against the plain run on the "
+            f"corrupted prompts, as EAP-IG's code does), not {shortened(normalise)}."
+        )
+
+
+def mean_outputs(model, task: Task, mean_ids) -> tuple[torch.Tensor, int]:
+    """(S, 1, T, C) each sender's mean output at each position over `mean_ids` (a separate prompt set of the task's
+    length), and the passes it took (None: the task's own prompts, whose outputs the caller has: 0)."""
+    ids = as_prompts(mean_ids, model.config.vocab_size, "mean_ids")
+    if ids.shape[1] != task.clean.shape[1]:
+        raise InstrumentError(
+            f"mean_ids are {ids.shape[1]} tokens long and the prompts {task.clean.shape[1]}: mean ablation puts in "
+            "each sender's mean output at each position, so the separate set needs the prompts' length."
+        )
+    return recorded_outputs(model, ids)[0].mean(dim=1, keepdim=True), 1
+
+
+def setting_of(
+    model, task: Task, ablation: str, normalise: str = "ablated", mean_ids=None
+) -> tuple[Setting, torch.Tensor]:
+    """The setting of a task (one or two recorded passes, three with a separate mean set, and one exact run with
+    every edge ablated), and every sender's clean outputs (S, N, T, C)."""
+    checked_ablation(ablation)
+    checked_normalise(normalise)
+    clean_out, clean_logits = recorded_outputs(model, task.clean)
+    task.referenced(clean_logits)
+    passes = 1
+    if ablation == "corrupted" or normalise == "corrupted":
+        corrupted_out, corrupted_logits = recorded_outputs(model, task.corrupted)
+        passes += 1
+    if ablation == "corrupted":
+        ablated = corrupted_out
+    elif mean_ids is not None:
+        ablated, more = mean_outputs(model, task, mean_ids)
+        passes += more
+    else:
+        ablated = clean_out.mean(dim=1, keepdim=True)
+    graph = graph_of(model.config)
+    model_each = task.measure_each(clean_logits).detach().cpu()
+    setting = Setting(graph, task, ablated, model_each, forward_passes=passes)
+    setting.ablated_each = circuit_each(model, setting, torch.zeros_like(graph.exists))
+    setting.base_each = setting.ablated_each
+    if normalise == "corrupted":
+        setting.base_each = task.measure_each(corrupted_logits).detach().cpu()
+    gap = setting.model_metric - setting.base_metric
+    if abs(gap) <= 1e-6 * max(1.0, abs(setting.model_metric)):
+        base = f"every edge ablated ({ablation})" if normalise == "ablated" else "the corrupted prompts"
+        raise InstrumentError(
+            f"With {base} the metric is what the model's is ({setting.model_metric:.4g}): there is no behaviour for a "
+            "circuit to keep. Give more prompts (a mean over one prompt is that prompt), or ablate to the corrupted "
+            "prompts."
         )
     return setting, clean_out
 
@@ -226,40 +297,266 @@ def read_parts(graph: Graph, kept: torch.Tensor) -> torch.Tensor:
     return kept
 
 
-def checked_search(method: str, ablation: str, target: float, steps: int) -> None:
+# ---- faithfulness off the prompts it was found on ------------------------------------------------------------------
+
+
+@dataclass
+class Faithfulness:
+    """A circuit's faithfulness on one prompt set, and its spread: each prompt's own faithfulness (its metric against
+    its own model and base metrics), lowest, highest and standard deviation."""
+
+    prompts: str  # "found on", "another seed", "shorter", "longer", or a name the caller gave
+    faithfulness: float  # over the set: the normalised mean metric
+    count: int
+    length: int  # tokens a prompt
+    low: float
+    high: float
+    std: float
+
+
+def faithfulness_on(model, name: str, setting: Setting, kept: torch.Tensor) -> Faithfulness:
+    """One exact run of `kept` on `setting`'s prompts: its faithfulness over the set and over each prompt."""
+    each = circuit_each(model, setting, kept)
+    gap = setting.model_each - setting.base_each
+    per_prompt = ((each - setting.base_each) / gap)[gap.abs() > 1e-6]  # a prompt the model does not change: none
+    spread = per_prompt if len(per_prompt) else torch.tensor([float("nan")])
+    std = float(spread.std()) if len(spread) > 1 else 0.0
+    clean = setting.task.clean
+    return Faithfulness(
+        name, normalised(setting, float(each.mean())), len(clean), clean.shape[1], float(spread.min()),
+        float(spread.max()), std,
+    )  # fmt: skip
+
+
+def held_out_tasks(model, task: Task, held_out, prompts: int, half: int, seed: int) -> list[tuple[str, Task]]:
+    """The prompt sets a circuit is checked on besides its own. None: on the induction task, the same shape of another
+    seed, half and twice the tokens a copy (within the context); on the pairs task, none. Else a dict of name ->
+    clean prompts (induction: corrupted by another random first half) or (clean, corrupted) prompts, of the task."""
+    if held_out is None:
+        if task.name != "induction":
+            return []
+        count, half = len(task.clean), (task.clean.shape[1] - 1) // 2
+        longest = (getattr(model.config, "max_position_embeddings", 2 * half + 1) - 1) // 2
+        other = seed + 1000  # far from the found prompts' seeds (seed and seed + 1)
+        sets = {"another seed": half, "shorter": max(2, half // 2), "longer": min(2 * half, longest)}
+        return [(name, induction_task(model, None, None, count, size, other)) for name, size in sets.items()]
+    if not isinstance(held_out, dict):
+        raise InstrumentError(
+            f"held_out is a dict of name -> prompts (or (clean, corrupted) prompts), not {shortened(held_out)}."
+        )
+    tasks = []
+    for name, ids in held_out.items():
+        clean, corrupted = ids if isinstance(ids, tuple) and len(ids) == 2 else (ids, None)
+        made = task_of(model, clean, corrupted, task.name, 0, 0, seed + 1000, task.metric_name)
+        tasks.append((str(name), made))
+    return tasks
+
+
+# ---- the minimal circuit --------------------------------------------------------------------------------------------
+
+SLACK = 0.01  # a held-out set already below the target may lose this much of what the top-k circuit keeps there
+
+
+@dataclass
+class Part:
+    """A part of the minimal circuit and what it adds: the faithfulness on the found-on prompts lost without it (its
+    edges, for a head), and the prompt set where, without it, the circuit falls below its floor."""
+
+    name: str  # "1.1" (a head) or "0.2 -> 1.1 k" (an edge)
+    kind: str  # "head" or "edge"
+    adds: float
+    needed_on: str
+
+
+@dataclass
+class MinimalCircuit:
+    """The top-k circuit pruned: heads, then edges, removed while every prompt set stays at its floor (the target on
+    the found-on prompts; on a held-out set, the target, or what the top-k circuit keeps there less SLACK where that
+    is below it); each part left is needed on some set (`complete`: the pruning ended within its runs)."""
+
+    edges: list[Edge]
+    heads: list[str]
+    faithfulness: float  # on the found-on prompts
+    held_out: list[Faithfulness]
+    parts: list[Part]
+    floors: dict[str, float]
+    complete: bool
+    runs: int  # exact runs of the prompt sets the pruning took
+
+
+class OutOfRuns(Exception):
+    pass
+
+
+@dataclass
+class Checks:
+    """The prompt sets a pruned circuit must stay at the floor on (found-on first), and the runs left."""
+
+    model: object
+    settings: list[tuple[str, Setting]]
+    floors: list[float]
+    runs_left: int
+    runs: int = 0
+
+    def fall(self, kept: torch.Tensor) -> tuple[str | None, float]:
+        """The first set where `kept` is below its floor (None: none), and its found-on faithfulness."""
+        found = None
+        for (name, setting), floor in zip(self.settings, self.floors):
+            if self.runs >= self.runs_left:
+                raise OutOfRuns
+            self.runs += 1
+            value = faithfulness_of(self.model, setting, kept)
+            found = value if found is None else found
+            if value < floor:
+                return name, found
+        return None, found
+
+
+def without_head(graph: Graph, kept: torch.Tensor, sender: int) -> torch.Tensor:
+    kept = kept.clone()
+    kept[sender] = False
+    return read_parts(graph, kept)
+
+
+def without_edge(graph: Graph, kept: torch.Tensor, edge: tuple[int, int]) -> torch.Tensor:
+    kept = kept.clone()
+    kept[edge] = False
+    return read_parts(graph, kept)
+
+
+def kept_heads(graph: Graph, kept: torch.Tensor) -> list[int]:
+    return [s for s, node in enumerate(graph.senders) if node[0] == "head" and kept[s].any()]
+
+
+def parts_of(graph: Graph, kept: torch.Tensor, scores: torch.Tensor) -> list[tuple[str, object]]:
+    """The parts to try removing, in order: heads, then edges, each smallest score (in size) first."""
+    size = torch.where(kept, scores.abs(), 0.0)
+    heads = sorted(kept_heads(graph, kept), key=lambda s: float(size[s].sum()))
+    edges = sorted(map(tuple, kept.nonzero().tolist()), key=lambda e: float(size[e]))
+    return [("head", s) for s in heads] + [("edge", e) for e in edges]
+
+
+def part_removed(graph: Graph, kept: torch.Tensor, kind: str, part) -> torch.Tensor:
+    return without_head(graph, kept, part) if kind == "head" else without_edge(graph, kept, part)
+
+
+def part_name(graph: Graph, kind: str, part) -> str:
+    if kind == "head":
+        return node_name(graph.senders[part])
+    sender, receiver, into = graph.edge_name(*part)
+    return f"{sender} -> {receiver}" + (f" {into}" if into else "")
+
+
+def pruned(checks: Checks, graph: Graph, kept: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, list]:
+    """Greedy pruning: each part (heads first) removed in turn where every set stays at its floor; then each part
+    left removed once more to measure what it adds, any whose removal now keeps every floor removed and the round
+    begun again (the faithfulness is not monotone in the parts kept)."""
+    for kind, part in parts_of(graph, kept, scores):
+        if kind == "head" and not kept[part].any() or kind == "edge" and not kept[part]:
+            continue  # gone with a part removed before
+        candidate = part_removed(graph, kept, kind, part)
+        if checks.fall(candidate)[0] is None:
+            kept = candidate
+    while True:
+        added = []
+        for kind, part in parts_of(graph, kept, scores):
+            candidate = part_removed(graph, kept, kind, part)
+            fell, found = checks.fall(candidate)
+            if fell is None:
+                kept = candidate
+                break
+            added.append((kind, part, found, fell))
+        else:
+            return kept, added
+
+
+def minimal_circuit(
+    model, settings: list[tuple[str, Setting]], kept: torch.Tensor, scores: torch.Tensor, target: float,
+    held_out: list[Faithfulness], max_runs: int,
+) -> MinimalCircuit:  # fmt: skip
+    """The top-k circuit `kept` pruned on the found-on set and the held-out ones (`held_out`: the top-k circuit's
+    faithfulness there, which sets the floors), within `max_runs` exact runs of a prompt set."""
+    graph = settings[0][1].graph
+    floors = [target] + [min(target, h.faithfulness - SLACK) for h in held_out]
+    checks = Checks(model, settings, floors, max_runs)
+    try:
+        kept, added = pruned(checks, graph, kept, scores)
+        complete = True
+    except OutOfRuns:
+        added, complete = [], False
+    measured = [faithfulness_on(model, name, setting, kept) for name, setting in settings]
+    parts = [
+        Part(part_name(graph, kind, part), kind, measured[0].faithfulness - found, fell)
+        for kind, part, found, fell in added
+    ]
+    order = ranked(graph, scores)
+    return MinimalCircuit(
+        edges=[edge_of(graph, s, r, float(scores[s, r])) for s, r in order if kept[s, r]],
+        heads=[node_name(graph.senders[s]) for s in kept_heads(graph, kept)],
+        faithfulness=measured[0].faithfulness,
+        held_out=measured[1:],
+        parts=parts,
+        floors={name: floor for (name, _), floor in zip(settings, floors)},
+        complete=complete,
+        runs=checks.runs + len(settings),
+    )
+
+
+# ---- the search -----------------------------------------------------------------------------------------------------
+
+
+def checked_search(method: str, ablation: str, target: float, steps: int, normalise: str, max_runs) -> None:
     """The search's parameters checked before any pass runs."""
     checked_method(method, steps)
     checked_ablation(ablation)
+    checked_normalise(normalise)
     if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target <= 1:
         raise InstrumentError(f"target (the faithfulness to keep) is above 0 and at most 1, not {shortened(target)}.")
+    checked_count(max_runs, "max_runs", "the exact runs the minimal circuit's pruning may take", least=0)
 
 
 def find_circuit(
     model, clean_ids=None, corrupted_ids=None, task: str | None = None, method: str = "eap-ig", steps: int = 5,
     ablation: str = "mean", target: float = 0.9, prompts: int = 20, half: int = 20, seed: int = 0,
+    metric: str | None = None, normalise: str = "ablated", mean_ids=None, held_out=None, max_runs: int = 400,
 ) -> FoundCircuit:  # fmt: skip
-    """The fewest top-scored edges that keep `target` of the behaviour, with their faithfulness measured exactly.
+    """The fewest top-scored edges that keep `target` of the behaviour, with their faithfulness measured exactly, on
+    the prompts they were found on and on held-out ones, and the minimal circuit pruned from them.
 
     Task (see `circuit_tasks`): with no texts, the induction task (`prompts` prompts of `half` random tokens written
     twice, seeded; metric: the mean log-probability of the repeated half); clean and corrupted texts (one pair, a list
     of pairs or (N, T) tensors), the pairs task (metric: the mean logit difference between each pair's answers at the
-    last position). Scores: `method` "eap-ig" (`steps` interpolated runs) or "eap", against what the ablation puts in.
-    Ablation: "mean" (each sender's mean output over the prompts, at each position) or "corrupted" (its output on the
-    corrupted prompt). Passes: 1 or 2 recorded, 1 or `steps` forward and backward, about log2(edges) + 2 exact."""
-    checked_search(method, ablation, target, steps)
-    found_task = task_of(model, clean_ids, corrupted_ids, task, prompts, half, seed)
-    setting, clean_out = setting_of(model, found_task, ablation)
+    last position). `metric`: "log-probability", "logit difference" or "kl divergence" (None: the task's).
+    Scores: `method` "eap-ig" (`steps` interpolated runs) or "eap", against what the ablation puts in.
+    Ablation: "mean" (each sender's mean output over the prompts, or over `mean_ids`, a separate set of the same
+    length, at each position) or "corrupted" (its output on the corrupted prompt). `normalise`: faithfulness against
+    every edge ablated ("ablated") or the plain run on the corrupted prompts ("corrupted", EAP-IG's code's).
+    `held_out`: the prompt sets it is checked on besides (see `held_out_tasks`; {}: none). Passes: 1 or 2 recorded,
+    1 or `steps` forward and backward, about log2(edges) + 2 exact, then the held-out sets' and the pruning's
+    (at most `max_runs` exact runs; 0: no pruning)."""
+    checked_search(method, ablation, target, steps, normalise, max_runs)
+    found_task = task_of(model, clean_ids, corrupted_ids, task, prompts, half, seed, metric)
+    setting, clean_out = setting_of(model, found_task, ablation, normalise, mean_ids)
     graph = setting.graph
     scores = edge_scores(model, graph, found_task, clean_out, setting.ablated, method, steps)
     backward = steps if method == "eap-ig" else 1
     order = ranked(graph, scores)
     kept = read_parts(graph, mask_of(graph, order[: fewest_edges(model, setting, order, target)]))
-    faithfulness = faithfulness_of(model, setting, kept)
+    found_on = faithfulness_on(model, "found on", setting, kept)
+    passes = setting.forward_passes + (1 if found_task.name == "pairs" else 0) + backward
+    others = [
+        (name, setting_of(model, t, ablation, normalise)[0])
+        for name, t in held_out_tasks(model, found_task, held_out, prompts, half, seed)
+    ]
+    held = [faithfulness_on(model, name, other, kept) for name, other in others]
+    minimal = None
+    if max_runs:
+        minimal = minimal_circuit(model, [("found on", setting), *others], kept, scores, target, held, max_runs)
     edges = [edge_of(graph, s, r, float(scores[s, r])) for s, r in order if kept[s, r]]
-    heads = [node_name(node) for node, row in zip(graph.senders, kept) if node[0] == "head" and row.any()]
+    heads = [node_name(graph.senders[s]) for s in kept_heads(graph, kept)]
     return FoundCircuit(
         edges=edges,
-        faithfulness=faithfulness,
+        faithfulness=found_on.faithfulness,
         kept_edges=len(edges),
         total_edges=graph.total_edges,
         prompts=len(found_task.clean),
@@ -275,8 +572,16 @@ def find_circuit(
         corrupted=found_task.corrupted,
         model_metric=setting.model_metric,
         ablated_metric=setting.ablated_metric,
-        forward_passes=setting.forward_passes + (1 if found_task.name == "pairs" else 0) + backward,
+        forward_passes=passes,
         backward_passes=backward,
+        metric_name=found_task.metric_name,
+        normalise=normalise,
+        base_metric=setting.base_metric,
+        mean_ids=None if mean_ids is None else as_prompts(mean_ids, model.config.vocab_size, "mean_ids"),
+        found_on=found_on,
+        held_out=held,
+        minimal=minimal,
+        held_out_passes=sum(o.forward_passes for _, o in others) + 1,
     )
 
 
@@ -285,13 +590,15 @@ def find_circuit(
 
 def circuit_faithfulness(
     model, edges, clean_ids=None, corrupted_ids=None, task: str | None = None, ablation: str = "mean",
-    prompts: int = 20, half: int = 20, seed: int = 0,
+    prompts: int = 20, half: int = 20, seed: int = 0, metric: str | None = None, normalise: str = "ablated",
+    mean_ids=None,
 ) -> float:  # fmt: skip
     """The exact faithfulness of the circuit made of `edges` (Edges, or (sender, receiver, input) names such as
-    ("0.2", "1.1", "k"), ("mlp 1", "logits", None)) on a task given as `find_circuit` takes it."""
+    ("0.2", "1.1", "k"), ("mlp 1", "logits", None)) on a task given as `find_circuit` takes it (its metric, its
+    normalisation and its separate mean set too)."""
     kept = edges_mask(graph_of(model.config), model, edges)  # checked before any pass
-    found_task = task_of(model, clean_ids, corrupted_ids, task, prompts, half, seed)
-    setting = setting_of(model, found_task, ablation)[0]
+    found_task = task_of(model, clean_ids, corrupted_ids, task, prompts, half, seed, metric)
+    setting = setting_of(model, found_task, ablation, normalise, mean_ids)[0]
     return faithfulness_of(model, setting, kept)
 
 
@@ -308,10 +615,21 @@ def faithfulness_curve(model, found: FoundCircuit, ks: list[int] | None = None) 
     if ks is None:
         ks = sorted({0, found.total_edges, found.kept_edges} | {2**i for i in range(found.total_edges.bit_length())})
     ks = [checked_k(k, found.total_edges) for k in ks]
-    task = task_of(model, found.clean, found.corrupted, found.task, len(found.clean), 0, 0)
-    setting = setting_of(model, task, found.ablation)[0]
+    task = task_of(model, found.clean, found.corrupted, found.task, len(found.clean), 0, 0, found.metric_name)
+    setting = setting_of(model, task, found.ablation, found.normalise, found.mean_ids)[0]
     order = [indices_of(setting.graph, model, edge) for edge in found.ranking]
     return [(k, faithfulness_of(model, setting, mask_of(setting.graph, order[:k]))) for k in ks]
 
 
-__all__ = ["ABLATIONS", "Edge", "FoundCircuit", "circuit_faithfulness", "faithfulness_curve", "find_circuit"]
+__all__ = [
+    "ABLATIONS",
+    "NORMALISATIONS",
+    "Edge",
+    "Faithfulness",
+    "FoundCircuit",
+    "MinimalCircuit",
+    "Part",
+    "circuit_faithfulness",
+    "faithfulness_curve",
+    "find_circuit",
+]
