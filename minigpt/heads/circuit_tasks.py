@@ -16,7 +16,7 @@ pairs: the last position) and averaged over those positions, then over prompts:
   induction task the corrupted prompt's answer is the token its own first half would have copied there;
 - "kl divergence": minus KL(clean run || this run) over the next-token distribution (ACDC's), so that, like the
   others, higher is closer to the model (the model itself scores 0). It needs the clean run's log-probabilities
-  (`Task.reference`), which `discovery.setting_of` records.
+  (`Task.reference`), which `exact_runs.setting_of` records.
 
 Ids: a (T,) list or tensor for one prompt, a list of lists or an (N, T) tensor for a set.
 """
@@ -34,6 +34,10 @@ TASKS = ("induction", "pairs")
 METRICS = ("log-probability", "logit difference", "kl divergence")
 DEFAULT_METRICS = {"induction": "log-probability", "pairs": "logit difference"}
 WHERE = {"induction": "of the repeated half", "pairs": "at the last position"}
+
+
+class NoDifference(InstrumentError):
+    """No pair's answer changes between its clean and corrupted text."""
 
 
 @dataclass
@@ -158,7 +162,7 @@ def pairs_task(model, clean_ids, corrupted_ids) -> Task:
     answers = torch.stack(logits.argmax(-1).chunk(2), dim=1)  # (N, 2)
     differ = answers[:, 0] != answers[:, 1]
     if not differ.any():
-        raise InstrumentError(
+        raise NoDifference(
             "After every pair the model's top next token is the same for the clean and the corrupted text: there is "
             "no difference for a circuit to carry. Change the corrupted texts so that the answer changes."
         )
