@@ -158,6 +158,8 @@ def test_a_gpt2_shaped_model_gets_a_bounded_prompt_set_and_a_message_beyond_it()
         (dict(target=0), "target must be above 0 and at most 1"),
         (dict(prompts=-1), "prompts must be 0 (as many as fit) or 1 to 64"),
         (dict(prompts=1), "With one prompt, mean ablation ablates nothing"),
+        (dict(metric="acdc"), "metric must be 'log-probability', 'logit difference' or 'kl divergence'"),
+        (dict(normalise="clean"), "normalise must be 'ablated' or 'corrupted'"),
     ],
 )
 def test_mistakes_say_what_to_change(call, message):

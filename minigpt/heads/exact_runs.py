@@ -185,7 +185,7 @@ def faithfulness_on(model, name: str, setting: Setting, kept: torch.Tensor) -> F
     each = circuit_each(model, setting, kept)
     gap = setting.model_each - setting.base_each
     per_prompt = ((each - setting.base_each) / gap)[gap.abs() > 1e-6]  # a prompt the model does not change: none
-    spread = per_prompt if len(per_prompt) else torch.tensor([float("nan")])
+    spread = per_prompt if len(per_prompt) else torch.full((1,), float("nan"), device=each.device)
     std = float(spread.std()) if len(spread) > 1 else 0.0
     clean = setting.task.clean
     return Faithfulness(

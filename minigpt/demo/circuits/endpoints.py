@@ -149,15 +149,19 @@ class Circuits:
         ablation: str = "mean",
         method: str = "eap-ig",
         target: float = 0.9,
+        metric: str = "",
+        normalise: str = "ablated",
     ) -> dict:
         """The circuit found, not told: every edge of the model's graph (embed, each head's q, k, v and output, each
         MLP, the logits) scored on a prompt set by `method` (eap-ig or eap), the fewest top edges kept whose exact run
         keeps `target` of the behaviour, every other edge ablated (`ablation`: mean over the prompts, or the corrupted
         prompt's output). `task` induction: random tokens written twice (the text is not read); text: `text` against
         `corrupted_text` (empty: one token changed for you), with variants of the pair. `prompts` 0: as many as fit.
-        Answers the edges, faithfulness, kept and total edges and heads, and the faithfulness at a set of k (top k
-        edges kept) for a slider."""
-        task, options = checked_options(task, prompts, ablation, method, target)
+        Answers the edges, faithfulness, kept and total edges and heads, the faithfulness at a set of k (top k edges
+        kept) for a slider, the faithfulness on held-out prompt sets, and the minimal circuit pruned from the found one
+        with what each part adds. `metric`: log-probability, logit difference or kl divergence (empty: the task's
+        own); `normalise`: 'ablated' (against every edge ablated) or 'corrupted' (against the corrupted run)."""
+        task, options = checked_options(task, prompts, ablation, method, target, metric, normalise)
         if task == "induction":
             lm = self.state.picker.get(model or self.state.names_default)
             return induction_answer(lm, options, self.found, self.state.cores, lambda: self.corpus_windows(lm))

@@ -33,6 +33,9 @@ from minigpt.heads.graph import graph_of
 TASKS = ("induction", "text")
 ABLATIONS = ("mean", "corrupted")
 METHODS = ("eap-ig", "eap")
+METRICS = ("log-probability", "logit difference", "kl divergence")
+NORMALISATIONS = ("ablated", "corrupted")
+OPTIONS = ("method", "ablation", "target", "metric", "normalise")  # what an answer is kept by, besides the prompts
 INDUCTION_PROMPTS = 20  # the induction task's prompts when the page leaves the count to the server
 MAX_INDUCTION_PROMPTS = 64
 INDUCTION_HALF = 20  # tokens in each copy (fewer where the context or the budget is shorter)
@@ -148,7 +151,7 @@ def natural_prompts(lm, windows: list[list[int]], count: int, half: int) -> tupl
     start = [lm.boundary_id]
     clean = [start + piece + piece for piece in pieces[:-1]]
     corrupted = [start + other + piece for piece, other in zip(pieces[:-1], pieces[1:])]
-    return torch.tensor(clean), torch.tensor(corrupted)
+    return torch.tensor(clean, device="cpu"), torch.tensor(corrupted, device="cpu")  # the ids, wherever the model is
 
 
 def induction_held_out(lm, count: int, half: int, windows) -> dict:
@@ -267,7 +270,7 @@ def found_answer(lm, clean, corrupted, task: str, options: dict, prompts: dict, 
         found = find_circuit(
             model, clean, corrupted, task="induction" if task == "induction" else "pairs",
             method=options["method"], ablation=options["ablation"], target=options["target"], held_out=held_out,
-            max_runs=MINIMAL_RUNS,
+            max_runs=MINIMAL_RUNS, metric=options["metric"] or None, normalise=options["normalise"],
         )  # fmt: skip
         return answer_of(lm, found, prompts)
 
@@ -287,7 +290,7 @@ def induction_answer(lm, options: dict, cache: FoundCache, cores, windows=None) 
     """The induction task, checked on held-out sets (`windows`: a callable giving the model's own corpus for the
     natural text set, or None)."""
     count, half = induction_shape(lm, options["prompts"], options["ablation"])
-    key = (lm.name, id(lm.model), "induction", count, half, *(options[o] for o in ("method", "ablation", "target")))
+    key = (lm.name, id(lm.model), "induction", count, half, *(options[o] for o in OPTIONS))
 
     def compute():
         clean, corrupted = induction_prompts(lm, count, half)
@@ -313,7 +316,7 @@ def text_answer(view, corrupted, note: str | None, options: dict, cache: FoundCa
     if list(corrupted_ids) == list(view.ids):
         raise VisitorError("The corrupted text is the text itself: change a token the answer depends on.")
     count = text_count(lm, len(view.ids), options["prompts"], options["ablation"])
-    options_key = tuple(options[o] for o in ("method", "ablation", "target"))
+    options_key = tuple(options[o] for o in OPTIONS)
     key = (lm.name, id(lm.model), "text", tuple(view.ids), tuple(corrupted_ids), count, *options_key)
 
     def compute():
@@ -330,12 +333,14 @@ def text_answer(view, corrupted, note: str | None, options: dict, cache: FoundCa
     return {**cache.get(key, compute), "notes": [note] if note else []}
 
 
-def checked_options(task, prompts, ablation, method, target) -> tuple[str, dict]:
+def checked_options(task, prompts, ablation, method, target, metric="", normalise="ablated") -> tuple[str, dict]:
     """The task and the options of a `find_circuit` call, as a visitor typed them, checked before any pass runs."""
     task = choice("task", task, TASKS)
     options = dict(
         prompts=checked_prompts(prompts, task), ablation=choice("ablation", ablation, ABLATIONS),
         method=choice("method", method, METHODS), target=checked_target(target),
+        metric=choice("metric", metric, METRICS) if str(metric or "").strip() else "",  # empty: the task's own
+        normalise=choice("normalise", normalise, NORMALISATIONS),
     )  # fmt: skip
     if options["prompts"] == 1 and options["ablation"] == "mean":
         raise VisitorError(

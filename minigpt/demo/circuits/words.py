@@ -291,7 +291,12 @@ def kept_sentence(answer: dict) -> str:
         f"({share(answer['kept_edges'] / answer['total_edges'])}) and {len(heads)} of its {answer['total_heads']} "
         f"heads{named}. Its exact run keeps {share(answer['faithfulness'])} of the behaviour (faithfulness "
         f"{answer['faithfulness']:.3f}{reached}): the {answer['metric']} is {answer['model_metric']:.3f} for the "
-        f"model, {answer['ablated_metric']:.3f} with every edge ablated."
+        f"model, {answer['ablated_metric']:.3f} with every edge ablated"
+        + (
+            f", {answer['base_metric']:.3f} on the corrupted prompts, which the faithfulness is measured against."
+            if answer.get("normalise") == "corrupted"
+            else "."
+        )
     )
 
 
