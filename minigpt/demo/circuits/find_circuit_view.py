@@ -193,7 +193,8 @@ def edges_table(answer: dict) -> str:
 def cell(measured: dict | None) -> str:
     if measured is None:
         return "<td>–</td>"
-    return f"<td>{measured['faithfulness']:.3f} <small>({measured['low']:.2f} to {measured['high']:.2f})</small></td>"
+    spread = f"({measured['low']:.2f} to {measured['high']:.2f})"
+    return f'<td>{measured["faithfulness"]:.3f} <span class="range">{spread}</span></td>'
 
 
 def faithfulness_table(answer: dict) -> str:
@@ -220,9 +221,9 @@ def faithfulness_table(answer: dict) -> str:
     )
     minimal_head = f"<th>minimal circuit ({len(minimal['edges'])} edges)</th>" if minimal else ""
     return (
-        '<table class="faithfulness-sets"><caption>Faithfulness on the prompts it was found on and on held-out '
-        "prompts (each prompt's range in brackets)</caption><tr><th>prompts</th><th>count × tokens</th>"
-        f"<th>found circuit ({answer['kept_edges']} edges)</th>{minimal_head}</tr>{rows}</table>"
+        '<div class="scroll"><table class="faithfulness-sets"><caption>Faithfulness on the prompts it was found on '
+        "and on held-out prompts (each prompt's range in brackets)</caption><tr><th>prompts</th><th>count × tokens</th>"
+        f"<th>found circuit ({answer['kept_edges']} edges)</th>{minimal_head}</tr>{rows}</table></div>"
     )
 
 
