@@ -274,3 +274,26 @@ def test_the_kl_metric_is_the_kl_divergence_to_the_clean_run(specimen):
     assert found < 0.9  # the dropped edges matter under KL too
     with pytest.raises(InstrumentError, match="'log-probability', 'logit difference' or 'kl divergence'"):
         heads.circuit_faithfulness(specimen, kept, prompts=6, half=8, metric="kl")
+
+
+def test_mean_ablation_over_a_separate_set_puts_in_that_sets_mean(specimen):
+    """mean_ids: the mean over those prompts, not the circuit's own: given the prompts themselves, the faithfulness is
+    the default's; given another set, it is the hand-made circuit's with that set's mean outputs (this file's
+    own hooks); of another length, refused."""
+    task = circuit_tasks.induction_task(specimen, count=6, half=8, seed=3)
+    other = circuit_tasks.induction_task(specimen, count=5, half=8, seed=7).clean
+    the_graph = graph.graph_of(specimen.config)
+    kept = [the_graph.edge_name(s, r) for s, r in the_graph.exists.nonzero().tolist()]
+    kept = [edge for edge in kept if edge not in DROPPED]
+    given = dict(prompts=6, half=8, seed=3)
+    same = heads.circuit_faithfulness(specimen, kept, mean_ids=task.clean, **given)
+    assert same == pytest.approx(heads.circuit_faithfulness(specimen, kept, **given), abs=1e-5)
+    outputs = written_by(specimen, other)
+    ablated = {name: outputs[name].mean(dim=0, keepdim=True) for name in senders_of(specimen)}
+    full = float(task.measure(written_by(specimen, task.clean)["logits"]))
+    none = float(task.measure(everything_ablated(specimen, ablated).expand(len(task.clean), -1, -1)))
+    expected = (hand_made_metric(specimen, task, ablated) - none) / (full - none)
+    separate = heads.circuit_faithfulness(specimen, kept, mean_ids=other, **given)
+    assert separate == pytest.approx(expected, abs=1e-4) and abs(separate - same) > 1e-3  # another mean, another value
+    with pytest.raises(InstrumentError, match="the separate set needs the prompts' length"):
+        heads.circuit_faithfulness(specimen, kept, mean_ids=other[:, :9], **given)
