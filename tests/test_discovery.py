@@ -5,6 +5,8 @@ mean ablation, the induction task) keeps >= 0.9 of the behaviour with at most a 
 heads, through 1.1's key and value and 1.1 -> logits, and mean-ablating every head outside it (heads_ablated) keeps
 >= 0.8 of the heads' work on the repeated half; on the Romeo pair's variants it finds the one head 1.1."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from torch.nn import functional as F
@@ -13,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
 from helpers import SPECIMEN, tiny_model, written_by
 from minigpt import heads
-from minigpt.heads import circuit_tasks, discovery, graph
+from minigpt.heads import circuit_tasks, exact_runs, graph
 from minigpt.heads.errors import InstrumentError
 
 
@@ -53,13 +55,13 @@ def everything_ablated(model, ablated: dict) -> torch.Tensor:
 def test_every_edge_kept_is_the_model_and_none_kept_the_model_on_the_ablated_outputs(ablation):
     model = tiny_model(seed=6)
     task = circuit_tasks.induction_task(model, count=4, half=6, seed=1)
-    setting = discovery.setting_of(model, task, ablation)[0]
-    every = discovery.circuit_logits(model, setting, setting.graph.exists)
+    setting = exact_runs.setting_of(model, task, ablation)[0]
+    every = exact_runs.circuit_logits(model, setting, setting.graph.exists)
     with torch.no_grad():
         plain = model(task.clean, use_cache=False).logits
     # The same float32 operations but a head's q, k, v from its rows of qkv_proj: equal to rounding (~1e-6).
     torch.testing.assert_close(every, plain, atol=1e-5, rtol=1e-5)
-    none = discovery.circuit_logits(model, setting, torch.zeros_like(setting.graph.exists))
+    none = exact_runs.circuit_logits(model, setting, torch.zeros_like(setting.graph.exists))
     expected = everything_ablated(model, ablated_by(model, task, ablation)).expand_as(none)
     # The stream minus every output plus every ablated output against the ablated sum itself: float32 sums of ~20
     # terms in two orders, logits of ~0.1 agree to ~1e-6.
@@ -195,3 +197,103 @@ def test_what_a_search_cannot_take_is_refused(specimen):
         heads.circuit_faithfulness(model, [("1.1", "1.1", "k")], half=4, prompts=3)
     with pytest.raises(InstrumentError, match="names its input"):
         heads.circuit_faithfulness(model, [("0.1", "1.1", None)], half=4, prompts=3)
+
+
+def removed(edges: list, part) -> list:
+    """The edges without a part of the minimal circuit: a head's every edge out (the edges into it then feed
+    nothing that is read), or one edge."""
+    if part.kind == "head":
+        return [e for e in edges if e[0] != part.name]
+    return [e for e in edges if f"{e[0]} -> {e[1]}" + (f" {e[2]}" if e[2] else "") != part.name]
+
+
+def test_the_minimal_circuit_needs_every_part_it_keeps_on_the_found_and_held_out_prompts(specimen, found):
+    """Keeping every part keeps each prompt set at its floor; removing any one part drops some set below it (the
+    faithfulness recomputed here by circuit_faithfulness on the same prompts: another seed 1000, half and twice the
+    tokens). Measured: 14 edges, heads 0.0, 0.2 and 1.1 (0.1 pruned: it adds 0.004 here), faithfulness 1.004."""
+    minimal = found.minimal
+    assert minimal.complete and len(minimal.heads) <= len(found.heads) and minimal.faithfulness >= found.target
+    assert "1.1" in minimal.heads and len(minimal.edges) < found.kept_edges
+    sets = {"found on": dict(clean_ids=found.clean, corrupted_ids=found.corrupted)}
+    sets |= {name: dict(half=half, seed=1000) for name, half in (("another seed", 20), ("shorter", 10), ("longer", 40))}
+    assert set(minimal.floors) == set(sets) and [h.prompts for h in minimal.held_out] == list(sets)[1:]
+
+    def values(edges):
+        for name, prompts in sets.items():
+            yield name, heads.circuit_faithfulness(specimen, edges, task="induction", **prompts)
+
+    kept = [(e.sender, e.receiver, e.input) for e in minimal.edges]
+    # The same float32 runs in another batch: equal to ~1e-5; a set at its floor within 1e-4 counts as at it.
+    assert all(value >= minimal.floors[name] - 1e-4 for name, value in values(kept))
+    assert {p.name for p in minimal.parts} == set(minimal.heads) | {
+        f"{s} -> {r}" + (f" {i}" if i else "") for s, r, i in kept
+    }  # fmt: skip
+    for part in minimal.parts:
+        below = next((name for name, value in values(removed(kept, part)) if value < minimal.floors[name] + 1e-4), None)
+        assert below == part.needed_on, part
+
+
+def test_held_out_faithfulness_on_another_seed_is_the_circuits_faithfulness_on_those_prompts(specimen, found):
+    start = specimen.config.bos_token_id
+    prompts = heads.repeated_tokens(circuit_tasks.allowed_tokens(specimen.config), start, 20, 20, 1000)
+    other = heads.repeated_tokens(circuit_tasks.allowed_tokens(specimen.config), start, 20, 20, 1001)
+    corrupted = torch.cat([prompts[:, :1], other[:, 1:21], prompts[:, 21:]], dim=1)
+    by_hand = heads.circuit_faithfulness(specimen, found.edges, prompts, corrupted, task="induction")
+    seed = next(h for h in found.held_out if h.prompts == "another seed")
+    assert (seed.count, seed.length) == (20, 41)
+    assert seed.faithfulness == pytest.approx(by_hand, abs=1e-5)  # the same runs, another batch: float32 rounding
+    assert seed.low <= seed.faithfulness <= seed.high  # the set's value lies within its prompts' (measured: 1.000)
+    assert found.found_on.faithfulness == found.faithfulness and found.found_on.count == 20
+
+
+def kl_measure(clean_logits: torch.Tensor):
+    """Minus KL(clean run || this run) on the repeated half from its second token, averaged over positions and
+    prompts, written here from the definition."""
+    half = (clean_logits.shape[1] - 1) // 2
+    p = torch.softmax(clean_logits[:, half + 1 : -1].float(), -1)
+
+    def measure(logits):
+        q = torch.softmax(logits[:, half + 1 : -1].float(), -1)
+        return -(p * (p.log() - q.log())).sum(-1).mean()
+
+    return measure
+
+
+def test_the_kl_metric_is_the_kl_divergence_to_the_clean_run(specimen):
+    task = circuit_tasks.induction_task(specimen, count=6, half=8, seed=3)
+    ablated = ablated_by(specimen, task, "mean")
+    measure = kl_measure(written_by(specimen, task.clean)["logits"])
+    by_hand = SimpleNamespace(clean=task.clean, measure=measure)
+    none = float(measure(everything_ablated(specimen, ablated).expand(len(task.clean), -1, -1)))
+    expected = (hand_made_metric(specimen, by_hand, ablated) - none) / (0.0 - none)  # the model's own KL is 0
+    the_graph = graph.graph_of(specimen.config)
+    edges = [the_graph.edge_name(s, r) for s, r in the_graph.exists.nonzero().tolist()]
+    kept = [edge for edge in edges if edge not in DROPPED]
+    found = heads.circuit_faithfulness(specimen, kept, prompts=6, half=8, seed=3, metric="kl divergence")
+    assert found == pytest.approx(expected, abs=1e-4)  # KLs of ~0.1 to ~3 from float32 passes in other orders
+    assert found < 0.9  # the dropped edges matter under KL too
+    with pytest.raises(InstrumentError, match="'log-probability', 'logit difference' or 'kl divergence'"):
+        heads.circuit_faithfulness(specimen, kept, prompts=6, half=8, metric="kl")
+
+
+def test_mean_ablation_over_a_separate_set_puts_in_that_sets_mean(specimen):
+    """mean_ids: the mean over those prompts, not the circuit's own: given the prompts themselves, the faithfulness is
+    the default's; given another set, it is the hand-made circuit's with that set's mean outputs (this file's
+    own hooks); of another length, refused."""
+    task = circuit_tasks.induction_task(specimen, count=6, half=8, seed=3)
+    other = circuit_tasks.induction_task(specimen, count=5, half=8, seed=7).clean
+    the_graph = graph.graph_of(specimen.config)
+    kept = [the_graph.edge_name(s, r) for s, r in the_graph.exists.nonzero().tolist()]
+    kept = [edge for edge in kept if edge not in DROPPED]
+    given = dict(prompts=6, half=8, seed=3)
+    same = heads.circuit_faithfulness(specimen, kept, mean_ids=task.clean, **given)
+    assert same == pytest.approx(heads.circuit_faithfulness(specimen, kept, **given), abs=1e-5)
+    outputs = written_by(specimen, other)
+    ablated = {name: outputs[name].mean(dim=0, keepdim=True) for name in senders_of(specimen)}
+    full = float(task.measure(written_by(specimen, task.clean)["logits"]))
+    none = float(task.measure(everything_ablated(specimen, ablated).expand(len(task.clean), -1, -1)))
+    expected = (hand_made_metric(specimen, task, ablated) - none) / (full - none)
+    separate = heads.circuit_faithfulness(specimen, kept, mean_ids=other, **given)
+    assert separate == pytest.approx(expected, abs=1e-4) and abs(separate - same) > 1e-3  # another mean, another value
+    with pytest.raises(InstrumentError, match="the separate set needs the prompts' length"):
+        heads.circuit_faithfulness(specimen, kept, mean_ids=other[:, :9], **given)

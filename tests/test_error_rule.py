@@ -253,6 +253,8 @@ MISTAKES = {
         (dict(task="text", text="emma", corrupted_text="em"), "give a corrupted text of the same token count"),
         (dict(task="text", text="emma", corrupted_text="emma"), "The corrupted text is the text itself"),
         (dict(task="text", text="emma", corrupted_text="emmy", prompts=1), "ablate to the corrupted text"),
+        (dict(metric="acdc"), "metric must be 'log-probability', 'logit difference' or 'kl divergence', got 'acdc'"),
+        (dict(normalise="clean"), "normalise must be 'ablated' or 'corrupted', got 'clean'"),
     ],
     "/exercises": [
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),

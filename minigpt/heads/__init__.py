@@ -23,12 +23,11 @@ Modules: `recorded_pass` (the pass), `hooks` (hooks on the model's modules for t
 importance), `role_scores` (head roles, the one definition of induction, the induction probe), `comparison` (two texts'
 maps), `attribution` (direct logit attribution),
 `patching` (activation and path patching), `weights` (per-head weights, composition, QK and OV circuits; `circuits`
-names these three modules' instruments in one place, as it always did), `graph`, `circuit_tasks`, `edge_attribution`
-and `discovery` (the circuit found: the graph of senders and receivers, prompt sets and their metrics, EAP and EAP-IG
-scores, the search and its exact check; `eap_json`, a found circuit in EAP-IG's graph JSON layout and back), `steps`
-and `block_steps` (the block step by step), `shapes` (the shape
-trace), `metrics` (head metrics over a corpus), `role_log` (roles at each evaluation and weight snapshots, for training
-runs).
+names these three modules' instruments in one place, as it always did), `graph`, `circuit_tasks`, `edge_attribution`,
+`exact_runs` and `discovery` (the circuit found: the graph of senders and receivers, prompt sets and their metrics,
+EAP and EAP-IG scores, exact runs, the search, held-out checks and the minimal circuit; `eap_json`, a found circuit in
+EAP-IG's graph JSON layout and back), `steps` and `block_steps` (the block step by step), `shapes` (the shape trace),
+`metrics` (head metrics over a corpus), `role_log` (roles at each evaluation and weight snapshots, for training runs).
 """
 
 from minigpt.heads.ablation import ablated_pass, ablation_values, head_importance, head_mask, heads_ablated

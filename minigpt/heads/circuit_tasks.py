@@ -9,20 +9,35 @@ behaviour) and the metric that measures the behaviour on a run's logits, average
   position, logit(the clean prompt's top-1 answer) - logit(the corrupted prompt's), the answers fixed by the model's
   own runs; a pair whose answers are the same is left out (nothing to restore).
 
+Metrics (`metric`), each measured where the task measures (induction: the repeated half from its second token;
+pairs: the last position) and averaged over those positions, then over prompts:
+- "log-probability": of the clean prompt's next token (induction's default);
+- "logit difference": logit(the clean prompt's answer) - logit(the corrupted prompt's) (pairs' default); on the
+  induction task the corrupted prompt's answer is the token its own first half would have copied there;
+- "kl divergence": minus KL(clean run || this run) over the next-token distribution (ACDC's), so that, like the
+  others, higher is closer to the model (the model itself scores 0). It needs the clean run's log-probabilities
+  (`Task.reference`), which `exact_runs.setting_of` records.
+
 Ids: a (T,) list or tensor for one prompt, a list of lists or an (N, T) tensor for a set.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch.nn import functional as F
 
-from minigpt.heads.errors import InstrumentError, checked_count, checked_ids
+from minigpt.heads.errors import InstrumentError, checked_count, checked_ids, shortened
 from minigpt.heads.prompts import repeated_tokens
 from minigpt.heads.runs import last_logits
 
 TASKS = ("induction", "pairs")
-METRICS = {"induction": "log-probability of the repeated half", "pairs": "logit difference"}
+METRICS = ("log-probability", "logit difference", "kl divergence")
+DEFAULT_METRICS = {"induction": "log-probability", "pairs": "logit difference"}
+WHERE = {"induction": "of the repeated half", "pairs": "at the last position"}
+
+
+class NoDifference(InstrumentError):
+    """No pair's answer changes between its clean and corrupted text."""
 
 
 @dataclass
@@ -34,22 +49,53 @@ class Task:
     corrupted: torch.Tensor  # (N, T) long
     answers: torch.Tensor | None  # (N, 2) the clean and corrupted answers of each pair ("pairs"), else None
     left_out: int = 0  # pairs left out: the same answer after both texts
+    metric_name: str = ""  # one of METRICS; empty: the task's default
+    reference: torch.Tensor | None = field(default=None, repr=False)  # (N, P, V) the clean run's log-probabilities
+
+    def __post_init__(self):
+        self.metric_name = self.metric_name or DEFAULT_METRICS[self.name]
 
     @property
     def metric(self) -> str:
-        return METRICS[self.name]
+        """The metric in words: "log-probability of the repeated half" (induction's default), "logit difference at
+        the last position"..."""
+        if (self.name, self.metric_name) == ("pairs", "logit difference"):
+            return "logit difference"  # the pairs task's own, as it always read
+        return (
+            f"{'KL divergence to the clean run' if self.metric_name == 'kl divergence' else self.metric_name} "
+            + (WHERE[self.name])
+        )
+
+    def measured(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(N, P, V) the logits at the measured positions and (N, P, 2) the clean and corrupted answers there."""
+        if self.name == "pairs":
+            return logits[:, -1:], self.answers.to(logits.device)[:, None]
+        half = (self.clean.shape[1] - 1) // 2
+        clean = self.clean[:, half + 2 :]  # the second copy's tokens, its first left out
+        copied = self.corrupted[:, 2 : half + 1]  # what the corrupted prompt's first half has in their place
+        return logits[:, half + 1 : -1], torch.stack([clean, copied], -1).to(logits.device)
+
+    def measure_each(self, logits: torch.Tensor) -> torch.Tensor:
+        """(N,) the metric of each prompt (differentiable) from a run's logits on the prompts: (N, T, V)."""
+        logits, answers = self.measured(logits.float())
+        if self.metric_name == "logit difference":
+            return (logits.gather(-1, answers[..., :1]) - logits.gather(-1, answers[..., 1:]))[..., 0].mean(-1)
+        log_probs = F.log_softmax(logits, dim=-1)
+        if self.metric_name == "log-probability":
+            return log_probs.gather(-1, answers[..., :1])[..., 0].mean(-1)
+        if self.reference is None:
+            raise InstrumentError("The KL divergence needs the clean run's log-probabilities: measure in a setting.")
+        reference = self.reference.to(log_probs.device)
+        return -(reference.exp() * (reference - log_probs)).sum(-1).mean(-1)
 
     def measure(self, logits: torch.Tensor) -> torch.Tensor:
         """The metric (a 0-dim tensor, differentiable) of a run's logits on the prompts: (N, T, V)."""
-        logits = logits.float()
-        if self.name == "pairs":
-            answers = self.answers.to(logits.device)
-            last = logits[:, -1]
-            return (last.gather(1, answers[:, :1]) - last.gather(1, answers[:, 1:])).mean()
-        half = (self.clean.shape[1] - 1) // 2
-        targets = self.clean[:, half + 2 :].to(logits.device)  # the second copy's tokens, its first left out
-        predicted = F.log_softmax(logits[:, half + 1 : -1], dim=-1)  # the positions that predict them
-        return predicted.gather(-1, targets[..., None]).mean()
+        return self.measure_each(logits).mean()
+
+    def referenced(self, clean_logits: torch.Tensor) -> None:
+        """Keep the clean run's log-probabilities at the measured positions (what the KL divergence reads)."""
+        if self.metric_name == "kl divergence":
+            self.reference = F.log_softmax(self.measured(clean_logits.float())[0], dim=-1).detach()
 
 
 def as_prompts(ids, vocab_size: int, name: str) -> torch.Tensor:
@@ -116,23 +162,38 @@ def pairs_task(model, clean_ids, corrupted_ids) -> Task:
     answers = torch.stack(logits.argmax(-1).chunk(2), dim=1)  # (N, 2)
     differ = answers[:, 0] != answers[:, 1]
     if not differ.any():
-        raise InstrumentError(
+        raise NoDifference(
             "After every pair the model's top next token is the same for the clean and the corrupted text: there is "
             "no difference for a circuit to carry. Change the corrupted texts so that the answer changes."
         )
     return Task("pairs", clean[differ], corrupted[differ], answers[differ], int((~differ).sum()))
 
 
-def task_of(model, clean_ids, corrupted_ids, task: str | None, count: int, half: int, seed: int) -> Task:
-    """The task a call names: "pairs" when corrupted texts are given, else "induction", unless `task` says."""
+def checked_metric(metric: str | None) -> None:
+    if metric is not None and metric not in METRICS:
+        raise InstrumentError(
+            f"metric is 'log-probability', 'logit difference' or 'kl divergence' (or None: the task's own), not "
+            f"{shortened(metric)}."
+        )
+
+
+def task_of(
+    model, clean_ids, corrupted_ids, task: str | None, count: int, half: int, seed: int, metric: str | None = None
+) -> Task:
+    """The task a call names: "pairs" when corrupted texts are given, else "induction", unless `task` says; measured
+    by `metric` (None: the task's own)."""
+    checked_metric(metric)
     task = task if task is not None else ("pairs" if corrupted_ids is not None else "induction")
     if task not in TASKS:
         raise InstrumentError(f"The task is 'induction' or 'pairs', not {task!r}.")
     if task == "induction":
-        return induction_task(model, clean_ids, corrupted_ids, count, half, seed)
-    if clean_ids is None or corrupted_ids is None:
+        found = induction_task(model, clean_ids, corrupted_ids, count, half, seed)
+    elif clean_ids is None or corrupted_ids is None:
         raise InstrumentError("The pairs task takes clean texts and corrupted texts of the same lengths.")
-    return pairs_task(model, clean_ids, corrupted_ids)
+    else:
+        found = pairs_task(model, clean_ids, corrupted_ids)
+    found.metric_name = metric or found.metric_name
+    return found
 
 
 __all__ = ["METRICS", "TASKS", "Task", "induction_task", "pairs_task", "task_of"]

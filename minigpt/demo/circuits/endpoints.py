@@ -8,9 +8,11 @@ from minigpt.demo.circuits import measures
 from minigpt.demo.circuits.circuit_walk import circuit_walk, needed_heads
 from minigpt.demo.circuits.find_circuit import FoundCache, checked_options, induction_answer, text_answer
 from minigpt.demo.circuits.head_circuit import head_circuit
+from minigpt.demo.core.models import split_snapshot_name
 from minigpt.demo.core.per_model import PerModel
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.texts import TextView
+from minigpt.demo.head_finder.corpus import default_corpus
 from minigpt.errors import VisitorError, shortened
 
 
@@ -108,6 +110,13 @@ class Circuits:
         text = clean.lm.tokenizer.decode(ids[1:], skip_special_tokens=False)
         return self.view(text, clean.lm.name, "corrupted text"), f"Corrupted text: “{text}”. {note}"
 
+    def corpus_windows(self, lm) -> list[list[int]]:
+        """The model's own text (the Head Finder's default corpus, built once a model): the natural text the found
+        circuit is checked on."""
+        base, _ = split_snapshot_name(lm.name)
+        source = self.state.picker.sources[base]
+        return self.state.head_metrics.default_corpus(lm.name, lambda: default_corpus(lm, source)).windows
+
     def composition(self, model: str | None = None) -> dict:
         """Q, K and V composition scores of every earlier head into every later one (layer x head x layer x head,
         layer norm weights folded), the random baseline of this width, and the edges above it, strongest first."""
@@ -140,18 +149,22 @@ class Circuits:
         ablation: str = "mean",
         method: str = "eap-ig",
         target: float = 0.9,
+        metric: str = "",
+        normalise: str = "ablated",
     ) -> dict:
         """The circuit found, not told: every edge of the model's graph (embed, each head's q, k, v and output, each
         MLP, the logits) scored on a prompt set by `method` (eap-ig or eap), the fewest top edges kept whose exact run
         keeps `target` of the behaviour, every other edge ablated (`ablation`: mean over the prompts, or the corrupted
         prompt's output). `task` induction: random tokens written twice (the text is not read); text: `text` against
         `corrupted_text` (empty: one token changed for you), with variants of the pair. `prompts` 0: as many as fit.
-        Answers the edges, faithfulness, kept and total edges and heads, and the faithfulness at a set of k (top k
-        edges kept) for a slider."""
-        task, options = checked_options(task, prompts, ablation, method, target)
+        Answers the edges, faithfulness, kept and total edges and heads, the faithfulness at a set of k (top k edges
+        kept) for a slider, the faithfulness on held-out prompt sets, and the minimal circuit pruned from the found one
+        with what each part adds. `metric`: log-probability, logit difference or kl divergence (empty: the task's
+        own); `normalise`: 'ablated' (against every edge ablated) or 'corrupted' (against the corrupted run)."""
+        task, options = checked_options(task, prompts, ablation, method, target, metric, normalise)
         if task == "induction":
             lm = self.state.picker.get(model or self.state.names_default)
-            return induction_answer(lm, options, self.found, self.state.cores)
+            return induction_answer(lm, options, self.found, self.state.cores, lambda: self.corpus_windows(lm))
         view = self.view(text, model)
         corrupted, note = self.corrupted_view(view, corrupted_text)
         return text_answer(view, corrupted, note, options, self.found, self.state.cores)

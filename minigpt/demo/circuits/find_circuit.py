@@ -14,6 +14,7 @@ refused with what to change. Answers are kept per (model, task, prompts, options
 computes each once under concurrent asks. No Gradio here."""
 
 import functools
+from dataclasses import asdict
 from types import SimpleNamespace
 
 import torch
@@ -25,12 +26,16 @@ from minigpt.demo.core.kept_answers import KeptAnswers
 from minigpt.demo.core.prompt_sets import MAX_PROMPTS, described, ordinary_tokens, text_variants
 from minigpt.errors import VisitorError, shortened
 from minigpt.heads import circuit_to_eap_json, faithfulness_curve, find_circuit, repeated_tokens
-from minigpt.heads.discovery import indices_of, mask_of, read_parts
+from minigpt.heads.discovery import indices_of, mask_of
+from minigpt.heads.exact_runs import read_parts
 from minigpt.heads.graph import graph_of
 
 TASKS = ("induction", "text")
 ABLATIONS = ("mean", "corrupted")
 METHODS = ("eap-ig", "eap")
+METRICS = ("log-probability", "logit difference", "kl divergence")
+NORMALISATIONS = ("ablated", "corrupted")
+OPTIONS = ("method", "ablation", "target", "metric", "normalise")  # what an answer is kept by, besides the prompts
 INDUCTION_PROMPTS = 20  # the induction task's prompts when the page leaves the count to the server
 MAX_INDUCTION_PROMPTS = 64
 INDUCTION_HALF = 20  # tokens in each copy (fewer where the context or the budget is shorter)
@@ -39,7 +44,8 @@ EDGE_WORK = 2.5e9  # edges x tokens x width of a prompt set: GPT-2 small's shape
 MAX_KS = 16  # points of the faithfulness curve (one exact run each)
 MAX_DRAWN = 200  # the top edges of the ranking the answer lists (the page draws at most these)
 KEPT_ANSWERS = 16  # answers kept, all models together
-PASSES = 40  # about the passes of the prompt set one answer takes (search, curve, scores): the cores' share
+MINIMAL_RUNS = 160  # exact runs of a prompt set the minimal circuit's pruning may take (about 80 on the specimen)
+PASSES = 40 + MINIMAL_RUNS  # about the passes of the prompt set one answer takes: the cores' share
 
 
 def choice(name: str, value, allowed: tuple[str, ...]) -> str:
@@ -126,12 +132,41 @@ def text_count(lm, length: int, asked: int, ablation: str) -> int:
     return count
 
 
-def induction_prompts(lm, count: int, half: int) -> tuple[torch.Tensor, torch.Tensor]:
+def induction_prompts(lm, count: int, half: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Random ordinary tokens written twice after the start token (seeded), and each corrupted by another first half."""
     tokens = ordinary_tokens(lm)
-    clean = repeated_tokens(tokens, lm.boundary_id, count, half, seed=0)
-    other = repeated_tokens(tokens, lm.boundary_id, count, half, seed=1)[:, 1 : half + 1]
+    clean = repeated_tokens(tokens, lm.boundary_id, count, half, seed=seed)
+    other = repeated_tokens(tokens, lm.boundary_id, count, half, seed=seed + 1)[:, 1 : half + 1]
     return clean, torch.cat([clean[:, :1], other, clean[:, half + 1 :]], dim=1)
+
+
+def natural_prompts(lm, windows: list[list[int]], count: int, half: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Natural text written twice: the model's own corpus (`windows`, its start tokens left out) cut into pieces of
+    `half` tokens, each after the start token and written twice, corrupted by the next piece in its first half; None
+    where the corpus holds fewer than three pieces."""
+    stream = [t for window in windows for t in window if t != lm.boundary_id]
+    pieces = [stream[i * half : (i + 1) * half] for i in range(min(count + 1, len(stream) // half))]
+    if len(pieces) < 3:
+        return None
+    start = [lm.boundary_id]
+    clean = [start + piece + piece for piece in pieces[:-1]]
+    corrupted = [start + other + piece for piece, other in zip(pieces[:-1], pieces[1:])]
+    return torch.tensor(clean, device="cpu"), torch.tensor(corrupted, device="cpu")  # the ids, wherever the model is
+
+
+def induction_held_out(lm, count: int, half: int, windows) -> dict:
+    """The induction task's held-out sets: another seed, half and twice the tokens a copy (where they fit the
+    context and the budget), and the model's own text written twice (where its corpus is given)."""
+    budget, longest = token_budget(lm.model.config), (lm.block_size - 1) // 2
+    sets = {}
+    for name, size, seed in (("another seed", half, 1000), ("shorter", half // 2, 1002), ("longer", 2 * half, 1004)):
+        if 2 <= size <= longest and count * (2 * size + 1) <= budget:
+            clean, corrupted = induction_prompts(lm, count, size, seed)
+            sets[name] = (clean, corrupted)
+    natural = natural_prompts(lm, windows, count, half) if windows else None
+    if natural is not None:
+        sets["natural text"] = natural
+    return sets
 
 
 # ---- the answer -----------------------------------------------------------------------------------------------------
@@ -178,6 +213,18 @@ def eap_graph(found, model) -> dict | None:
     return circuit_to_eap_json(found, model) if found.total_edges <= MAX_DRAWN else None
 
 
+def minimal_json(minimal, rank: dict) -> dict:
+    """The minimal circuit: its edges (with their rank in the ranking), heads, faithfulness on each set, and what each
+    part adds, the largest first."""
+    edges = [edge_json(e, rank[(e.sender, e.receiver, e.input)]) for e in minimal.edges]
+    parts = sorted((asdict(p) for p in minimal.parts), key=lambda p: (p["kind"] != "head", -p["adds"]))
+    return {
+        "edges": edges, "heads": minimal.heads, "faithfulness": minimal.faithfulness,
+        "held_out": [asdict(h) for h in minimal.held_out], "parts": parts, "floors": minimal.floors,
+        "complete": minimal.complete, "runs": minimal.runs,
+    }  # fmt: skip
+
+
 def answer_of(lm, found, prompts: dict) -> dict:
     """The found circuit as JSON: its edges, the ranking's top MAX_DRAWN, the curve (the findings are the caller's,
     once the prompt set is described); `passes` are the finding's, the curve's runs (one a k) besides."""
@@ -205,19 +252,32 @@ def answer_of(lm, found, prompts: dict) -> dict:
         "found_k": found_k,
         "ranking": [edge_json(e, i) for i, e in enumerate(found.ranking[:MAX_DRAWN])],
         "curve": curve_points(lm.model, found, curve_ks(found_k, found.total_edges)),
-        "passes": {"forward": found.forward_passes, "backward": found.backward_passes},
+        "metric_name": found.metric_name,
+        "normalise": found.normalise,
+        "base_metric": found.base_metric,
+        "found_on": asdict(found.found_on),
+        "held_out": [asdict(h) for h in found.held_out],
+        "minimal": minimal_json(found.minimal, rank),
+        "passes": {
+            "forward": found.forward_passes,
+            "backward": found.backward_passes,
+            "held_out": found.held_out_passes,
+            "minimal": found.minimal.runs,
+        },
         "prompt_ids": {"clean": found.clean.tolist(), "corrupted": found.corrupted.tolist()},
         "eap_graph": eap_graph(found, lm.model),
     }
 
 
-def found_answer(lm, clean, corrupted, task: str, options: dict, prompts: dict, cores) -> dict:
-    """heads.find_circuit on the prompt set (the library's "induction" or "pairs" task), answered as JSON."""
+def found_answer(lm, clean, corrupted, task: str, options: dict, prompts: dict, cores, held_out: dict) -> dict:
+    """heads.find_circuit on the prompt set (the library's "induction" or "pairs" task), checked on the `held_out`
+    sets and pruned to its minimal circuit, answered as JSON."""
     model = lm.model
     with cores.threads_for(pass_work(model.config, clean.numel()) * PASSES):
         found = find_circuit(
             model, clean, corrupted, task="induction" if task == "induction" else "pairs",
-            method=options["method"], ablation=options["ablation"], target=options["target"],
+            method=options["method"], ablation=options["ablation"], target=options["target"], held_out=held_out,
+            max_runs=MINIMAL_RUNS, metric=options["metric"] or None, normalise=options["normalise"],
         )  # fmt: skip
         return answer_of(lm, found, prompts)
 
@@ -233,14 +293,17 @@ class FoundCache(KeptAnswers):
         return dict(super().get(key, compute))
 
 
-def induction_answer(lm, options: dict, cache: FoundCache, cores) -> dict:
+def induction_answer(lm, options: dict, cache: FoundCache, cores, windows=None) -> dict:
+    """The induction task, checked on held-out sets (`windows`: a callable giving the model's own corpus for the
+    natural text set, or None)."""
     count, half = induction_shape(lm, options["prompts"], options["ablation"])
-    key = (lm.name, id(lm.model), "induction", count, half, *(options[o] for o in ("method", "ablation", "target")))
+    key = (lm.name, id(lm.model), "induction", count, half, *(options[o] for o in OPTIONS))
 
     def compute():
         clean, corrupted = induction_prompts(lm, count, half)
         what = f"{count} prompts of {half} random tokens written twice"
-        found = found_answer(lm, clean, corrupted, "induction", options, {"described": what}, cores)
+        held_out = induction_held_out(lm, count, half, windows() if windows else None)
+        found = found_answer(lm, clean, corrupted, "induction", options, {"described": what}, cores, held_out)
         found.update(task="induction", ids=None, notes=[])
         found["findings"] = found_findings(found)
         return found
@@ -260,12 +323,15 @@ def text_answer(view, corrupted, note: str | None, options: dict, cache: FoundCa
     if list(corrupted_ids) == list(view.ids):
         raise VisitorError("The corrupted text is the text itself: change a token the answer depends on.")
     count = text_count(lm, len(view.ids), options["prompts"], options["ablation"])
-    options_key = tuple(options[o] for o in ("method", "ablation", "target"))
+    options_key = tuple(options[o] for o in OPTIONS)
     key = (lm.name, id(lm.model), "text", tuple(view.ids), tuple(corrupted_ids), count, *options_key)
 
     def compute():
-        pairs = text_variants(lm, [list(view.ids), list(corrupted_ids)], count)
-        found = found_answer(lm, pairs[:, 0], pairs[:, 1], "text", options, {}, cores)
+        texts = [list(view.ids), list(corrupted_ids)]
+        pairs = text_variants(lm, texts, count)
+        other = text_variants(lm, texts, count + 1, seed=1)[1:]  # other variants: the text itself left out
+        held_out = {"other variants": (other[:, 0], other[:, 1])}
+        found = found_answer(lm, pairs[:, 0], pairs[:, 1], "text", options, {}, cores, held_out)
         found["prompts"]["described"] = described(found["prompts"]["count"], found["prompts"]["left_out"])
         found.update(view.about, task="text", text=view.text, corrupted_text=corrupted_text)
         found["findings"] = found_findings(found)
@@ -274,12 +340,14 @@ def text_answer(view, corrupted, note: str | None, options: dict, cache: FoundCa
     return {**cache.get(key, compute), "notes": [note] if note else []}
 
 
-def checked_options(task, prompts, ablation, method, target) -> tuple[str, dict]:
+def checked_options(task, prompts, ablation, method, target, metric="", normalise="ablated") -> tuple[str, dict]:
     """The task and the options of a `find_circuit` call, as a visitor typed them, checked before any pass runs."""
     task = choice("task", task, TASKS)
     options = dict(
         prompts=checked_prompts(prompts, task), ablation=choice("ablation", ablation, ABLATIONS),
         method=choice("method", method, METHODS), target=checked_target(target),
+        metric=choice("metric", metric, METRICS) if str(metric or "").strip() else "",  # empty: the task's own
+        normalise=choice("normalise", normalise, NORMALISATIONS),
     )  # fmt: skip
     if options["prompts"] == 1 and options["ablation"] == "mean":
         raise VisitorError(

@@ -206,6 +206,61 @@ def eap_download(answer: dict) -> str:
     )
 
 
+def cell(measured: dict | None) -> str:
+    if measured is None:
+        return "<td>–</td>"
+    spread = f"({measured['low']:.2f} to {measured['high']:.2f})"
+    return f'<td>{measured["faithfulness"]:.3f} <span class="range">{spread}</span></td>'
+
+
+def faithfulness_table(answer: dict) -> str:
+    """The found circuit and the minimal one, side by side on each prompt set: found on, then held out."""
+    minimal = answer.get("minimal")
+    if not answer.get("found_on"):
+        return ""
+    sets = [answer["found_on"], *answer.get("held_out", [])]
+    pruned = {h["prompts"]: h for h in minimal["held_out"]} if minimal else {}
+    if minimal:
+        pruned["found on"] = {**answer["found_on"], "faithfulness": minimal["faithfulness"], "low": float("nan")}
+    rows = "".join(
+        f"<tr><th>{esc(m['prompts'])}{' (held out)' if m['prompts'] != 'found on' else ''}</th>"
+        f"<td>{m['count']} × {m['length']}</td>{cell(m)}"
+        + (
+            f"<td>{pruned['found on']['faithfulness']:.3f}</td>"
+            if m["prompts"] == "found on" and minimal
+            else cell(pruned.get(m["prompts"]))
+            if minimal
+            else ""
+        )
+        + "</tr>"
+        for m in sets
+    )
+    minimal_head = f"<th>minimal circuit ({len(minimal['edges'])} edges)</th>" if minimal else ""
+    return (
+        '<div class="scroll"><table class="faithfulness-sets"><caption>Faithfulness on the prompts it was found on '
+        "and on held-out prompts (each prompt's range in brackets)</caption><tr><th>prompts</th><th>count × tokens</th>"
+        f"<th>found circuit ({answer['kept_edges']} edges)</th>{minimal_head}</tr>{rows}</table></div>"
+    )
+
+
+def parts_table(answer: dict) -> str:
+    """What each part of the minimal circuit adds: the faithfulness lost without it, and where it is needed."""
+    minimal = answer.get("minimal")
+    if not minimal or not minimal["parts"]:
+        return ""
+    rows = "".join(
+        f"<tr><td>{esc(p['name'])}</td><td>{p['kind']}</td><td>{p['adds']:+.3f}</td><td>{esc(p['needed_on'])}</td></tr>"
+        for p in minimal["parts"]
+    )
+    return (
+        f"<details open><summary>The minimal circuit's {len(minimal['heads'])} heads and {len(minimal['edges'])} "
+        "edges: what each adds</summary>"
+        '<div class="scroll"><table class="parts"><tr><th>part</th><th>kind</th><th>faithfulness lost without it '
+        "(found-on prompts)</th><th>below the target without it on</th></tr>"
+        f"{rows}</table></div></details>"
+    )
+
+
 def found_circuit_html(answer: dict) -> str:
     """The findings, the graph at the found circuit's k, the slider and its curve, the scores on demand."""
     curve = answer["curve"]
@@ -232,5 +287,6 @@ def found_circuit_html(answer: dict) -> str:
         f'<button type="button" class="found-button">Back to the circuit found (top {answer["found_k"]})</button>'
         f"{readout_html(answer, index)}<figure><figcaption>Faithfulness measured at each position of the slider (top "
         f"k edges kept; dashed: the target {answer['target']:.2f})</figcaption>{curve_svg(answer, index)}</figure>"
-        f'<p class="chosen-note" hidden></p></div></div>{edges_table(answer)}{eap_download(answer)}</div>'
+        f'<p class="chosen-note" hidden></p></div></div>{faithfulness_table(answer)}{parts_table(answer)}'
+        f"{edges_table(answer)}{eap_download(answer)}</div>"
     )

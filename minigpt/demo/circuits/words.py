@@ -316,11 +316,16 @@ def kept_sentence(answer: dict) -> str:
     named = f" ({', '.join(heads)})" if heads and len(heads) <= 12 else ""
     reached = "" if answer["faithfulness"] >= answer["target"] else f", below the target {answer['target']:.2f}"
     return (
-        f"The circuit keeps {answer['kept_edges']} of the model's {answer['total_edges']} edges "
+        f"The top-k circuit keeps {answer['kept_edges']} of the model's {answer['total_edges']} edges "
         f"({share(answer['kept_edges'] / answer['total_edges'])}) and {len(heads)} of its {answer['total_heads']} "
         f"heads{named}. Its exact run keeps {share(answer['faithfulness'])} of the behaviour (faithfulness "
         f"{answer['faithfulness']:.3f}{reached}): the {answer['metric']} is {answer['model_metric']:.3f} for the "
-        f"model, {answer['ablated_metric']:.3f} with every edge ablated."
+        f"model, {answer['ablated_metric']:.3f} with every edge ablated"
+        + (
+            f", {answer['base_metric']:.3f} on the corrupted prompts, which the faithfulness is measured against."
+            if answer.get("normalise") == "corrupted"
+            else "."
+        )
     )
 
 
@@ -364,8 +369,55 @@ def writers_sentences(answer: dict) -> list[str]:
     return said
 
 
+def set_words(measured: dict) -> str:
+    """One prompt set's faithfulness and its spread over its prompts."""
+    return (
+        f"{measured['prompts']}, {measured['faithfulness']:.3f} ({measured['count']} prompts of {measured['length']} "
+        f"tokens, each prompt {measured['low']:.2f} to {measured['high']:.2f})"
+    )
+
+
+def held_out_sentence(answer: dict) -> str | None:
+    """The top-k circuit off the prompts it was found on."""
+    held = answer.get("held_out") or []
+    if not held:
+        return None
+    base = "every edge ablated" if answer.get("normalise", "ablated") == "ablated" else "the corrupted run"
+    low = min(held, key=lambda h: h["faithfulness"])
+    verdict = (
+        f"it holds off them (lowest: {low['prompts']})"
+        if low["faithfulness"] >= answer["target"]
+        else f"it falls below the target on {low['prompts']}"
+    )
+    return (
+        f"Faithfulness (normalised against {base}) on the prompts it was found on: {set_words(answer['found_on'])}; "
+        f"on prompts it was not found on: {'; '.join(set_words(h) for h in held)}: {verdict}."
+    )
+
+
+def minimal_sentence(answer: dict) -> str | None:
+    """The minimal circuit: what the model needs, and what each head adds."""
+    minimal = answer.get("minimal")
+    if not minimal:
+        return None
+    sets = ", ".join(["the found-on prompts"] + [h["prompts"] for h in minimal["held_out"]])
+    heads = [p for p in minimal["parts"] if p["kind"] == "head"]
+    adds = "; ".join(
+        f"{p['name']} adds {p['adds']:+.3f} on the found-on prompts"
+        + ("" if p["needed_on"] == "found on" else f" and is needed on {p['needed_on']}")
+        for p in heads
+    )
+    ended = "" if minimal["complete"] else " (the pruning stopped at its bound of exact runs: it may go further)"
+    return (
+        f"Pruned while it stays at the target on {sets}: the minimal circuit keeps {len(minimal['edges'])} edges and "
+        f"{len(minimal['heads'])} heads ({', '.join(minimal['heads']) or 'none'}), faithfulness "
+        f"{minimal['faithfulness']:.3f} on the found-on prompts{ended}. Without each of its heads: {adds or 'none'}."
+    )
+
+
 def found_findings(answer: dict) -> list[str]:
     """The sentences under the found circuit, in order."""
-    said = [measured_sentence(answer), kept_sentence(answer), *writers_sentences(answer)]
+    said = [measured_sentence(answer), kept_sentence(answer), held_out_sentence(answer), minimal_sentence(answer)]
+    said = [s for s in said if s] + writers_sentences(answer)
     strongest = strongest_sentence(answer)
     return said + ([strongest] if strongest else [])
