@@ -274,6 +274,9 @@ def test_the_kl_metric_is_the_kl_divergence_to_the_clean_run(specimen):
     assert found < 0.9  # the dropped edges matter under KL too
     with pytest.raises(InstrumentError, match="'log-probability', 'logit difference' or 'kl divergence'"):
         heads.circuit_faithfulness(specimen, kept, prompts=6, half=8, metric="kl")
+    # EAP's gradient at the clean run, where KL to the clean run is least, is zero: the pairing is refused by name
+    with pytest.raises(InstrumentError, match="use method 'eap-ig' with KL"):
+        heads.find_circuit(specimen, method="eap", metric="kl divergence", prompts=2, half=4)
 
 
 def test_mean_ablation_over_a_separate_set_puts_in_that_sets_mean(specimen):

@@ -333,6 +333,16 @@ def checked_search(method: str, ablation: str, target: float, steps: int, normal
     checked_count(max_runs, "max_runs", "the exact runs the minimal circuit's pruning may take", least=0)
 
 
+def checked_pairing(method: str, metric: str | None) -> None:
+    """EAP takes the gradient at the clean run, where the KL divergence to the clean run is at its minimum: its
+    gradient there is zero and every edge would score 0."""
+    if method == "eap" and metric == "kl divergence":
+        raise InstrumentError(
+            "EAP takes its gradient at the clean run, where the KL divergence to the clean run is least (its gradient "
+            "is zero there, so every edge would score 0): use method 'eap-ig' with KL, or another metric with EAP."
+        )
+
+
 def find_circuit(
     model, clean_ids=None, corrupted_ids=None, task: str | None = None, method: str = "eap-ig", steps: int = 5,
     ablation: str = "mean", target: float = 0.9, prompts: int = 20, half: int = 20, seed: int = 0,
@@ -353,6 +363,7 @@ def find_circuit(
     1 or `steps` forward and backward, about log2(edges) + 2 exact, then the held-out sets' and the pruning's
     (at most `max_runs` exact runs; 0: no pruning)."""
     checked_search(method, ablation, target, steps, normalise, max_runs)
+    checked_pairing(method, metric)
     found_task = task_of(model, clean_ids, corrupted_ids, task, prompts, half, seed, metric)
     setting, clean_out = setting_of(model, found_task, ablation, normalise, mean_ids)
     graph = setting.graph
