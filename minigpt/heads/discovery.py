@@ -290,13 +290,15 @@ def pruned(checks: Checks, graph: Graph, kept: torch.Tensor, scores: torch.Tenso
 
 def minimal_circuit(
     model, settings: list[tuple[str, Setting]], kept: torch.Tensor, scores: torch.Tensor, target: float,
-    held_out: list[Faithfulness], max_runs: int,
+    held_out: list[Faithfulness], max_runs: int, prune_on: int | None = None,
 ) -> MinimalCircuit:  # fmt: skip
-    """The top-k circuit `kept` pruned on the found-on set and the held-out ones (`held_out`: the top-k circuit's
-    faithfulness there, which sets the floors), within `max_runs` exact runs of a prompt set."""
+    """The top-k circuit `kept` pruned on the found-on set and the first `prune_on` held-out ones (None: all;
+    `held_out`: the top-k circuit's faithfulness there, which sets the floors), within `max_runs` exact runs of a
+    prompt set; the minimal circuit then measured once on every set."""
     graph = settings[0][1].graph
-    floors = [target] + [min(target, h.faithfulness - SLACK) for h in held_out]
-    checks = Checks(model, settings, floors, max_runs)
+    held = held_out if prune_on is None else held_out[:prune_on]
+    floors = [target] + [min(target, h.faithfulness - SLACK) for h in held]
+    checks = Checks(model, settings[: len(floors)], floors, max_runs)
     try:
         kept, added = pruned(checks, graph, kept, scores)
         complete = True
@@ -347,6 +349,7 @@ def find_circuit(
     model, clean_ids=None, corrupted_ids=None, task: str | None = None, method: str = "eap-ig", steps: int = 5,
     ablation: str = "mean", target: float = 0.9, prompts: int = 20, half: int = 20, seed: int = 0,
     metric: str | None = None, normalise: str = "ablated", mean_ids=None, held_out=None, max_runs: int = 400,
+    prune_on: int | None = None,
 ) -> FoundCircuit:  # fmt: skip
     """The fewest top-scored edges that keep `target` of the behaviour, with their faithfulness measured exactly, on
     the prompts they were found on and on held-out ones, and the minimal circuit pruned from them.
@@ -361,7 +364,8 @@ def find_circuit(
     every edge ablated ("ablated") or the plain run on the corrupted prompts ("corrupted", EAP-IG's code's).
     `held_out`: the prompt sets it is checked on besides (see `held_out_tasks`; {}: none). Passes: 1 or 2 recorded,
     1 or `steps` forward and backward, about log2(edges) + 2 exact, then the held-out sets' and the pruning's
-    (at most `max_runs` exact runs; 0: no pruning)."""
+    (at most `max_runs` exact runs; 0: no pruning; held to the found-on set and the first `prune_on` held-out sets,
+    None: all, and measured on every set)."""
     checked_search(method, ablation, target, steps, normalise, max_runs)
     checked_pairing(method, metric)
     found_task = task_of(model, clean_ids, corrupted_ids, task, prompts, half, seed, metric)
@@ -381,7 +385,8 @@ def find_circuit(
     held_out_passes = sum(other.forward_passes for _, other in others)
     minimal = None
     if max_runs:
-        minimal = minimal_circuit(model, [("found on", setting), *others], kept, scores, target, held, max_runs)
+        settings = [("found on", setting), *others]
+        minimal = minimal_circuit(model, settings, kept, scores, target, held, max_runs, prune_on)
     edges = [edge_of(graph, s, r, float(scores[s, r])) for s, r in order if kept[s, r]]
     heads = [node_name(graph.senders[s]) for s in kept_heads(graph, kept)]
     return FoundCircuit(

@@ -155,17 +155,17 @@ def natural_prompts(lm, windows: list[list[int]], count: int, half: int) -> tupl
 
 
 def induction_held_out(lm, count: int, half: int, windows) -> dict:
-    """The induction task's held-out sets: another seed, half and twice the tokens a copy (where they fit the
-    context and the budget), and the model's own text written twice (where its corpus is given)."""
+    """The induction task's held-out sets: the model's own text written twice (where its corpus is given), another
+    seed, half and twice the tokens a copy (where they fit the context and the budget)."""
     budget, longest = token_budget(lm.model.config), (lm.block_size - 1) // 2
-    sets = {}
+    natural = natural_prompts(lm, windows, count, half) if windows else None
+    # The first set is the one the minimal circuit is pruned on besides its own (`prune_on=1`): the model's own text
+    # where there is one, the farthest from the random tokens it was found on; the others are measured once.
+    sets = {} if natural is None else {"natural text": natural}
     for name, size, seed in (("another seed", half, 1000), ("shorter", half // 2, 1002), ("longer", 2 * half, 1004)):
         if 2 <= size <= longest and count * (2 * size + 1) <= budget:
             clean, corrupted = induction_prompts(lm, count, size, seed)
             sets[name] = (clean, corrupted)
-    natural = natural_prompts(lm, windows, count, half) if windows else None
-    if natural is not None:
-        sets["natural text"] = natural
     return sets
 
 
@@ -277,7 +277,7 @@ def found_answer(lm, clean, corrupted, task: str, options: dict, prompts: dict, 
         found = find_circuit(
             model, clean, corrupted, task="induction" if task == "induction" else "pairs",
             method=options["method"], ablation=options["ablation"], target=options["target"], held_out=held_out,
-            max_runs=MINIMAL_RUNS, metric=options["metric"] or None, normalise=options["normalise"],
+            max_runs=MINIMAL_RUNS, metric=options["metric"] or None, normalise=options["normalise"], prune_on=1,
         )  # fmt: skip
         return answer_of(lm, found, prompts)
 
