@@ -428,6 +428,9 @@ def test_an_answer_is_revealed_and_the_progress_survives_a_reload(page_url):
         writer = page.locator('#exercise-set .exercise[data-type="writer"]')
         expect(writer).to_be_visible()
         expect(page.locator("#exercise-set .exercise")).to_have_count(3)  # the writer; two heads ablated
+        # A question's id is in its link and data-id for a teacher, never in the words a learner reads
+        question_id = writer.get_attribute("data-id")
+        assert question_id and question_id not in writer.inner_text()
         writer.locator('button[data-answer="1.1"]').click()
         expect(writer.locator('button[data-answer="1.1"]')).to_have_attribute("aria-pressed", "true")
         writer.locator(".ex-check").click()
