@@ -254,6 +254,13 @@ def test_choice_questions_are_graded_by_the_librarys_path_patching_and_ov_circui
     options = [c["value"] for c in ov["answer_with"]["choices"]]
     right = [option for option in options if graded(client, text, ov, option)["correct"]]
     assert len(options) == 4 and right == token_labels(tokenizer, [int(row.argmax())])
+    # Its premise is the head's own weights: the key it reads most from the last token (the start token aside) and
+    # that weight, as the model's output_attentions give them (printed to 2 decimals).
+    with torch.no_grad():
+        weights = specimen(torch.tensor([ids]), output_attentions=True).attentions[layer][0, head, -1]
+    position = 1 + int(weights[1:].argmax())
+    assert ov["parameters"]["position"] == position and ov["parameters"]["source"] == ids[position]
+    assert f"weight on token {position} " in ov["prompt"] and f": {float(weights[position]):.2f}, measured" in ov["prompt"]
 
 
 def test_the_lessons_question_is_the_exercises_question_on_the_walks_first_pair(client, asked):
@@ -421,6 +428,9 @@ def test_an_answer_is_revealed_and_the_progress_survives_a_reload(page_url):
         writer = page.locator('#exercise-set .exercise[data-type="writer"]')
         expect(writer).to_be_visible()
         expect(page.locator("#exercise-set .exercise")).to_have_count(3)  # the writer; two heads ablated
+        # A question's id is in its link and data-id for a teacher, never in the words a learner reads
+        question_id = writer.get_attribute("data-id")
+        assert question_id and question_id not in writer.inner_text()
         writer.locator('button[data-answer="1.1"]').click()
         expect(writer.locator('button[data-answer="1.1"]')).to_have_attribute("aria-pressed", "true")
         writer.locator(".ex-check").click()

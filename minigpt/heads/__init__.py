@@ -49,6 +49,7 @@ from minigpt.heads.role_scores import (
     induction_probe,
     induction_scores,
     measured_roles,
+    offset_scores,
     probed_induction,
     role_score,
     top_heads,
@@ -83,12 +84,13 @@ __all__ = [
     "head_importance",
     "head_mask",
     "heads_ablated",
-    # Head roles: previous token, first token, self, induction
+    # Head roles: previous token, k tokens back, first token, self, same token, induction
     "head_roles",
     "induction_pattern",
     "induction_probe",
     "induction_scores",
     "measured_roles",
+    "offset_scores",
     "probed_induction",
     "role_score",
     "top_heads",

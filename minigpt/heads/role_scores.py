@@ -41,6 +41,18 @@ def self_pattern(length: int) -> torch.Tensor:
     return pattern
 
 
+def offset_pattern(length: int, offset: int) -> torch.Tensor:
+    """(T, T) bool: query i >= offset marks key i - offset (offset 1: the previous token)."""
+    return torch.ones(length, length, dtype=torch.bool, device="cpu").tril(-offset).triu(-offset)
+
+
+def same_token_pattern(ids: list[int]) -> torch.Tensor:
+    """(T, T) bool: query i marks every earlier key j < i holding its own token (TransformerLens's duplicate-token
+    pattern)."""
+    tokens = torch.tensor(ids, device="cpu")
+    return (tokens[:, None] == tokens[None, :]).tril(-1)
+
+
 INDUCTION_RUN = 3  # tokens that must repeat, the query's and the ones before it, for a query to count as induction
 
 
@@ -94,6 +106,35 @@ def clear_threshold(chance: float) -> float:
 def above_chance(score: float, chance: float) -> bool:
     """Clearly doing the role: at least halfway from chance to a perfect score of 1."""
     return score >= clear_threshold(chance)
+
+
+def excess(score: float, chance: float) -> float:
+    """How far a score is from chance toward 1 (0: chance, 1: a perfect score, 0.5: `clear_threshold`)."""
+    return (score - chance) / (1 - chance) if chance < 1 else 0.0
+
+
+MAX_OFFSET = 8  # the farthest look back measured as a fixed offset
+
+
+def offset_scores(attentions: torch.Tensor, max_offset: int = MAX_OFFSET) -> dict:
+    """Each head's weight k tokens back, for k = 1 .. min(max_offset, T - 1): the role score of the offset-k pattern
+    (`offset_pattern`) on attentions (L, H, T, T), as (L, H, K) with each offset's chance (K,); and per head the
+    offset furthest above its chance (`excess`), its score and chance (L, H). Offset 1 is the previous-token role."""
+    length = attentions.shape[-1]
+    offsets = list(range(1, min(max_offset, length - 1) + 1))
+    if not offsets:
+        raise InstrumentError("The text is too short to look back: give at least two tokens after the start token.")
+    patterns = [offset_pattern(length, k) for k in offsets]
+    scores = torch.stack([role_score(attentions, p) for p in patterns], dim=-1)  # (L, H, K)
+    chance = torch.tensor([chance_level(p) for p in patterns], device=scores.device)
+    best = ((scores - chance) / (1 - chance)).argmax(dim=-1)  # (L, H)
+    return {
+        "scores": scores,
+        "chance": chance,
+        "offset": best + 1,
+        "offset_score": scores.gather(-1, best[..., None])[..., 0],
+        "offset_chance": chance[best],
+    }
 
 
 # ---- the induction probe, and every role measured -------------------------------------------------------------------
@@ -154,7 +195,8 @@ def measured_roles(
 
 def head_roles(model, recorded: ForwardPass, probes: torch.Tensor | None, induction: dict | None = None) -> dict:
     """(L, H) scores of each role: previous token, first token and self on the text; induction on the probes (or
-    `induction`: `induction_scores`' answer on them, computed before)."""
+    `induction`: `induction_scores`' answer on them, computed before); each head's weight at every offset back
+    (`offset_scores`, under "offsets") and, where a token repeats, on its earlier copies ("same_token")."""
     length = len(recorded.input_ids)
     if length < 2:
         raise InstrumentError("The text is empty: the head roles need at least one token after the start token.")
@@ -168,12 +210,41 @@ def head_roles(model, recorded: ForwardPass, probes: torch.Tensor | None, induct
     chance = {role: chance_level(pattern) for role, pattern in patterns.items()}
     chance["induction"] = induction.pop("induction_chance")
     scores = {**{role: role_score(attentions, p) for role, p in patterns.items()}, **induction, "chance": chance}
+    scores["offsets"] = offset_scores(attentions)
+    duplicates = same_token_pattern(list(recorded.input_ids))
+    if duplicates.any():  # a token seen before: the weight on its earlier copies
+        scores["same_token"], chance["same_token"] = role_score(attentions, duplicates), chance_level(duplicates)
     repeats = induction_pattern(list(recorded.input_ids))
     if repeats.any():  # the learner's own text repeats a token: induction measured on it too, beside the probe's
         scores["induction_on_text"] = role_score(attentions, repeats)
         chance["induction_on_text"] = chance_level(repeats)
         scores["repeated_queries"] = int(repeats.any(dim=-1).sum())
     return scores
+
+
+JOBS = ("offset", "first_token", "self", "same_token", "induction", "induction_on_text")
+
+
+def measured_jobs(roles: dict) -> list[list[dict]]:
+    """Each head's measured job from `head_roles`' answer: the role it is furthest above chance on (`excess`), among
+    looking a fixed offset back (its best offset), to the first token, at itself, at earlier copies of its token,
+    induction on the probe and on the text (those measured). Per head {"role", "score", "chance", "excess", "clear"
+    (at least halfway from chance to 1), and "offset" for "offset"}, as [layer][head]."""
+    offsets = roles["offsets"]
+    measured = {"offset": (offsets["offset_score"], offsets["offset_chance"])}  # (L, H) scores, (L, H) chances
+    for role in JOBS[1:]:
+        if role in roles and role in roles["chance"]:
+            measured[role] = roles[role], torch.full_like(roles[role], roles["chance"][role])
+    jobs = []
+    for layer, row in enumerate(offsets["offset"].tolist()):
+        jobs.append([])
+        for head, offset in enumerate(row):
+            found = {role: (float(s[layer, head]), float(c[layer, head])) for role, (s, c) in measured.items()}
+            role = max(found, key=lambda r: excess(*found[r]))
+            (score, chance), best = found[role], excess(*found[role])
+            job = {"role": role, "score": score, "chance": chance, "excess": best, "clear": best >= 0.5}
+            jobs[-1].append({**job, "offset": offset} if role == "offset" else job)
+    return jobs
 
 
 def top_heads(scores: torch.Tensor, k: int = 3) -> list[tuple[int, int, float]]:
@@ -191,15 +262,20 @@ __all__ = [
     "above_chance",
     "chance_level",
     "clear_threshold",
+    "excess",
     "first_token_pattern",
     "head_roles",
     "induction_pattern",
     "induction_probe",
     "induction_scores",
+    "MAX_OFFSET",
     "measured_roles",
+    "offset_pattern",
+    "offset_scores",
     "previous_token_pattern",
     "probed_induction",
     "role_score",
+    "same_token_pattern",
     "self_pattern",
     "top_heads",
 ]

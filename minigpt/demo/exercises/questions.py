@@ -310,7 +310,10 @@ def ov_top(m: Measurements) -> list[Question]:
         raise Unasked(f"The vocabulary is over {MAX_OV_VOCABULARY} tokens: this server reads OV circuits whole below.")
     name, ordinary = m.writer, [t for t in range(m.view.lm.vocab_size) if t not in special_tokens(m.view.lm)]
     layer, head = at(name)
-    position = repeated_source(m.ids) or 1 + int(m.view.recorded.attentions[layer, head, -1, 1:].argmax())
+    # The key it was measured to read most (never the repeat's target assumed), the start token aside (it carries no
+    # token of the text): the prompt states it with its weight, and the start's when that is more.
+    weights = m.view.recorded.attentions[layer, head, -1].float()
+    position = 1 + int(weights[1:].argmax())
     source = m.ids[position]
     row = ov_circuit(m.model, layer, head, source="auto")[source]
     top = max(ordinary, key=lambda t: float(row[t]))
@@ -322,8 +325,8 @@ def ov_top(m: Measurements) -> list[Question]:
     return [
         Question(
             "ov_top",
-            {"head": name, "source": source},
-            words.ov_top_prompt(name, m.label(source), position),
+            {"head": name, "source": source, "position": position},
+            words.ov_top_prompt(name, m.label(source), position, float(weights[position]), float(weights[0])),
             {"choices": [{"value": label, "label": repr(label)} for label in labels]},
             right[0],
             words.ov_top_explained(name, m.label(source), ranked, right),

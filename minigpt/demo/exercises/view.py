@@ -63,6 +63,7 @@ WIDGETS = {"head": head_grid, "number": number_input, "choice": choice_buttons}
 def card_html(question: dict, model: str, text: str, number: int | None = None, link: str = "") -> str:
     """One question as a card: the words, the answer's widget, Check, and the slot its reveal fills."""
     numbered = f"{number}. " if number else ""
+    # The question's id is for links and teachers' summaries (in the link and data-id), not for the learner to read.
     own = f' <a class="ex-own-link" href="{esc(link)}" title="a link to this question alone">link</a>' if link else ""
     return (
         f'<article class="exercise" data-id="{esc(question["id"])}" data-kind="{esc(question["kind"])}" '
@@ -70,7 +71,7 @@ def card_html(question: dict, model: str, text: str, number: int | None = None, 
         f'<p class="ex-prompt"><b>{numbered}</b>{esc(question["prompt"])}</p>'
         f"{WIDGETS[question['kind']](question['answer_with'])}"
         f'<p class="ex-actions"><button type="button" class="ex-check">Check my answer</button>'
-        f'<span class="ex-id">{esc(question["id"])}</span>{own}</p>'
+        f"{own}</p>"
         '<div class="ex-reveal" aria-live="polite"></div></article>'
     )
 

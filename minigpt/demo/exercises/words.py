@@ -133,9 +133,11 @@ def carrying_input_explained(receiver: str, effects: dict[str, float], truth: st
     )
 
 
-def ov_top_prompt(head: str, source: str, position: int) -> str:
+def ov_top_prompt(head: str, source: str, position: int, weight: float, on_start: float) -> str:
+    most = "most" if weight >= on_start else f"most after the start token ({on_start:.2f})"
     return (
-        f"Head {head} attends from the last token most to token {position} ({quoted(source)}). Its OV circuit says "
+        f"From the last token, head {head} puts its {most} weight on token {position} ({quoted(source)}: "
+        f"{weight:.2f}, measured on this text). Its OV circuit says "
         f"how reading a token raises each logit: reading {quoted(source)}, which of these tokens does it raise the "
         "most?"
     )

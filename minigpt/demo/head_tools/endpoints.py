@@ -188,11 +188,13 @@ class Insights:
         """Per head (layer x head lists), the previous-token, first-token and self scores on the text, the induction
         score on random tokens repeated twice (sized to the context), the top-3 heads of each, each role's chance level
         (the score of attention spread evenly), the heads at least halfway from chance to 1 (that threshold per role),
-        and the probe's losses."""
+        the probe's losses, each head's best offset back ("offsets") and its measured job ("jobs": the role it is
+        furthest above chance on, `role_scores.measured_jobs`)."""
         view = self.insight_view(text, model)
         lm = view.lm
         probed = self.probed.get(lm)
         scores = role_scores.measured_roles(lm.model, view.recorded, lm.boundary_id, set(), lm.vocab_size, probed)
+        jobs = role_scores.measured_jobs(scores)  # before the text's induction chance moves out of "chance"
         roles = {role: scores[role] for role in ("previous_token", "first_token", "self", "induction")}
         top = {
             role: [{"layer": layer, "head": head, "score": score} for layer, head, score in role_scores.top_heads(s)]
@@ -227,6 +229,12 @@ class Insights:
             "threshold": {role: role_scores.clear_threshold(c) for role, c in chance.items()},
             "above_chance": above,
             "probe": probe,
+            "offsets": {
+                "offset": scores["offsets"]["offset"].tolist(),
+                "score": scores["offsets"]["offset_score"].tolist(),
+                "chance": scores["offsets"]["offset_chance"].tolist(),
+            },
+            "jobs": jobs,
             **view.about,
             "notes": view.notes,
         }

@@ -10,7 +10,7 @@ import html
 from urllib.parse import urlencode
 
 from minigpt.demo.core.view import asset, diverging_css, head_table, map_table, viridis_css
-from minigpt.demo.head_tools.words import CLICK_A_CELL, ROLES
+from minigpt.demo.head_tools.words import CLICK_A_CELL, ROLES, job_sentence
 
 INSIGHT_CSS = asset("head_tools/view.css")
 PICK_TOKEN_JS = asset("head_tools/pick_token.js")  # a click on a token of a strip picks its position (the `pick` event)
@@ -184,9 +184,23 @@ def roles_html(answer: dict, click: str | None = CLICK_A_CELL) -> str:
         )
     return (
         f'<div class="insight">{f"<p>{html.escape(click)}</p>" if click else ""}'
-        f'<div class="maps">{"".join(maps)}</div>{text_induction_html(answer)}'
+        f'<div class="maps">{"".join(maps)}</div>{jobs_html(answer)}{text_induction_html(answer)}'
         f"<p>{html.escape(probe_sentence(answer['probe']))}</p></div>"
     )
+
+
+MEASURED_ON = {"induction": "the probe's random tokens written twice"}  # every other role: on the text
+
+
+def jobs_html(answer: dict) -> str:
+    """Each head's measured job (`role_scores.measured_jobs`): the role it is furthest above chance on, an offset back
+    included (a head that looks two tokens back is named so, not left below the previous-token outline)."""
+    lines = [
+        f"<li>{html.escape(job_sentence(f'{layer}.{head}', job, MEASURED_ON.get(job['role'], 'your text')))}</li>"
+        for layer, row in enumerate(answer["jobs"])
+        for head, job in enumerate(row)
+    ]
+    return f'<div class="role jobs"><p><b>What each head does most</b>, measured:</p><ul>{"".join(lines)}</ul></div>'
 
 
 INDUCTION_EXAMPLE = "Romeo and Juliet, Romeo and Jul"  # a text that shows induction: a phrase written twice

@@ -33,3 +33,27 @@ SAMPLED_NOTE = (
     "Each generated token coloured by the probability it was sampled with (after temperature, top-k and top-p; "
     "greedy: the model's own); yellow: likely, purple: a surprise. Hover for the number."
 )
+
+JOB_WORDS = {  # a head's measured job (`role_scores.measured_jobs`), as a phrase after "head L.H"
+    "first_token": "parks its attention on the start token",
+    "self": "looks at its own token",
+    "same_token": "looks at earlier copies of its own token",
+    "induction": "does induction on the probe (it looks at what followed its token the last time)",
+    "induction_on_text": "does induction on your text (it looks at what followed its token the last time)",
+}
+
+
+def job_phrase(job: dict) -> str:
+    """What a head was measured to do most, in words: 'looks 2 tokens back', 'parks its attention on the start
+    token'."""
+    if job["role"] != "offset":
+        return JOB_WORDS[job["role"]]
+    return "looks at the previous token" if job["offset"] == 1 else f"looks {job['offset']} tokens back"
+
+
+def job_sentence(name: str, job: dict, measured_on: str = "this text") -> str:
+    """Head `name`'s measured job with its numbers; a head with no clear job is said to have none, with its best."""
+    numbers = f"{job['score']:.2f} of its weight, chance {job['chance']:.2f}, on {measured_on}"
+    if job["clear"]:
+        return f"Head {name} {job_phrase(job)} ({numbers})."
+    return f"Head {name} does no one thing clearly: at most, it {job_phrase(job)} ({numbers})."
