@@ -184,17 +184,51 @@ def test_one_head_reads_through_earlier_layers_and_each_ablation_puts_in_its_own
     assert layer0["token_qk"] is None and "cannot match a key's previous token" in " ".join(layer0["findings"])
 
 
-def test_the_circuit_walk_finds_the_specimens_circuit_in_its_numbers(client):
-    """On the Zorbak text: 1.1 writes and carries the answer; with the copied token changed the value carries it,
-    with the token before it changed the key; 0.2 reaches the key through MLP 0; heads 0.0, 0.2 and 1.1 are needed."""
+def next_probabilities(model, ids: list[int]) -> torch.Tensor:
+    with torch.no_grad():
+        return torch.softmax(model(torch.tensor([ids])).logits[0, -1].float(), dim=-1)
+
+
+def test_the_circuit_walk_finds_the_specimens_circuit_in_its_numbers(client, specimen):
+    """On the Zorbak text: the model copies (its premise, checked first); 1.1 writes and carries the answer, and
+    mean-ablated it lowers the answer's probability; with the copied token changed the value carries it, with the
+    token before it changed the key; 0.2 reaches the key through MLP 0; heads 0.0, 0.2 and 1.1 are needed."""
+    from minigpt.heads import ablated_pass, run_forward_pass
+
     walk = call(client, "/circuit_walk", text=ZORBAK, model="specimen")
     steps = walk["steps"]
-    assert [s["name"] for s in steps] == ["writer", "carrier", "input", "route", "input", "route", "needed"]
-    assert steps[0]["head"] == steps[1]["head"] == "1.1"
-    assert "+0.85 through its value" in steps[2]["finding"] or "through its value" in steps[2]["finding"]
-    assert "embed → mlp 0 → 1.1's value" in steps[3]["finding"]
-    assert "through its key" in steps[4]["finding"] and "0.2 → mlp 0 → 1.1's key" in steps[5]["finding"]
-    assert steps[6]["needed"] == ["0.0", "0.2", "1.1"] and steps[6]["kept"] > 0.8
+    names = ["prediction", "writer", "carrier", "input", "route", "input", "route", "needed"]
+    assert [s["name"] for s in steps] == names
+    probabilities = next_probabilities(specimen, walk["ids"])
+    assert steps[0]["copies"] and steps[0]["token"] == steps[0]["copied"] == int(probabilities.argmax())
+    assert f"({float(probabilities.max()):.2f}), the token that followed the repeated end" in steps[0]["finding"]
+    assert steps[1]["head"] == steps[2]["head"] == "1.1" and steps[1]["share"] >= 0.1
+    before, after = steps[2]["ablated"]
+    ablated = ablated_pass(specimen, run_forward_pass(specimen, walk["ids"]), [(1, 1)], "mean").logits(specimen, -1)
+    assert before == pytest.approx(float(probabilities.max()), abs=CLOSE)
+    assert after == pytest.approx(float(torch.softmax(ablated.float(), -1)[steps[0]["token"]]), abs=CLOSE)
+    assert after < before and f"lowers p('b') from {before:.2f} to {after:.2f}" in steps[2]["finding"]
+    assert "+0.85 through its value" in steps[3]["finding"] or "through its value" in steps[3]["finding"]
+    assert "embed → mlp 0 → 1.1's value" in steps[4]["finding"]
+    assert "through its key" in steps[5]["finding"] and "0.2 → mlp 0 → 1.1's key" in steps[6]["finding"]
+    assert steps[7]["needed"] == ["0.0", "0.2", "1.1"] and steps[7]["kept"] > 0.8
+
+
+def test_the_walk_checks_its_premises_before_it_tells_a_story(client, specimen):
+    """Issue 61's texts: where no head writes a share that means something, none is named the writer; where no
+    change of one token alters the answer, the walk says which tokens it changed and to how many others; on a random
+    model the walk says that the model does not copy, with the probabilities of its answer and of the copied token."""
+    walk = call(client, "/circuit_walk", text="We few, we happy few, we band of", model="specimen")
+    prediction, writer, carrier = walk["steps"][:3]
+    assert writer["head"] is None and writer["share"] < 0.1
+    assert "no head dominates that logit" in writer["finding"] and "the largest part is mlp 0's" in writer["finding"]
+    if carrier["name"] == "carrier" and "heads" not in carrier:  # no corruption found: what was tried is said
+        assert re.search(r"Changing token \d+ \('.+'\) to each of the \d+ tokens", carrier["finding"])
+        assert "No change of one token alters the answer" not in carrier["finding"]
+    walk = call(client, "/circuit_walk", text=ROMEO, model="tiny-text")  # random weights: nothing is copied
+    first = walk["steps"][0]
+    assert first["name"] == "prediction" and not first["copies"]
+    assert first["finding"].startswith("This model does not copy here yet: it predicts")
 
 
 @pytest.mark.parametrize(
@@ -255,7 +289,7 @@ def test_the_change_one_token_helper_works_for_a_vocabulary_smaller_than_its_sea
     changed = [(a, b) for a, b in zip(answer["ids"], answer["corrupted_ids"]) if a != b]
     assert len(changed) == 1 and answer["clean_answer"] != answer["corrupted_answer"]
     error = app_error(client, "/patching", text="abcabc", model="induction")
-    assert "No single token change found that keeps the length and changes the model's next token" in error
+    assert re.search(r"Changing token \d+ \('.'\) to each of the \d+ tokens the model finds likeliest", error)
     assert "Traceback" not in server_log(server[1])[mark:]
 
 

@@ -260,7 +260,8 @@ def test_choice_questions_are_graded_by_the_librarys_path_patching_and_ov_circui
         weights = specimen(torch.tensor([ids]), output_attentions=True).attentions[layer][0, head, -1]
     position = 1 + int(weights[1:].argmax())
     assert ov["parameters"]["position"] == position and ov["parameters"]["source"] == ids[position]
-    assert f"weight on token {position} " in ov["prompt"] and f": {float(weights[position]):.2f}, measured" in ov["prompt"]
+    assert f"weight on token {position} " in ov["prompt"]
+    assert f": {float(weights[position]):.2f}, measured" in ov["prompt"]
 
 
 def test_the_lessons_question_is_the_exercises_question_on_the_walks_first_pair(client, asked):

@@ -2,9 +2,13 @@
 circuit" draw it): the measurements that find how heads work together on the text shown, in the order a researcher
 takes them, each with the sentence its numbers support.
 
-1. who writes the answer: direct logit attribution of the model's top next token (the head with the largest share);
+0. what the model predicts, the premise of the rest: its top next token, and whether that is the token that followed
+   the text's repeated end the first time (it copies) or not (it does not copy here yet: the steps say so);
+1. who writes the answer: direct logit attribution of the model's top next token (the head with the largest share,
+   named only when it writes at least WRITER_SHARE of the logit's direct parts: else no head dominates);
 2. what carries it: patching each head's output from the text into a corrupted one (one token changed, the token
-   after the first copy of the text's repeated end) — the head that restores the most;
+   after the first copy of the text's repeated end) — the head that restores the most, and that head ablated on the
+   text (its mean output) to check that it helps the answer: where the answer rises without it, said;
 3. through which input: path patching of every sender into that head's query, key and value;
 4. how earlier parts reach it: the two-step paths from each earlier head through the part that feeds that input most;
 5. which heads are needed: on random tokens written twice (the induction task), each head mean-ablated alone, the
@@ -20,38 +24,103 @@ from minigpt.demo.circuits.words import INPUT_WORDS, NAMED, direct_words, path_s
 from minigpt.demo.core.prompt_sets import ordinary_tokens
 from minigpt.demo.core.texts import TextView
 from minigpt.errors import VISITORS_MISTAKES
-from minigpt.heads import ablation_values, head_mask, heads_ablated, patch_two_step, repeated_tokens
+from minigpt.heads import ablated_pass, ablation_values, head_mask, heads_ablated, patch_two_step, repeated_tokens
 
 TASK_PROMPTS = 16  # prompts of the induction task
 MAX_TASK_HALF = 24  # tokens in each copy (fewer when the context is shorter)
 NEEDED = 0.25  # a head whose ablation alone takes away this share of the copying is needed
+WRITER_SHARE = 0.1  # a head is named the writer when it writes at least this share of the logit's direct parts
 
 
 def step(name: str, title: str, finding: str, **data) -> dict:
     return {"name": name, "title": title, "finding": finding, **data}
 
 
+def probability(logits: torch.Tensor, token: int) -> float:
+    return float(torch.softmax(logits.float(), dim=-1)[token])
+
+
+def prediction(view: TextView) -> dict:
+    """The walk's premise: the model's top next token, and whether it is the token that followed the text's repeated
+    end the first time (what an induction head copies). The steps after it tell a copying story only where it copies."""
+    logits = view.recorded.logits(view.lm.model, -1)
+    top, where = int(logits.argmax()), measures.repeated_source(list(view.ids))
+    top_label = measures.labels_of(view, [top])[0]
+    said = f"The model predicts {top_label!r} next ({probability(logits, top):.2f})"
+    if where is None:
+        said += ": the text's end repeats nothing earlier, so there is no token to copy; the steps follow that answer."
+        return step("prediction", "What the model predicts", said, token=top, copies=None)
+    copied = view.ids[where]
+    if copied == top:
+        said += f", the token that followed the repeated end the first time (token {where}): it copies."
+    else:
+        said = (
+            f"This model does not copy here yet: it predicts {top_label!r} ({probability(logits, top):.2f}), while the "
+            f"token that followed the repeated end the first time (token {where}), "
+            f"{measures.labels_of(view, [copied])[0]!r}, gets {probability(logits, copied):.2f}. The steps below "
+            "follow the answer it gives, not a copy."
+        )
+    return step("prediction", "What the model predicts", said, token=top, copied=copied, copies=copied == top)
+
+
 def writer(view: TextView) -> tuple[dict, str]:
+    """The head with the largest direct part of the top token's logit, named when its part is a share that means
+    something (WRITER_SHARE of the sizes of every direct part); else no head dominates, and the largest part is
+    said."""
     found = measures.attribution(view, -1, "", "")
     best = max((v, f"{layer}.{head}") for layer, row in enumerate(found["heads"]) for head, v in enumerate(row))
-    said = (
-        f"Attribution: the model predicts {found['token']['token']!r} next; of the heads, "
-        f"{direct_words(best[0], best[1], 'that logit')} ({best[0]:+.2f} of {found['logit']:.2f})."
-    )
-    return step(
-        "writer", "Who writes the answer", said, heads=found["heads"], head=best[1], token=found["token"]
-    ), best[1]
+    sizes = sum(abs(part["value"]) for part in found["components"]) + abs(found["bias_term"])
+    part = best[0] / sizes if sizes else 0.0
+    token = found["token"]["token"]
+    if part >= WRITER_SHARE:
+        said = (
+            f"Attribution: the model predicts {token!r} next; of the heads, {best[1]} writes the most of that logit "
+            f"directly ({best[0]:+.2f} of {found['logit']:.2f}, {share(part)} of the sizes of its direct parts)."
+        )
+    else:
+        largest = found["largest"][0]
+        heads = (
+            f"the largest head's part is {best[1]}'s {best[0]:+.2f}, {share(part)} of the sizes of its direct parts"
+            if best[0] > 0
+            else direct_words(best[0], best[1], "it") + f" ({best[0]:+.2f})"
+        )
+        said = (
+            f"Attribution: the model predicts {token!r} next, and no head dominates that logit ({found['logit']:.2f}): "
+            f"{heads}; the largest part is {largest['component']}'s ({largest['value']:+.2f})."
+        )
+    named = part >= WRITER_SHARE
+    data = dict(heads=found["heads"], head=best[1] if named else None, token=found["token"], share=part)
+    return step("writer", "Who writes the answer", said, **data), best[1]
+
+
+def ablated_probability(view: TextView, head: str, token: int) -> tuple[float, float]:
+    """p(token) next, before and with `head` mean-ablated on the text (its output averaged over the positions)."""
+    model, layer_head = view.lm.model, tuple(map(int, head.split(".")))
+    before = probability(view.recorded.logits(model, -1), token)
+    return before, probability(ablated_pass(model, view.recorded, [layer_head], "mean").logits(model, -1), token)
 
 
 def carrier(view: TextView, corrupted: TextView, cores) -> tuple[dict, dict]:
+    """The head whose output, patched back, restores the most; then its premise checked: ablated on the text, the
+    answer's probability falls (it helps the answer) or rises (it works against it, said)."""
     found = measures.patching(view, corrupted, {"part": "output"}, cores)
     best = max((v, f"{layer}.{head}") for layer, row in enumerate(found["heads"]) for head, v in enumerate(row))
+    answer = found["clean_answer"]
+    before, after = ablated_probability(view, best[1], answer["id"])
     said = (
         f"Patching (the corrupted text “{corrupted.text}”: the model then predicts "
         f"{found['corrupted_answer']['token']!r}): putting back head {best[1]}'s output restores {share(best[0])} "
-        "of the answer, the most of any head."
+        f"of the answer, the most of any head. "
     )
-    data = dict(heads=found["heads"], head=best[1], corrupted_text=corrupted.text)
+    if after < before:
+        said += f"Mean-ablated on your text, {best[1]} lowers p({answer['token']!r}) from {before:.2f} to {after:.2f}."
+    else:
+        said += (
+            f"But mean-ablated on your text, {best[1]} raises p({answer['token']!r}) from {before:.2f} to "
+            f"{after:.2f}: on this text it works against the answer, and what it restores is a difference between "
+            "the two texts, not the answer's cause."
+        )
+    data = dict(heads=found["heads"], head=best[1], corrupted_text=corrupted.text, ablated=[before, after])
     data["differing_positions"] = found["differing_positions"]
     return step("carrier", "What carries it", said, **data), found
 
@@ -163,15 +232,16 @@ CORRUPTIONS = (
 )
 
 
-def corrupted_views(view: TextView, corrupt) -> list[tuple[TextView, str]]:
-    """The text with one token changed, for each kind of CORRUPTIONS that changes the model's answer."""
-    found = []
+def corrupted_views(view: TextView, corrupt) -> tuple[list[tuple[TextView, str]], list[str]]:
+    """The text with one token changed, for each kind of CORRUPTIONS that changes the model's answer; and for each
+    kind that found none, what was tried (the error's words)."""
+    found, tried = [], []
     for before, what in CORRUPTIONS:
         try:
             found.append((corrupt(view, before), what))
-        except VISITORS_MISTAKES:  # no change of that token alters the answer
-            continue
-    return found
+        except VISITORS_MISTAKES as error:  # no change of that token alters the answer: said with what was tried
+            tried.append(str(error))
+    return found, tried
 
 
 def circuit_walk(view: TextView, corrupt, cores, needed=needed_heads) -> dict:
@@ -179,11 +249,13 @@ def circuit_walk(view: TextView, corrupt, cores, needed=needed_heads) -> dict:
     token changed (measures.one_token_changed's `before`), a TextView; needed(lm) -> the last step (`needed_heads`,
     which does not depend on the text: a cache of it)."""
     first, head = writer(view)
-    steps, corrupted = [first], corrupted_views(view, corrupt)
+    steps = [prediction(view), first]
+    corrupted, tried = corrupted_views(view, corrupt)
     if not corrupted:
         said = (
-            "No change of one token alters the answer here: patching needs a text that repeats a phrase, its second "
-            "copy cut short (“Romeo and Juliet, Romeo and Jul”)."
+            " ".join(dict.fromkeys(tried)) + " Patching needs a corrupted text with another answer: type one in the "
+            "Patching part (the same number of tokens), or a text that repeats a phrase, its second copy cut short "
+            "(“Romeo and Juliet, Romeo and Jul”)."
         )
         steps.append(step("carrier", "What carries it", said))
     else:

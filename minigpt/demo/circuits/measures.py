@@ -442,8 +442,9 @@ def one_token_changed(view: TextView, before: int = 0) -> tuple[list[int], str]:
             old, new = labels_of(view, [ids[where], candidate])
             return changed, f"Changed token {where} {old!r} to {new!r}: the model's next token changes."
     raise VisitorError(
-        "No single token change found that keeps the length and changes the model's next token: type a corrupted text "
-        "yourself (the same number of tokens, another earlier word the answer depends on)."
+        f"Changing token {where} ({labels_of(view, [ids[where]])[0]!r}) to each of the {len(candidates)} tokens the "
+        f"model finds likeliest there keeps its next token: type a corrupted text yourself (the same number of tokens, "
+        "another earlier word the answer depends on)."
     )
 
 

@@ -139,12 +139,12 @@ class Measurements:
         """The text with one token changed, for each of the walk's corruptions that changes the answer; on a text
         whose end repeats nothing, the one change it makes (the last token but one), said as such."""
         repeats = repeated_source(self.ids) is not None
-        found = []
+        found, self.tried = [], []
         for before, what in CORRUPTIONS if repeats else CORRUPTIONS[:1]:
             try:
                 found.append((self.corrupt(self.view, before), what if repeats else words.NO_REPEAT_CHANGE))
-            except VISITORS_MISTAKES:
-                continue
+            except VISITORS_MISTAKES as error:  # what it tried, said if nothing was found
+                self.tried.append(str(error))
         return found
 
     @cached_property
@@ -152,8 +152,8 @@ class Measurements:
         """The head whose output, patched from the text into its first corruption, restores the most (the walk's)."""
         if not self.corrupted:
             raise Unasked(
-                "No change of one token alters the model's answer here: patching needs a text that repeats a phrase, "
-                "its second copy cut short (“Romeo and Juliet, Romeo and Jul”)."
+                " ".join(dict.fromkeys(self.tried)) + " Patching needs a text with another answer: one that repeats a "
+                "phrase, its second copy cut short (“Romeo and Juliet, Romeo and Jul”), works best."
             )
         return tied(ranked_heads(patch_heads(self.model, self.ids, self.corrupted[0][0].ids).effects))[0]
 
