@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 
+import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes: the specimen fixture loads it)
 from helpers import REPO, app_error, call, chromium_page, needs_chromium, raw_error, server_log
 
 # server (the app on the fixture models; the shipped ones, the specimen among them, are offered too), client:
@@ -320,3 +321,17 @@ def test_the_section_draws_its_views_and_a_click_on_a_head_draws_its_circuits(pa
         expect(page.locator("#circuit-head .head-circuit")).to_have_attribute("data-head", "1")
         expect(page.locator("#circuit-head")).to_contain_text("with 0.2 ablated (zero)")
         expect(page.locator('#circuit-head [data-map="after"] td.cell').first).to_be_visible()
+
+
+def test_the_ablate_box_suggests_the_previous_token_head_measured_before_the_chosen_one(specimen):
+    """No shipped model's head as a default (issue 61): for a head of layer 1 the box gets the layer-0 head with the
+    largest previous-token weight on the text shown, from the model's own attention; a layer-0 head gets none."""
+    from minigpt.demo.circuits.head_circuit import previous_token_head_before
+    from minigpt.demo.core.state import DemoState
+
+    view = DemoState.configure(training=False).text_view("specimen", ZORBAK)
+    with torch.no_grad():
+        weights = specimen(torch.tensor([view.ids]), output_attentions=True).attentions[0][0]  # layer 0: (H, T, T)
+    previous = torch.stack([weights[:, i, i - 1] for i in range(1, len(view.ids))], dim=-1).mean(-1)  # (H,)
+    assert previous_token_head_before(view, 1) == f"0.{int(previous.argmax())}" == "0.2"
+    assert previous_token_head_before(view, 0) == ""

@@ -28,6 +28,7 @@ from minigpt.heads import (
     role_score,
 )
 from minigpt.heads.ablation import check_mode
+from minigpt.heads.role_scores import above_chance, chance_level, previous_token_pattern
 
 MAX_OV_VOCABULARY = 128  # a vocabulary up to this size: the whole token x token OV circuit; above, the text's rows
 OV_TOP = 8  # above it, each source token's top targets
@@ -165,3 +166,17 @@ def ablated_map(view: TextView, layer: int, head: int, ablate, mode: str = "zero
         "induction_before": float(role_score(before, pattern)) if queries else None,
         "induction_after": float(role_score(after, pattern)) if queries else None,
     }
+
+
+def previous_token_head_before(view: TextView, layer: int) -> str:
+    """The head of a layer before `layer` that attends most to the previous token on the text shown (role score,
+    `role_scores.role_score`), where one does it clearly (halfway from chance to 1); else "". What the Ablate box
+    suggests for a head of `layer`: measured on this model and text, never a shipped model's head assumed."""
+    if layer == 0 or len(view.ids) < 3:
+        return ""
+    pattern = previous_token_pattern(len(view.ids))
+    scores = role_score(view.recorded.attentions[:layer].float(), pattern)  # (layer, H)
+    best = int(scores.argmax())
+    if not above_chance(float(scores.flatten()[best]), chance_level(pattern)):
+        return ""
+    return f"{best // scores.shape[1]}.{best % scores.shape[1]}"

@@ -12,6 +12,7 @@ import gradio as gr
 from minigpt.demo.circuits.circuit_walk_view import walk_html
 from minigpt.demo.circuits.endpoints import Circuits
 from minigpt.demo.circuits.find_circuit_view import FIND_CIRCUIT_JS, found_circuit_html
+from minigpt.demo.circuits.head_circuit import previous_token_head_before
 from minigpt.demo.circuits.head_circuit_view import head_circuit_html
 from minigpt.demo.circuits.measures import PARTS, one_token_changed
 from minigpt.demo.circuits.view import CIRCUITS_JS, attribution_html, composition_html, patching_html
@@ -101,7 +102,7 @@ class CircuitsSection:
         """A click on a head of a circuits view: its circuits, with the Ablate box kept to the heads that come before
         it (a layer-0 head reads no earlier head: the box empties), so that a click never meets an error."""
         layer, head = int(event.layer), int(event.head)
-        kept = self.earlier_heads(shown, ablate, layer)
+        kept = self.suggested_ablation(shown, ablate, layer)
         chosen = f"{layer}.{head}"
         return chosen, kept, self.show_head(shown, chosen, kept, source, ablation)
 
@@ -116,11 +117,20 @@ class CircuitsSection:
             return ""
         return ", ".join(f"{a}.{b}" for a, b in heads if a < layer)
 
+    def suggested_ablation(self, shown, ablate, layer: int) -> str:
+        """The Ablate box for a head of `layer`: the heads it holds from earlier layers, or where none is left, the
+        previous-token head this model was measured to have before that layer on the text shown (or none)."""
+        kept = self.earlier_heads(shown, ablate, layer)
+        if kept or not shown:
+            return kept
+        return previous_token_head_before(self.circuits.view(shown["text"], shown["model"]), layer)
+
     def followed_head(self, shown, layer, head, ablate):
-        """The page's selection moved: the chosen head follows, the Ablate box keeps only the heads before it."""
+        """The page's selection moved: the chosen head follows, the Ablate box keeps only the heads before it (or
+        suggests the measured previous-token head before it)."""
         if not str(head).isdigit():  # the layer's average: no one head
             return gr.skip(), gr.skip()
-        return f"{layer}.{head}", self.earlier_heads(shown, ablate, int(layer))
+        return f"{layer}.{head}", self.suggested_ablation(shown, ablate, int(layer))
 
     def layout(self, maps):
         """The section, on the text and model the maps show (`maps.shown`); it follows the page's head selection."""
@@ -220,7 +230,9 @@ class CircuitsSection:
         gr.Markdown("### One head: its OV and QK circuits, and its map with an earlier head ablated")
         with gr.Row():
             chosen = gr.Textbox("1.1", label="Head (layer.head)", elem_id="circuit-chosen")
-            ablate = gr.Textbox("0.2", label="Ablate (earlier heads; empty: none)", elem_id="circuit-ablate")
+            # No shipped model's head as a default: a chosen head fills it with the previous-token head measured
+            # before it on the text shown (suggested_ablation)
+            ablate = gr.Textbox("", label="Ablate (earlier heads; empty: none)", elem_id="circuit-ablate")
             ablation = gr.Radio(
                 [("zeros", "zero"), ("its mean", "mean"), ("its output on a variant", "resample")],
                 value="zero",
