@@ -4,12 +4,16 @@ written from its numbers (the induction cell: MLP 0 at both ends); a key with li
 rather than explained as attended; through the server (gradio_client, the page's server function) the answer is plain
 JSON whose numbers agree with the model, and a visitor's mistake gets a message."""
 
+import os
+import shutil
+from urllib.parse import quote
+
 import httpx
 import pytest
 import torch
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
-from helpers import app_error, call, page_function
+from helpers import app_error, call, chromium_page, needs_chromium, page_function
 from minigpt.demo.maps import words
 
 ZORBAK = "Then Zorbak spoke. Then Zor"
@@ -117,3 +121,43 @@ def test_the_endpoint_answers_plain_json_that_sums_to_the_models_score(server, c
 def test_a_visitors_mistake_gets_a_message(client, params, message):
     error = app_error(client, "/attention_why", text="emma", model="tiny-names", **params)
     assert message in error and "Traceback" not in error
+
+
+# ---- the page: a click on a cell of the enlarged map, on a desktop and on a phone --------------------------------
+
+
+def click_cell(page, query: int, key: int, length: int, tap: bool = False) -> None:
+    """A click (or a tap) on the cell (query, key) of the chosen head's enlarged map, showing the whole text."""
+    box = page.locator("#attention-head figure[data-layer] image.heat").first.bounding_box()
+    x, y = box["x"] + (key + 0.5) / length * box["width"], box["y"] + (query + 0.5) / length * box["height"]
+    if tap:
+        page.touchscreen.tap(x, y)
+    else:
+        page.mouse.click(x, y)
+
+
+@needs_chromium
+@pytest.mark.parametrize("width, height, phone", [(1440, 900, False), (390, 844, True)])
+def test_a_click_on_the_induction_cell_says_why_on_a_desktop_and_a_phone(page_url, tmp_path, width, height, phone):
+    """The specimen's head 1.1 on 'Then Zorbak spoke. Then Zor' (28 tokens), opened by a link; a click (a tap on the
+    phone) on the last query's cell at 'b' draws why under the maps: the sentence with MLP 0 at both ends, the bars,
+    the runner-up; the drawing fits the phone's width. Screenshots go to MINIGPT_SCREENSHOT_DIR when it is set."""
+    from playwright.sync_api import expect
+
+    options = dict(is_mobile=True, has_touch=True) if phone else {}
+    with chromium_page(width, height, **options) as page:
+        page.goto(f"{page_url}?model=specimen&text={quote(ZORBAK)}&layer=1&head=1")
+        expect(page.locator("#attention-head figcaption").first).to_have_text("layer 1, head 1")
+        page.locator("#attention-head figure[data-layer]").first.scroll_into_view_if_needed()
+        click_cell(page, 27, 9, 28, tap=phone)
+        why = page.locator("#attention-head .attn-why")
+        expect(why).to_contain_text("1.1 attends to 'b' (0.69) because what MLP 0 writes at 'b' matches what MLP 0")
+        expect(why.locator(".why-compared")).to_contain_text("(key 0)")  # the runner-up: the start token
+        assert why.locator(".why-bars li").count() >= 12
+        wide = page.evaluate("(e) => [e.scrollWidth, document.documentElement.clientWidth]", why.element_handle())
+        assert wide[0] <= wide[1], wide  # nothing wider than the screen
+        why.scroll_into_view_if_needed()
+        name = f"attention_why_{'phone' if phone else 'desktop'}.png"
+        page.screenshot(path=str(tmp_path / name))
+        if os.environ.get("MINIGPT_SCREENSHOT_DIR"):
+            shutil.copy(tmp_path / name, os.path.join(os.environ["MINIGPT_SCREENSHOT_DIR"], name))
