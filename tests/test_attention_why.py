@@ -14,6 +14,7 @@ import torch
 
 import modeling_minigpt  # noqa: F401 (registers MiniGPT with the Auto classes)
 from helpers import app_error, call, chromium_page, needs_chromium, page_function
+from minigpt.demo.lesson.words import SECTION_STEP
 from minigpt.demo.maps import words
 
 ZORBAK = "Then Zorbak spoke. Then Zor"
@@ -141,12 +142,13 @@ def click_cell(page, query: int, key: int, length: int, tap: bool = False) -> No
 def test_a_click_on_the_induction_cell_says_why_on_a_desktop_and_a_phone(page_url, tmp_path, width, height, phone):
     """The specimen's head 1.1 on 'Then Zorbak spoke. Then Zor' (28 tokens), opened by a link; a click (a tap on the
     phone) on the last query's cell at 'b' draws why under the maps: the sentence with MLP 0 at both ends, the bars,
-    the runner-up; the drawing fits the phone's width. Screenshots go to MINIGPT_SCREENSHOT_DIR when it is set."""
+    the runner-up; the drawing fits the phone's width. The lesson's softmax step asks it of the runner-up key too.
+    Screenshots go to MINIGPT_SCREENSHOT_DIR when it is set."""
     from playwright.sync_api import expect
 
     options = dict(is_mobile=True, has_touch=True) if phone else {}
     with chromium_page(width, height, **options) as page:
-        page.goto(f"{page_url}?model=specimen&text={quote(ZORBAK)}&layer=1&head=1")
+        page.goto(f"{page_url}?model=specimen&text={quote(ZORBAK)}&layer=1&head=1&query=27&step={SECTION_STEP['softmax']}")
         expect(page.locator("#attention-head figcaption").first).to_have_text("layer 1, head 1")
         page.locator("#attention-head figure[data-layer]").first.scroll_into_view_if_needed()
         click_cell(page, 27, 9, 28, tap=phone)
@@ -161,3 +163,8 @@ def test_a_click_on_the_induction_cell_says_why_on_a_desktop_and_a_phone(page_ur
         page.screenshot(path=str(tmp_path / name))
         if os.environ.get("MINIGPT_SCREENSHOT_DIR"):
             shutil.copy(tmp_path / name, os.path.join(os.environ["MINIGPT_SCREENSHOT_DIR"], name))
+        # The lesson's softmax step asks the same of its heaviest keys: the runner-up's button, and the answer moves
+        asked = page.locator('#step-view .why-keys button[data-why-key="0"]')
+        expect(asked).to_have_attribute("data-query", "27")
+        asked.click()
+        expect(why.locator("h4")).to_contain_text("at '<|endoftext|>' (key 0)")

@@ -172,6 +172,22 @@ function showWhy(figure, q, k) {
     .then((body) => { if (mine === whyAsked && root.dataset.view === key) box.innerHTML = body; })
     .catch(() => { if (mine === whyAsked) box.textContent = 'Could not say why: click the cell again.'; });
 }
+// The lesson's softmax step (lesson/steps_view.py why_keys): a key's button asks why of the enlarged map of the same
+// head (the page's one selection), and brings the answer into view.
+if (!window.whyKeysListening) {
+  window.whyKeysListening = true;
+  document.addEventListener('click', (event) => {
+    const button = event.target.closest && event.target.closest('button[data-why-key]');
+    if (!button) return;
+    const {layer, head, query, whyKey} = button.dataset;
+    const figure = document.querySelector(`#attention-head figure[data-layer="${layer}"][data-head="${head}"]`);
+    const status = button.parentElement.querySelector('.why-status');
+    if (!figure) { if (status) status.textContent = `Show head ${layer}.${head} in the maps to ask why.`; return; }
+    if (status) status.textContent = '';
+    showWhy(figure, Number(query), Number(whyKey));
+    figure.closest('.attn-large').querySelector('.attn-why-box').scrollIntoView({block: 'nearest'});
+  });
+}
 function showCell(figure, q, k) {
   const root = figure.closest('.attn-large'), line = root.querySelector('.attn-value');
   if (!line) return;
