@@ -13,7 +13,8 @@ and key part j, of (share i of q)·(share j of k)/√D: the table.
 
 Every number comes from the model's own modules and weights: hooks (`hooks`) on the embeddings, on each earlier
 out_proj's input and each MLP's output, on the layer's input (the divisors) and on its qkv_proj's output (the model's
-own q and k, whose score the table is checked against), the weights from output_attentions.
+own q and k, whose score the table is checked against), the weights from output_attentions. The pass stops at the
+head's layer: nothing after it is needed.
 
 Shapes: P parts (the same on both sides), K keys (0 .. query), D = C // H.
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from minigpt.heads.errors import InstrumentError, checked_head, checked_position
-from minigpt.heads.hooks import hooks
+from minigpt.heads.hooks import Hook, hooks
 from minigpt.heads.runs import as_batch, run
 
 
@@ -88,17 +89,28 @@ def folded_rows(block, head: int) -> tuple[torch.Tensor, torch.Tensor]:
     return folded - folded.mean(0), constant
 
 
-def written_parts(model, ids: torch.Tensor, layer: int, keys: int) -> tuple[dict, torch.Tensor, torch.Tensor]:
-    """One pass over ids with hooks: what each part writes at positions 0 .. keys - 1 ("embed token", "embed position",
-    "merged L" (T, C) each, "mlp L"), the stream entering `layer` (its divisors), the layer's qkv_proj output, and the
-    layer's weights (H, T, T)."""
-    core, seen = model.model, {}
+class Reached(Exception):
+    """Raised by the hook on the head's layer's attention: everything the split needs is read, the pass stops there."""
+
+
+def written_parts(model, ids: torch.Tensor, layer: int, head: int, query: int) -> dict:
+    """One pass over ids with hooks, up to the head's layer's attention: what each part writes at positions 0 ..
+    query ("embed token", "embed position", "merged L" (K, C) each, "mlp L"), the stream entering `layer` (its
+    divisors), the layer's qkv_proj output and the head's weights from the query (K,). Each earlier layer's weights
+    are let go as the layer returns them (GPT-2 at 1,024 tokens: 50 MB a layer), and the layers after it never run."""
+    core, seen, keys = model.model, {}, query + 1
 
     def keep(name, from_output):
         def hook(module, args, output=None):
             seen[name] = (output if from_output else args[0])[0, :keys].detach()
 
         return hook
+
+    def weights_of(attn, args, output):
+        if attn.layer_idx == layer:
+            seen["weights"] = output[1][0, head, query, :keys].detach().clone()
+            raise Reached
+        return output[0], output[1].new_empty(0)
 
     registrations = [
         (core.token_embedding, "post", keep("embed token", True)),
@@ -109,9 +121,13 @@ def written_parts(model, ids: torch.Tensor, layer: int, keys: int) -> tuple[dict
     for earlier in range(layer):
         registrations.append((core.layers[earlier].attn.out_proj, "pre", keep(f"merged {earlier}", False)))
         registrations.append((core.layers[earlier].mlp, "post", keep(f"mlp {earlier}", True)))
-    with hooks(*registrations):
-        out = run(model, ids, output_attentions=True, logits_to_keep=1)
-    return seen, out.attentions[layer][0, :, :keys, :keys]
+    registrations += [Hook(block.attn, "post", weights_of, prepend=True) for block in core.layers[: layer + 1]]
+    try:
+        with hooks(*registrations):
+            run(model, ids, output_attentions=True, logits_to_keep=1)
+    except Reached:
+        pass
+    return seen
 
 
 def qk_attribution(model, input_ids, layer: int, head: int, query: int = -1, key: int | None = None) -> QKAttribution:
@@ -130,7 +146,7 @@ def qk_attribution(model, input_ids, layer: int, head: int, query: int = -1, key
             )
     block, H, keys = model.model.layers[layer], model.config.n_head, query + 1
     with torch.no_grad():
-        seen, weights = written_parts(model, ids, layer, keys)
+        seen = written_parts(model, ids, layer, head, query)
         folded, constant = folded_rows(block, head)  # (C, 2D), (2D,)
         D = constant.shape[0] // 2
         shares = [seen["embed token"] @ folded, seen["embed position"] @ folded]  # each (K, 2D)
@@ -153,7 +169,7 @@ def qk_attribution(model, input_ids, layer: int, head: int, query: int = -1, key
         k = seen["qkv"][:, C + head * D : C + (head + 1) * D].float()  # (K, D)
         scale = block.attn.scaling
         scores = k @ q * scale  # (K,): the model's own
-        head_weights = weights[head, query].float()
+        head_weights = seen["weights"].float()
         key = int(head_weights.argmax()) if key is None else key
         table = query_shares @ key_shares[key].T * scale  # (P, P)
         every_query_totals = query_shares @ key_shares.sum(1).T * scale  # (P, K)
@@ -170,7 +186,7 @@ def qk_attribution(model, input_ids, layer: int, head: int, query: int = -1, key
         query_totals=cpu(table.sum(1)),
         key_totals=cpu(table.sum(0)),
         scores=cpu(scores),
-        weights=cpu(head_weights[:keys]),
+        weights=cpu(head_weights),
         every_query_totals=cpu(every_query_totals.T),
         every_key_totals=cpu(every_key_totals),
         query_shares=cpu(query_shares),
