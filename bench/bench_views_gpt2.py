@@ -2,6 +2,7 @@
 
     python bench/bench_views_gpt2.py                 # 16-token texts (start token included), 3 rounds
     python bench/bench_views_gpt2.py --tokens 64 --rounds 2
+    python bench/bench_views_gpt2.py --tokens 1024 --rounds 1 --views Why   # attribution and the views named alone
 
 A GPT-2-shaped random model (transformers' GPT2LMHeadModel, 12 layers x 12 heads x 768, 50,257 tokens, converted by
 the demo with from_gpt2, as `--model openai-community/gpt2` is) served by the demo's own endpoint bodies in this
@@ -74,6 +75,7 @@ def main() -> None:
     parser.add_argument("--layer", type=int, default=5, help="the head of Head circuit: its layer")
     parser.add_argument("--head", type=int, default=1, help="the head of Head circuit")
     parser.add_argument("--why-layer", type=int, default=11, help="Why's head: its layer (head: --head)")
+    parser.add_argument("--views", nargs="*", default=None, help="time only these views (a word of each name)")
     args = parser.parse_args()
     torch.set_num_threads(1)  # as app.main sets it
     print(machine_summary())
@@ -95,6 +97,8 @@ def main() -> None:
                 lambda: maps.attention_why(text, model, args.why_layer, args.head)
             ),
         }
+        if args.views:  # the reference always, and the views asked for
+            views = {n: v for i, (n, v) in enumerate(views.items()) if not i or any(w in n for w in args.views)}
         new = {name: texts.pair if name.startswith("patching") else texts.text for name in views}
         timed = lambda name: seconds(views[name](new[name]()))  # noqa: E731
         cold = {name: timed(name) for name in views}

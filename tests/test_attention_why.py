@@ -148,7 +148,9 @@ def test_a_click_on_the_induction_cell_says_why_on_a_desktop_and_a_phone(page_ur
 
     options = dict(is_mobile=True, has_touch=True) if phone else {}
     with chromium_page(width, height, **options) as page:
-        page.goto(f"{page_url}?model=specimen&text={quote(ZORBAK)}&layer=1&head=1&query=27&step={SECTION_STEP['softmax']}")
+        page.goto(
+            f"{page_url}?model=specimen&text={quote(ZORBAK)}&layer=1&head=1&query=27&step={SECTION_STEP['softmax']}"
+        )
         expect(page.locator("#attention-head figcaption").first).to_have_text("layer 1, head 1")
         page.locator("#attention-head figure[data-layer]").first.scroll_into_view_if_needed()
         click_cell(page, 27, 9, 28, tap=phone)
@@ -168,3 +170,15 @@ def test_a_click_on_the_induction_cell_says_why_on_a_desktop_and_a_phone(page_ur
         expect(asked).to_have_attribute("data-query", "27")
         asked.click()
         expect(why.locator("h4")).to_contain_text("at '<|endoftext|>' (key 0)")
+
+
+def test_the_circuit_walks_where_to_look_step_asks_why_of_its_head_at_its_key():
+    """The button head.js answers (as the lesson's): the step's receiver and key, from the last query; none in the
+    other corruption's step."""
+    from minigpt.demo.circuits.circuit_walk_view import why_button
+
+    path = {"receiver": [1, 1], "key_position": 9, "key_token": "b"}
+    where = why_button({"what": "the token before the copied one changed: where to look", "path": path}, 27)
+    assert 'data-why-key="9" data-query="27" data-layer="1" data-head="1"' in where and "(key 9)" in where
+    assert why_button({"what": "the copied token changed: what to copy", "path": path}, 27) == ""
+    assert why_button({"what": "the token before the copied one changed: where to look"}, 27) == ""
