@@ -79,13 +79,13 @@ def folded_rows(block, head: int) -> tuple[torch.Tensor, torch.Tensor]:
     x @ G / divisor (G's rows centred: (x - mean x) · g = x · (g - mean g)), and the (2D,) constant (the norm's shift
     through the rows, plus their bias)."""
     C, D = block.attn.qkv_proj.in_features, block.attn.head_dim
-    rows = torch.cat([block.attn.qkv_proj.weight[i * C + head * D :][:D] for i in (0, 1)])  # (2D, C): q rows, k rows
-    folded = block.attn_norm.weight[:, None] * rows.T  # (C, 2D)
-    constant = torch.zeros(2 * D, device=rows.device, dtype=rows.dtype)
+    rows = torch.cat([block.attn.qkv_proj.weight[i * C + head * D :][:D] for i in (0, 1)]).float()  # (2D, C): q, k
+    folded = block.attn_norm.weight.float()[:, None] * rows.T  # (C, 2D)
+    constant = torch.zeros(2 * D, device=rows.device)
     if block.attn_norm.bias is not None:
-        constant = constant + block.attn_norm.bias @ rows.T
+        constant = constant + block.attn_norm.bias.float() @ rows.T
     if block.attn.qkv_proj.bias is not None:
-        constant = constant + torch.cat([block.attn.qkv_proj.bias[i * C + head * D :][:D] for i in (0, 1)])
+        constant = constant + torch.cat([block.attn.qkv_proj.bias[i * C + head * D :][:D] for i in (0, 1)]).float()
     return folded - folded.mean(0), constant
 
 
@@ -149,27 +149,29 @@ def qk_attribution(model, input_ids, layer: int, head: int, query: int = -1, key
         seen = written_parts(model, ids, layer, head, query)
         folded, constant = folded_rows(block, head)  # (C, 2D), (2D,)
         D = constant.shape[0] // 2
+        seen = {name: value.float() for name, value in seen.items()}  # float32 whatever the model's dtype
         shares = [seen["embed token"] @ folded, seen["embed position"] @ folded]  # each (K, 2D)
         for earlier in range(layer):
             out_proj = model.model.layers[earlier].attn.out_proj
-            through = torch.einsum("chd,ce->hde", out_proj.weight.view(-1, H, out_proj.in_features // H), folded)
+            weight = out_proj.weight.float().view(-1, H, out_proj.in_features // H)  # (C, H, D)
+            through = torch.einsum("chd,ce->hde", weight, folded)
             shares += list(torch.einsum("khd,hde->hke", seen[f"merged {earlier}"].unflatten(-1, (H, -1)), through))
             if out_proj.bias is not None:
-                shares.append((out_proj.bias @ folded).expand(keys, -1))
+                shares.append((out_proj.bias.float() @ folded).expand(keys, -1))
             shares.append(seen[f"mlp {earlier}"] @ folded)
-        entering = seen["entering"].float()
+        entering = seen["entering"]
         divisors = (entering.var(-1, unbiased=False) + block.attn_norm.eps).sqrt()  # (K,)
-        shares = torch.stack(shares, 1).float() / divisors[:, None, None]  # (K, P, 2D)
+        shares = torch.stack(shares, 1) / divisors[:, None, None]  # (K, P, 2D)
         biased = block.attn_norm.bias is not None or block.attn.qkv_proj.bias is not None
         if biased:
-            shares = torch.cat([shares, constant.float().expand(keys, 1, -1)], 1)
+            shares = torch.cat([shares, constant.expand(keys, 1, -1)], 1)
         query_shares, key_shares = shares[query, :, :D], shares[:, :, D:]  # (P, D), (K, P, D)
         C = model.config.n_embd
-        q = seen["qkv"][query, head * D : (head + 1) * D].float()
-        k = seen["qkv"][:, C + head * D : C + (head + 1) * D].float()  # (K, D)
+        q = seen["qkv"][query, head * D : (head + 1) * D]
+        k = seen["qkv"][:, C + head * D : C + (head + 1) * D]  # (K, D)
         scale = block.attn.scaling
         scores = k @ q * scale  # (K,): the model's own
-        head_weights = seen["weights"].float()
+        head_weights = seen["weights"]
         key = int(head_weights.argmax()) if key is None else key
         table = query_shares @ key_shares[key].T * scale  # (P, P)
         every_query_totals = query_shares @ key_shares.sum(1).T * scale  # (P, K)
