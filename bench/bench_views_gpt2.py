@@ -2,6 +2,7 @@
 
     python bench/bench_views_gpt2.py                 # 16-token texts (start token included), 3 rounds
     python bench/bench_views_gpt2.py --tokens 64 --rounds 2
+    python bench/bench_views_gpt2.py --tokens 1024 --rounds 1 --views Why   # attribution and the views named alone
 
 A GPT-2-shaped random model (transformers' GPT2LMHeadModel, 12 layers x 12 heads x 768, 50,257 tokens, converted by
 the demo with from_gpt2, as `--model openai-community/gpt2` is) served by the demo's own endpoint bodies in this
@@ -31,6 +32,7 @@ from helpers import PRINTABLE, printable_tokenizer, save_gpt2  # noqa: E402
 from minigpt.demo.circuits.endpoints import Circuits  # noqa: E402
 from minigpt.demo.core.state import DemoState  # noqa: E402
 from minigpt.demo.head_tools.endpoints import Insights  # noqa: E402
+from minigpt.demo.maps.endpoints import AttentionMaps  # noqa: E402
 from timing import machine_summary, print_table  # noqa: E402
 
 GPT2_SHAPE = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
@@ -72,13 +74,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="warm calls of each view (their median)")
     parser.add_argument("--layer", type=int, default=5, help="the head of Head circuit: its layer")
     parser.add_argument("--head", type=int, default=1, help="the head of Head circuit")
+    parser.add_argument("--why-layer", type=int, default=11, help="Why's head: its layer (head: --head)")
+    parser.add_argument("--views", nargs="*", default=None, help="time only these views (a word of each name)")
     args = parser.parse_args()
     torch.set_num_threads(1)  # as app.main sets it
     print(machine_summary())
     with tempfile.TemporaryDirectory() as tmp:
         folder = save_gpt2(Path(tmp) / "gpt2-shaped", printable_tokenizer(), **GPT2_SHAPE)
         state = DemoState.configure([str(folder)], training=False)
-        circuits, insights, model = Circuits(state), Insights(state), "gpt2-shaped"
+        circuits, insights, maps, model = Circuits(state), Insights(state), AttentionMaps(state), "gpt2-shaped"
         state.picker.get(model)
         texts = NewTexts(circuits, model, args.tokens)
         # Each view: a new text (prepared untimed), then the call that is timed.
@@ -89,7 +93,12 @@ def main() -> None:
                 lambda: circuits.head_circuit(text, model, args.layer, args.head)
             ),
             "patching (/patching)": lambda text=None: lambda: circuits.patching(*text, model),
+            "Why (/attention_why)": lambda text=None: (
+                lambda: maps.attention_why(text, model, args.why_layer, args.head)
+            ),
         }
+        if args.views:  # the reference always, and the views asked for
+            views = {n: v for i, (n, v) in enumerate(views.items()) if not i or any(w in n for w in args.views)}
         new = {name: texts.pair if name.startswith("patching") else texts.text for name in views}
         timed = lambda name: seconds(views[name](new[name]()))  # noqa: E731
         cold = {name: timed(name) for name in views}

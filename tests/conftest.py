@@ -88,6 +88,7 @@ SHARED = {
         "test_app_batching.py",
         "test_app_steps.py",
         "test_attention_scale.py",
+        "test_attention_why.py",
         "test_circuit_walk_browser.py",
         "test_exercises.py",
         "test_hostile_routes.py",

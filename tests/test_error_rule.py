@@ -60,6 +60,7 @@ LOADING_ENDPOINTS = [
     "/text",
     "/attention",
     "/attention_values",
+    "/attention_why",
     "/attention_export",
     "/step",
     "/next_tokens",
@@ -147,6 +148,14 @@ MISTAKES = {
         (dict(head="4"), "head must be 0 to 3 or 'mean' (their average), got '4'"),
         (dict(query=5), "query must be between 0 and 4 (the text has 5 tokens"),
         (dict(key="first"), "key must be a number, got 'first'"),
+        (dict(text="Emma"), "'E' (LATIN CAPITAL LETTER E)"),
+    ],
+    "/attention_why": [
+        (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
+        (dict(layer=4), "layer must be 0 to 3, got 4"),
+        (dict(head="mean"), "head must be 0 to 3, got 'mean'"),
+        (dict(query=5), "query must be between 0 and 4 (the text has 5 tokens"),
+        (dict(query=1, key=3), "key 3 comes after the query 1: it is masked"),
         (dict(text="Emma"), "'E' (LATIN CAPITAL LETTER E)"),
     ],
     "/attention_export": [

@@ -46,6 +46,7 @@ IDS_TAKERS = {
     "patch_residual": (lambda m, ids: heads.patch_residual(m, ids, CORRUPTED), "clean_ids"),
     "patch_units": (lambda m, ids: heads.patch_units(m, ids, CORRUPTED, "output", [(0, 0)]), "clean_ids"),
     "logit_attribution": (lambda m, ids: heads.logit_attribution(m, ids), "input_ids"),
+    "qk_attribution": (lambda m, ids: heads.qk_attribution(m, ids, 1, 1), "input_ids"),
     "run_forward_pass": (lambda m, ids: heads.run_forward_pass(m, ids), "input_ids"),
     "ov_circuit": (lambda m, ids: heads.ov_circuit(m, 0, 1, tokens=ids), "tokens"),  # layer 0: the bare W_E's rows
     "effective_embedding": (lambda m, ids: heads.effective_embedding(m, 1, tokens=ids), "tokens"),
@@ -170,6 +171,25 @@ def test_an_intermediate_a_receiver_input_or_an_ablated_head_that_cannot_be_is_r
     refused(lambda: heads.patch_path(model, CLEAN, CORRUPTED, "embed", (1, 1), ["k"]), "receiver_input must be")
     refused(lambda: heads.ablated_pass(model, recorded, [(0, 1, 2)], "zero"), "heads (0, 1, 2): not a head")
     refused(lambda: heads.head_mask(["mlp 1"], 2, 4), "heads 'mlp 1': not a head")
+
+
+QK_REFUSALS = {  # qk_attribution(model, CLEAN, layer, head, query, key) -> the message's start
+    (2, 1, -1, None): "layer must be 0 to 1 (the model has 2 layers), got 2.",
+    (-1, 1, -1, None): "layer must be 0 to 1",
+    (1, 4, -1, None): "head must be 0 to 3 (each layer has 4 heads), got 4.",
+    (1, -1, -1, None): "head must be 0 to 3",
+    (1, 1.0, -1, None): "head must be a whole number, got float 1.0.",
+    (1, 1, 6, None): "query 6 is outside the text's 6 tokens (0 to 5, or -1 for the last).",
+    (1, 1, -1, 6): "key 6 is outside the text's 6 tokens",
+    (1, 1, 2, 3): "key 3 comes after the query 2: a query sees the keys 0 to 2 (the causal mask).",
+    (1, 1, -1, "9"): "key must be a whole number, got str '9'.",
+}
+
+
+@pytest.mark.parametrize("arguments", QK_REFUSALS)
+def test_a_layer_head_query_or_key_that_qk_attribution_cannot_take_is_refused(specimen, arguments):
+    """A negative head would be read as the last; a key after the query has no score (the causal mask)."""
+    refused(lambda: heads.qk_attribution(specimen[0], CLEAN, *arguments), QK_REFUSALS[arguments])
 
 
 def test_a_head_given_by_its_name_or_either_tuple_is_the_same_head(specimen):

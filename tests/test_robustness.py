@@ -394,6 +394,7 @@ def test_a_huge_run_name_is_not_echoed_whole(client, endpoint):
         (dict(data="zz", fn_name="attention_row"), 400, "Expected {model, text, layer, head, ...}."),
         (dict(data={"text": "Zoë", "model": None, "layer": 0, "head": "0"}, fn_name="attention_row"), 400, "'ë'"),
         (dict(data={"text": "emma", "layer": 0, "head": "0", "query": 99}, fn_name="attention_row"), 400, "query"),
+        (dict(data="zz", fn_name="attention_why_html"), 400, "Expected {model, text, layer, head, query, key}."),
     ],
 )
 def test_the_unqueued_component_route_answers_mistakes_by_the_error_rule(server, body, status, message):

@@ -17,17 +17,19 @@ transformers only: no Gradio, nothing of the demo (which is built on this, as tr
     heads.find_circuit(model)                           # the edges that keep induction, found by EAP-IG and checked
     heads.circuit_to_eap_json(found, model)             # that circuit in EAP-IG's graph JSON layout; and back
     heads.attribution_patching(model, clean_ids, corrupted_ids)  # (L, H, T) estimated, the top 3 cells exact
+    heads.qk_attribution(model, ids, 1, 1, query=-1, key=9)  # why 1.1 attends there: its score as query x key parts
 
 Modules: `recorded_pass` (the pass), `hooks` (hooks on the model's modules for the calling thread alone), `predictions`
 (next-token probabilities, the sampler's, the logit lens), `ablation` (the ablation switch, what it puts in, head
 importance), `role_scores` (head roles, the one definition of induction, the induction probe), `comparison` (two texts'
 maps), `attribution` (direct logit attribution),
-`patching` (activation and path patching), `weights` (per-head weights, composition, QK and OV circuits; `circuits`
-names these three modules' instruments in one place, as it always did), `graph`, `circuit_tasks`, `edge_attribution`,
-`exact_runs` and `discovery` (the circuit found: the graph of senders and receivers, prompt sets and their metrics,
-EAP and EAP-IG scores, exact runs, the search, held-out checks and the minimal circuit; `eap_json`, a found circuit in
-EAP-IG's graph JSON layout and back), `steps` and `block_steps` (the block step by step), `shapes` (the shape trace),
-`metrics` (head metrics over a corpus), `role_log` (roles at each evaluation and weight snapshots, for training runs).
+`patching` (activation and path patching), `qk_attribution` (one attention score split into query part x key part),
+`weights` (per-head weights, composition, QK and OV circuits; `circuits` names these three modules' instruments in one
+place, as it always did), `graph`, `circuit_tasks`, `edge_attribution`, `exact_runs` and `discovery` (the circuit
+found: the graph of senders and receivers, prompt sets and their metrics, EAP and EAP-IG scores, exact runs, the
+search, held-out checks and the minimal circuit; `eap_json`, a found circuit in EAP-IG's graph JSON layout and back),
+`steps` and `block_steps` (the block step by step), `shapes` (the shape trace), `metrics` (head metrics over a
+corpus), `role_log` (roles at each evaluation and weight snapshots, for training runs).
 """
 
 from minigpt.heads.ablation import ablated_pass, ablation_values, head_importance, head_mask, heads_ablated
@@ -41,6 +43,7 @@ from minigpt.heads.patching import Patching, patch_heads, patch_heads_by_positio
 from minigpt.heads.paths import PathGrid, PathPatching, patch_path, patch_paths, patch_two_step
 from minigpt.heads.predictions import logit_lens, next_token_probabilities
 from minigpt.heads.prompts import OverPrompts, over_prompts, repeated_tokens, variants
+from minigpt.heads.qk_attribution import QKAttribution, qk_attribution
 from minigpt.heads.recorded_pass import ForwardPass, run_forward_pass, unembed
 from minigpt.heads.role_log import load_snapshot, log_roles, read_roles, snapshots_of
 from minigpt.heads.role_scores import (
@@ -103,6 +106,9 @@ __all__ = [
     # Direct logit attribution
     "Attribution",
     "logit_attribution",
+    # Why a head attends where it does: a score split into query part x key part
+    "QKAttribution",
+    "qk_attribution",
     # Activation patching
     "Patching",
     "patch_heads",

@@ -28,11 +28,26 @@ def routes_table(routes: list[dict], feeder: str) -> str:
     return f"<figure><figcaption>Through {esc(feeder)}, from</figcaption><table class='grid'>{rows}</table></figure>"
 
 
+def why_button(step: dict, query: int) -> str:
+    """In the "where to look" step, a button asking why its head looks from the last token at the key (maps/head.js
+    answers under the enlarged maps, /attention_why)."""
+    path = step.get("path")
+    if not path or not str(step.get("what", "")).endswith("where to look"):
+        return ""
+    (layer, head), key = path["receiver"], path["key_position"]
+    return (
+        f'<p class="why-keys"><button type="button" data-why-key="{key}" data-query="{query}" data-layer="{layer}" '
+        f'data-head="{head}">Why does {layer}.{head} look at {esc(path["key_token"])!r} (key {key})?</button> '
+        '<span class="why-status" aria-live="polite"></span></p>'
+    )
+
+
 def walk_html(answer: dict) -> str:
     """The walk's steps, numbered, each: its question, what was measured and found, and the picture of it."""
+    query = len(answer["ids"]) - 1
     items = "".join(
         f'<li data-step="{esc(step["name"])}"><h5>{esc(step["title"])}</h5><p class="finding">{esc(step["finding"])}'
-        f'</p><div class="maps">{step_picture(step)}</div></li>'
+        f'</p><div class="maps">{step_picture(step)}</div>{why_button(step, query)}</li>'
         for step in answer["steps"]
     )
     return f'<div class="insight circuits walk"><ol class="walk">{items}</ol></div>'

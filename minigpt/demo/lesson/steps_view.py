@@ -153,6 +153,9 @@ def shapes_html(shapes: list[dict], sizes: dict) -> str:
     return f'<p class="shapes">Shapes ({legend}): {"; ".join(parts)}.</p>'
 
 
+WHY_KEYS = 5  # the softmax step asks why of the query's heaviest keys
+
+
 class StepDrawing:
     """Draws the steps of one `steps_json` answer: a method per step, named like it, returning the step's body."""
 
@@ -215,7 +218,24 @@ class StepDrawing:
             f"<p>The exponentials sum to {scalar_html('softmax.exp_sum', step['exp_sum'])}; each divided by that sum "
             f"gives its weight. The weights sum to {scalar_html('softmax.sum', step['sum'])}.</p>"
         )
-        return keys_table(self.tokens, self.i, columns) + sums + weight_bars(self.tokens, self.weights, self.i)
+        bars = weight_bars(self.tokens, self.weights, self.i)
+        return keys_table(self.tokens, self.i, columns) + sums + bars + self.why_keys()
+
+    def why_keys(self) -> str:
+        """Buttons asking why the head weighs each of the query's heaviest keys so (maps/head.js answers under the
+        enlarged maps: the score split into query part x key part, /attention_why)."""
+        heaviest = sorted(range(self.i + 1), key=lambda j: -self.weights[j])[:WHY_KEYS]
+        layer, head = self.numbers["layer"], self.numbers["head"]
+        buttons = "".join(
+            f'<button type="button" data-why-key="{j}" data-query="{self.i}" data-layer="{layer}" data-head="{head}">'
+            f"{j} {html.escape(self.tokens[j][:12])} ({self.weights[j]:.2f})</button>"
+            for j in heaviest
+        )
+        return (
+            '<div class="why-keys"><span class="label">Why this weight? The score of a key, split into what each part '
+            f"of the stream puts into the query and the key (under the enlarged maps):</span> {buttons}"
+            '<span class="why-status" aria-live="polite"></span></div>'
+        )
 
     def dropout(self) -> str:
         drop = self.s["dropout"]

@@ -17,6 +17,7 @@ from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.texts import MAX_FILE_NUMBERS, TextView, check_every_map
 from minigpt.demo.maps.export import GRID_SVG_UP_TO, save_weights
 from minigpt.demo.maps.over_training import head_over_training
+from minigpt.demo.maps.why import attention_why
 from minigpt.errors import VISITORS_MISTAKES, VisitorError, shortened
 from minigpt.heads.shapes import trace_steps, trace_table
 
@@ -195,6 +196,28 @@ class AttentionMaps:
         key = token_position(key, len(view.ids), "key", default=0, last=False)
         weight = weights[key] if key <= query else 0.0  # a future key: masked, weight 0
         return {"query": query, "key": key, "tokens": [view.tokens[query], view.tokens[key]], "weights": [weight]}
+
+    def attention_why(
+        self,
+        text: str = "emma",
+        model: str | None = None,
+        layer: int = 0,
+        head: int = 0,
+        query: int = -1,
+        key: int | None = None,
+    ) -> dict:
+        """Why head `layer`.`head` attends from `query` (from 0; -1: the last token) to `key` (empty: the key it
+        weighs most): its score q·k/sqrt(D) split into what each part of the stream (the token and position
+        embeddings, each earlier head, attention bias and MLP, the constant) puts into the query times what each puts
+        into the key, the layer norm's divisor fixed at each position; the table (its entries sum to the score), each
+        side's totals, every key's score and weight, the runner-up key's totals, and the sentences they support."""
+        view = self.state.text_view(model or self.state.names_default, text or "")
+        config = view.lm.model.config
+        layer, head = layer_index(layer, config.n_layer), head_index(head, config.n_head, average=False)
+        query = token_position(query, len(view.ids), "query")
+        key = None if key in (None, "") else token_position(key, len(view.ids), "key", last=False)
+        with self.every_core(view):
+            return attention_why(view, layer, head, query, key)
 
     def attention_export(
         self, text: str = "emma", model: str | None = None, what: str = "safetensors", layer: int = 0, head: str = "0"

@@ -6,7 +6,8 @@
 // size, keys col .. col + size). A click on a map (no drag) selects the query row under the pointer: it sets
 // data-query on .attn-large, outlines that row (rect.row-mark, as the server draws it), fires this gr.HTML's event
 // 'query' with {layer, head, query} (`large.query(fn, ...)`, read as the event's attributes) and a bubbling DOM CustomEvent
-// 'attention-query' with the same detail.
+// 'attention-query' with the same detail; under the maps it then says why the head looks at that cell's key
+// (server.attention_why_html, showWhy).
 let drag = null, hovered = '', generation = 0, lastWheel = 0;
 const cellAt = (event) => {
   const figure = event.target.closest && event.target.closest('.attn-large figure[data-layer]');
@@ -131,6 +132,7 @@ window.addEventListener('mouseup', (event) => {
     cell.figure.querySelector('image.heat').removeAttribute('transform');
     showCell(cell.figure, cell.q, cell.k);  // a tap or click shows the exact weight too: nothing is hover-only
     choose(cell.figure, cell.q);
+    showWhy(cell.figure, cell.q, cell.k);
     return;
   }
   const perPixel = cell.size / cell.box.width;
@@ -156,6 +158,35 @@ function choose(figure, query) {
   markRows(root);
   trigger('query', detail);
   root.dispatchEvent(new CustomEvent('attention-query', {detail, bubbles: true}));
+}
+// Why the head looks there (maps/why_view.py, under the maps): asked of the server for the clicked cell, drawn while
+// its text is still the one shown and no other cell was clicked since. A masked cell or the layer's average: a line.
+let whyAsked = 0;
+function showWhy(figure, q, k) {
+  const root = figure.closest('.attn-large'), box = root.querySelector('.attn-why-box');
+  if (!box) return;
+  const {root: _, ...asked} = shown(figure), mine = ++whyAsked, key = root.dataset.view;
+  if (k > q) { box.innerHTML = ''; return; }
+  box.textContent = `Why ${asked.layer}.${asked.head} looks from query ${q} at key ${k}: …`;
+  server.attention_why_html({...asked, query: q, key: k})
+    .then((body) => { if (mine === whyAsked && root.dataset.view === key) box.innerHTML = body; })
+    .catch(() => { if (mine === whyAsked) box.textContent = 'Could not say why: click the cell again.'; });
+}
+// The lesson's softmax step (lesson/steps_view.py why_keys): a key's button asks why of the enlarged map of the same
+// head (the page's one selection), and brings the answer into view.
+if (!window.whyKeysListening) {
+  window.whyKeysListening = true;
+  document.addEventListener('click', (event) => {
+    const button = event.target.closest && event.target.closest('button[data-why-key]');
+    if (!button) return;
+    const {layer, head, query, whyKey} = button.dataset;
+    const figure = document.querySelector(`#attention-head figure[data-layer="${layer}"][data-head="${head}"]`);
+    const status = button.parentElement.querySelector('.why-status');
+    if (!figure) { if (status) status.textContent = `Show head ${layer}.${head} in the maps to ask why.`; return; }
+    if (status) status.textContent = '';
+    showWhy(figure, Number(query), Number(whyKey));
+    figure.closest('.attn-large').querySelector('.attn-why-box').scrollIntoView({block: 'nearest'});
+  });
 }
 function showCell(figure, q, k) {
   const root = figure.closest('.attn-large'), line = root.querySelector('.attn-value');
@@ -190,6 +221,7 @@ element.addEventListener('keydown', (event) => {
   } else if (event.key === 'Enter' || event.key === ' ') {
     event.preventDefault();
     choose(figure, cell.q);
+    showWhy(figure, cell.q, cell.k);
   }
 });
 // The row picker (maps/view.py row_picker): a tap on a token's button chooses its row's query, in the chosen head's

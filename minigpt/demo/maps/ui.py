@@ -32,6 +32,7 @@ from minigpt.demo.maps.view import (
     head_html,
     over_training_html,
 )
+from minigpt.demo.maps.why_view import why_html
 from minigpt.errors import VISITORS_MISTAKES, VisitorError
 
 LINES_OF = [("this head", "head"), ("every head of the layer, in colours", "layer")]  # the line view's choice
@@ -139,6 +140,22 @@ class AttentionSection:
         matrix = head_matrix(view.recorded.attentions, layer, head)
         return figure_body(matrix, view.tokens, head_caption(layer, head), window, query)
 
+    def attention_why_html(self, asked: dict) -> str:
+        """For head.js (a click on a cell): why the head looks from the query to the key, drawn (/attention_why's
+        answer); the layer's average, a masked cell or any other mistake: its message in its place."""
+        if not isinstance(asked, dict):
+            raise VisitorError("Expected {model, text, layer, head, query, key}.")
+        if str(asked.get("head")) == "mean":
+            return error_html("Why is asked of one head: the average of a layer has no query and key of its own.")
+        try:
+            answer = self.maps.attention_why(
+                str(asked.get("text") or ""), asked.get("model"), asked.get("layer"), asked.get("head"),
+                asked.get("query"), asked.get("key"),
+            )  # fmt: skip
+        except VISITORS_MISTAKES as error:
+            return error_html(str(error))
+        return why_html(answer)  # inside the enlarged maps, which belong to the text (head.js checks it is still shown)
+
     def export_shown(self, shown: dict | None, what: str, layer: int, head: str):
         """The page's export: of the text whose maps are shown."""
         if not shown:
@@ -188,7 +205,11 @@ class AttentionSection:
             label="Chosen head",
             js_on_load=HEAD_JS,
             elem_id="attention-head",
-            server_functions=[answers_visitors(self.attention_window), answers_visitors(self.maps.attention_row)],
+            server_functions=[
+                answers_visitors(self.attention_window),
+                answers_visitors(self.maps.attention_row),
+                answers_visitors(self.attention_why_html),
+            ],
         )
         lines_of = unchecked(
             gr.Radio(LINES_OF, value="head", label="Line view (texts up to 64 tokens)", elem_id="lines-of")
@@ -295,6 +316,7 @@ class AttentionSection:
         export_button.click(self.export_shown, [shown, export_what, layer, head], export_file, **private)
         gr.api(self.attention_export, api_name="attention_export")
         gr.api(self.maps.attention_values, api_name="attention_values")
+        gr.api(self.maps.attention_why, api_name="attention_why")
         parts = dict(shown=shown, grid=grid, large=large, layer=layer, head=head, text=text, model=model, link=link)
         parts.update(lines=lines, lines_of=lines_of, details=details, over_training=over_training)
         parts.update(notes=notes, trace=trace, selected=selected)

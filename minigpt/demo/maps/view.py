@@ -187,11 +187,13 @@ def head_html(
     note = f'<p class="attn-moved" role="status">{html.escape(moved)}</p>' if moved else ""
     return (
         f'{note}<div class="attn-large" {data}>{zoom}{figures}<div class="attn-tip" hidden></div>'
-        f'<p class="attn-value" aria-live="polite"></p>{row_picker(tokens, query)}</div>'
+        f'<p class="attn-value" aria-live="polite"></p>{row_picker(tokens, query)}'
+        '<div class="attn-why-box" aria-live="polite"></div></div>'
         f"{legend_html()}"
         "<p class='attn-help'>Rows: the token that looks (query). Columns: the tokens it looks at (keys). Hover, tap "
         "or click a cell for its exact weight (shown under the maps); a click or tap also chooses that row's query "
-        "token. With the keyboard: Tab to a map, the arrow keys move the query row, Enter chooses it.</p>"
+        "token and says why the head looks there (its score split into what each part of the stream puts into the "
+        "query and the key). With the keyboard: Tab to a map, the arrow keys move the query row, Enter chooses it.</p>"
     )
 
 
