@@ -213,6 +213,14 @@ def test_the_circuit_walk_finds_the_specimens_circuit_in_its_numbers(client, spe
     assert "embed → mlp 0 → 1.1's value" in steps[4]["finding"]
     assert "through its key" in steps[5]["finding"] and "0.2 → mlp 0 → 1.1's key" in steps[6]["finding"]
     assert steps[7]["needed"] == ["0.0", "0.2", "1.1"] and steps[7]["kept"] > 0.8
+    # every head called needed is said with its measured job (issue 61: 0.0 is no previous-token head)
+    jobs = steps[7]["jobs"]
+    assert (
+        jobs["0.0"]["role"] == "offset"
+        and jobs["0.0"]["offset"] == 2
+        and "0.0 looks 2 tokens back" in steps[7]["finding"]
+    )
+    assert jobs["0.2"]["offset"] == 1 and jobs["1.1"]["role"] == "induction"
 
 
 def test_the_walk_checks_its_premises_before_it_tells_a_story(client, specimen):

@@ -23,8 +23,19 @@ from minigpt.demo.circuits import measures
 from minigpt.demo.circuits.words import INPUT_WORDS, NAMED, direct_words, path_sentences, share
 from minigpt.demo.core.prompt_sets import ordinary_tokens
 from minigpt.demo.core.texts import TextView
+from minigpt.demo.head_tools.words import job_phrase
 from minigpt.errors import VISITORS_MISTAKES
-from minigpt.heads import ablated_pass, ablation_values, head_mask, heads_ablated, patch_two_step, repeated_tokens
+from minigpt.heads import (
+    ablated_pass,
+    ablation_values,
+    head_mask,
+    head_roles,
+    heads_ablated,
+    patch_two_step,
+    repeated_tokens,
+    run_forward_pass,
+)
+from minigpt.heads.role_scores import measured_jobs
 
 TASK_PROMPTS = 16  # prompts of the induction task
 MAX_TASK_HALF = 24  # tokens in each copy (fewer when the context is shorter)
@@ -218,12 +229,30 @@ def needed_heads(lm) -> dict:
     needed = [(layer, h) for layer in range(L) for h in range(H) if lost[layer][h] >= NEEDED]
     kept = (none - repeated_loss(model, prompts, ~head_mask(needed, L, H), values)) / (none - full)
     names = ", ".join(f"{layer}.{h}" for layer, h in needed) or "none"
+    jobs = jobs_on(model, prompts)
     said = (
         f"On {len(prompts)} prompts of random tokens written twice, mean-ablating one head at a time: {names} each "
         f"take away at least {share(NEEDED)} of the model's copying of the second half; keeping only them (every other "
         f"head mean-ablated) keeps {share(kept)} of it."
     )
-    return step("needed", title, said, lost=lost, needed=[f"{a}.{b}" for a, b in needed], kept=kept)
+    if needed:  # every head called needed is said with what it was measured to do, on the same prompts
+        said += " What each does there: " + "; ".join(job_said(f"{a}.{b}", jobs[a][b]) for a, b in needed) + "."
+    data = dict(lost=lost, needed=[f"{a}.{b}" for a, b in needed], kept=kept)
+    return step("needed", title, said, **data, jobs={f"{a}.{b}": jobs[a][b] for a, b in needed})
+
+
+def jobs_on(model, prompts: torch.Tensor) -> list[list[dict]]:
+    """Each head's measured job (`role_scores.measured_jobs`) on the task's prompts: its offsets, first token, self and
+    same token on the first prompt, induction over them all."""
+    roles = head_roles(model, run_forward_pass(model, prompts[0].tolist()), prompts)
+    roles.pop("induction_on_text", None)  # the first prompt's: induction is the one over every prompt
+    return measured_jobs(roles)
+
+
+def job_said(name: str, job: dict) -> str:
+    """'0.0 looks 2 tokens back (0.93)'; a head with no clear job: 'at most, ... (0.31)'."""
+    numbers = f"({job['score']:.2f} of its weight, chance {job['chance']:.2f})"
+    return f"{name} {job_phrase(job)} {numbers}" if job["clear"] else f"{name}, at most, {job_phrase(job)} {numbers}"
 
 
 CORRUPTIONS = (
@@ -239,7 +268,9 @@ def corrupted_views(view: TextView, corrupt) -> tuple[list[tuple[TextView, str]]
     for before, what in CORRUPTIONS:
         try:
             found.append((corrupt(view, before), what))
-        except VISITORS_MISTAKES as error:  # no change of that token alters the answer: said with what was tried
+        except measures.NoChangeFound as error:  # no change of that token alters the answer: what was tried, said
+            tried.append(error.tried)
+        except VISITORS_MISTAKES as error:
             tried.append(str(error))
     return found, tried
 
@@ -252,8 +283,9 @@ def circuit_walk(view: TextView, corrupt, cores, needed=needed_heads) -> dict:
     steps = [prediction(view), first]
     corrupted, tried = corrupted_views(view, corrupt)
     if not corrupted:
+        tried = "; ".join(dict.fromkeys(tried))
         said = (
-            " ".join(dict.fromkeys(tried)) + " Patching needs a corrupted text with another answer: type one in the "
+            f"{measures.first_upper(tried)}. Patching needs a corrupted text with another answer: type one in the "
             "Patching part (the same number of tokens), or a text that repeats a phrase, its second copy cut short "
             "(“Romeo and Juliet, Romeo and Jul”)."
         )

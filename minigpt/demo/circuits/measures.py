@@ -419,6 +419,20 @@ def reads_back(lm, ids: list[int]) -> bool:
     return lm.tokenizer.encode(text, add_special_tokens=False, verbose=False) == ids[1:]
 
 
+def first_upper(clause: str) -> str:
+    """A clause as a sentence's start (str.capitalize would lower a token's letters after the first)."""
+    return clause[:1].upper() + clause[1:]
+
+
+class NoChangeFound(VisitorError):
+    """No change of one token alters the answer; `tried` (a clause) says which token was changed to how many."""
+
+    def __init__(self, tried: str):
+        advice = "type a corrupted text yourself (the same number of tokens, another earlier word the answer hangs on)"
+        super().__init__(f"{first_upper(tried)}: {advice}.")
+        self.tried = tried
+
+
 def one_token_changed(view: TextView, before: int = 0) -> tuple[list[int], str]:
     """A corrupted text for patching: the token after the first occurrence of the text's repeated end (what an
     induction head copies; with `before` 1, the token before it: what tells the head where to look; else the last
@@ -441,10 +455,9 @@ def one_token_changed(view: TextView, before: int = 0) -> tuple[list[int], str]:
         if int(out.logits[0, -1].argmax()) != answer:
             old, new = labels_of(view, [ids[where], candidate])
             return changed, f"Changed token {where} {old!r} to {new!r}: the model's next token changes."
-    raise VisitorError(
-        f"Changing token {where} ({labels_of(view, [ids[where]])[0]!r}) to each of the {len(candidates)} tokens the "
-        f"model finds likeliest there keeps its next token: type a corrupted text yourself (the same number of tokens, "
-        "another earlier word the answer depends on)."
+    raise NoChangeFound(
+        f"changing token {where} ({labels_of(view, [ids[where]])[0]!r}) to each of the {len(candidates)} tokens the "
+        "model finds likeliest there keeps its next token"
     )
 
 

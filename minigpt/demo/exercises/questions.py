@@ -20,7 +20,13 @@ import torch
 
 from minigpt.demo.circuits.circuit_walk import CORRUPTIONS
 from minigpt.demo.circuits.head_circuit import MAX_OV_VOCABULARY
-from minigpt.demo.circuits.measures import check_patch_length, one_token_changed, path_patching, repeated_source
+from minigpt.demo.circuits.measures import (
+    check_patch_length,
+    first_upper,
+    one_token_changed,
+    path_patching,
+    repeated_source,
+)
 from minigpt.demo.core.attention_maps import token_labels
 from minigpt.demo.core.prompt_sets import special_tokens
 from minigpt.demo.core.texts import TextView
@@ -144,16 +150,17 @@ class Measurements:
             try:
                 found.append((self.corrupt(self.view, before), what if repeats else words.NO_REPEAT_CHANGE))
             except VISITORS_MISTAKES as error:  # what it tried, said if nothing was found
-                self.tried.append(str(error))
+                self.tried.append(getattr(error, "tried", str(error)))
         return found
 
     @cached_property
     def carrier(self) -> str:
         """The head whose output, patched from the text into its first corruption, restores the most (the walk's)."""
         if not self.corrupted:
+            tried = "; ".join(dict.fromkeys(self.tried))
             raise Unasked(
-                " ".join(dict.fromkeys(self.tried)) + " Patching needs a text with another answer: one that repeats a "
-                "phrase, its second copy cut short (“Romeo and Juliet, Romeo and Jul”), works best."
+                f"{first_upper(tried)}. Patching needs a text with another answer: one that repeats a phrase, its "
+                "second copy cut short (“Romeo and Juliet, Romeo and Jul”), works best."
             )
         return tied(ranked_heads(patch_heads(self.model, self.ids, self.corrupted[0][0].ids).effects))[0]
 

@@ -38,8 +38,8 @@ JOB_WORDS = {  # a head's measured job (`role_scores.measured_jobs`), as a phras
     "first_token": "parks its attention on the start token",
     "self": "looks at its own token",
     "same_token": "looks at earlier copies of its own token",
-    "induction": "does induction on the probe (it looks at what followed its token the last time)",
-    "induction_on_text": "does induction on your text (it looks at what followed its token the last time)",
+    "induction": "does induction (it looks at what followed its token the last time)",
+    "induction_on_text": "does induction (it looks at what followed its token the last time)",
 }
 
 
