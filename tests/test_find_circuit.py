@@ -265,6 +265,10 @@ def test_on_the_owl_text_the_minimal_circuit_names_the_heads_the_model_needs(sta
         f"the minimal circuit keeps {len(minimal['edges'])} edges and {len(minimal['heads'])} heads ({heads})" in said
     )
     assert "on prompts it was not found on: other variants" in said and "found-on prompts, other variants" in said
+    # each head of the minimal circuit is said with its job measured on the found-on prompts (issue 61: 0.0 is
+    # needed, and looks two tokens back, not at the previous token)
+    assert set(minimal["heads"]) <= set(answer["jobs"]) and answer["jobs"]["0.0"]["offset"] == 2
+    assert "What each does on the found-on prompts: 0.0 looks 2 tokens back (" in said
     page = found_circuit_html(answer)
     assert "other variants (held out)" in page and f"<td>{minimal['faithfulness']:.3f}</td>" in page
     assert page.count("<tr><td>") >= len(minimal["parts"])  # a row per part of the minimal circuit

@@ -20,22 +20,13 @@ lower than on the first). Where a step cannot be taken, its sentence says why. N
 import torch
 
 from minigpt.demo.circuits import measures
+from minigpt.demo.circuits.head_circuit import jobs_on
 from minigpt.demo.circuits.words import INPUT_WORDS, NAMED, direct_words, path_sentences, share
 from minigpt.demo.core.prompt_sets import ordinary_tokens
-from minigpt.demo.core.texts import TextView
-from minigpt.demo.head_tools.words import job_phrase
+from minigpt.demo.core.texts import TextView, first_upper, repeated_source
+from minigpt.demo.head_tools.words import job_clause
 from minigpt.errors import VISITORS_MISTAKES
-from minigpt.heads import (
-    ablated_pass,
-    ablation_values,
-    head_mask,
-    head_roles,
-    heads_ablated,
-    patch_two_step,
-    repeated_tokens,
-    run_forward_pass,
-)
-from minigpt.heads.role_scores import measured_jobs
+from minigpt.heads import ablated_pass, ablation_values, head_mask, heads_ablated, patch_two_step, repeated_tokens
 
 TASK_PROMPTS = 16  # prompts of the induction task
 MAX_TASK_HALF = 24  # tokens in each copy (fewer when the context is shorter)
@@ -55,7 +46,7 @@ def prediction(view: TextView) -> dict:
     """The walk's premise: the model's top next token, and whether it is the token that followed the text's repeated
     end the first time (what an induction head copies). The steps after it tell a copying story only where it copies."""
     logits = view.recorded.logits(view.lm.model, -1)
-    top, where = int(logits.argmax()), measures.repeated_source(list(view.ids))
+    top, where = int(logits.argmax()), repeated_source(list(view.ids))
     top_label = measures.labels_of(view, [top])[0]
     said = f"The model predicts {top_label!r} next ({probability(logits, top):.2f})"
     if where is None:
@@ -236,23 +227,9 @@ def needed_heads(lm) -> dict:
         f"head mean-ablated) keeps {share(kept)} of it."
     )
     if needed:  # every head called needed is said with what it was measured to do, on the same prompts
-        said += " What each does there: " + "; ".join(job_said(f"{a}.{b}", jobs[a][b]) for a, b in needed) + "."
+        said += " What each does there: " + "; ".join(job_clause(f"{a}.{b}", jobs[a][b]) for a, b in needed) + "."
     data = dict(lost=lost, needed=[f"{a}.{b}" for a, b in needed], kept=kept)
     return step("needed", title, said, **data, jobs={f"{a}.{b}": jobs[a][b] for a, b in needed})
-
-
-def jobs_on(model, prompts: torch.Tensor) -> list[list[dict]]:
-    """Each head's measured job (`role_scores.measured_jobs`) on the task's prompts: its offsets, first token, self and
-    same token on the first prompt, induction over them all."""
-    roles = head_roles(model, run_forward_pass(model, prompts[0].tolist()), prompts)
-    roles.pop("induction_on_text", None)  # the first prompt's: induction is the one over every prompt
-    return measured_jobs(roles)
-
-
-def job_said(name: str, job: dict) -> str:
-    """'0.0 looks 2 tokens back (0.93)'; a head with no clear job: 'at most, ... (0.31)'."""
-    numbers = f"({job['score']:.2f} of its weight, chance {job['chance']:.2f})"
-    return f"{name} {job_phrase(job)} {numbers}" if job["clear"] else f"{name}, at most, {job_phrase(job)} {numbers}"
 
 
 CORRUPTIONS = (
@@ -285,7 +262,7 @@ def circuit_walk(view: TextView, corrupt, cores, needed=needed_heads) -> dict:
     if not corrupted:
         tried = "; ".join(dict.fromkeys(tried))
         said = (
-            f"{measures.first_upper(tried)}. Patching needs a corrupted text with another answer: type one in the "
+            f"{first_upper(tried)}. Patching needs a corrupted text with another answer: type one in the "
             "Patching part (the same number of tokens), or a text that repeats a phrase, its second copy cut short "
             "(“Romeo and Juliet, Romeo and Jul”)."
         )

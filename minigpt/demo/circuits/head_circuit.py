@@ -21,14 +21,16 @@ from minigpt.heads import (
     diagonal_share,
     elhage_copying_score,
     folded_unembedding,
+    head_roles,
     induction_pattern,
     ov_circuit,
     positional_qk_circuit,
     qk_circuit,
     role_score,
+    run_forward_pass,
 )
 from minigpt.heads.ablation import check_mode
-from minigpt.heads.role_scores import above_chance, chance_level, previous_token_pattern
+from minigpt.heads.role_scores import above_chance, chance_level, measured_jobs, previous_token_pattern
 
 MAX_OV_VOCABULARY = 128  # a vocabulary up to this size: the whole token x token OV circuit; above, the text's rows
 OV_TOP = 8  # above it, each source token's top targets
@@ -180,3 +182,11 @@ def previous_token_head_before(view: TextView, layer: int) -> str:
     if not above_chance(float(scores.flatten()[best]), chance_level(pattern)):
         return ""
     return f"{best // scores.shape[1]}.{best % scores.shape[1]}"
+
+
+def jobs_on(model, prompts: torch.Tensor) -> list[list[dict]]:
+    """Each head's measured job (`role_scores.measured_jobs`) on a prompt set: its offsets, first token, self and
+    same token on the first prompt, induction over them all."""
+    roles = head_roles(model, run_forward_pass(model, prompts[0].tolist()), prompts)
+    roles.pop("induction_on_text", None)  # the first prompt's: induction is the one over every prompt
+    return measured_jobs(roles)

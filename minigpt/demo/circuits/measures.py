@@ -17,7 +17,7 @@ from minigpt.demo.core.cores import pass_work
 from minigpt.demo.core.inputs import layer_index, number, parse_heads, token_position
 from minigpt.demo.core.per_model import PerModel
 from minigpt.demo.core.prompt_sets import described, prompt_count, text_variants
-from minigpt.demo.core.texts import TextView, encode
+from minigpt.demo.core.texts import TextView, encode, first_upper, repeated_source
 from minigpt.errors import VisitorError, shortened
 from minigpt.heads import (
     composition_baseline,
@@ -400,28 +400,10 @@ def check_same_length(clean: TextView, corrupted: TextView) -> None:
         )
 
 
-def repeated_source(ids: list[int]) -> int | None:
-    """Where the text's end was seen before: the position just after the first occurrence of the longest repeated
-    suffix (the token an induction head copies), or None when the end is not a repeat."""
-    best = None
-    for length in range(1, len(ids) - 1):
-        suffix = ids[-length:]
-        starts = [i for i in range(1, len(ids) - length) if ids[i : i + length] == suffix]
-        if not starts:
-            break
-        best = starts[0] + length
-    return best
-
-
 def reads_back(lm, ids: list[int]) -> bool:
     """The ids (after the start token) decode to a text that encodes to the same ids."""
     text = lm.tokenizer.decode(ids[1:], skip_special_tokens=False)
     return lm.tokenizer.encode(text, add_special_tokens=False, verbose=False) == ids[1:]
-
-
-def first_upper(clause: str) -> str:
-    """A clause as a sentence's start (str.capitalize would lower a token's letters after the first)."""
-    return clause[:1].upper() + clause[1:]
 
 
 class NoChangeFound(VisitorError):

@@ -6,6 +6,8 @@ was measured (the task, the prompts, the scores, the ablation), what the circuit
 metric's three values behind it, and the inputs of the heads that write to the logits; the scores named as estimates,
 the faithfulness as what the exact run measured on these prompts. No Gradio, no torch."""
 
+from minigpt.demo.head_tools.words import job_clause
+
 # The section's introduction on the page, and Find the circuit's.
 CIRCUITS_INTRO = (
     "## Circuits: how heads work together\nOn the text and model above. Which components write the answer "
@@ -400,7 +402,7 @@ def minimal_sentence(answer: dict) -> str | None:
     minimal = answer.get("minimal")
     if not minimal:
         return None
-    sets = ", ".join(["the found-on prompts"] + [h["prompts"] for h in minimal["held_out"]])
+    sets = ", ".join(["the found-on prompts"] + [name for name in minimal["floors"] if name != "found on"])
     heads = [p for p in minimal["parts"] if p["kind"] == "head"]
     adds = "; ".join(
         f"{p['name']} adds {p['adds']:+.3f} on the found-on prompts"
@@ -412,7 +414,15 @@ def minimal_sentence(answer: dict) -> str | None:
         f"Pruned while it stays at the target on {sets}: the minimal circuit keeps {len(minimal['edges'])} edges and "
         f"{len(minimal['heads'])} heads ({', '.join(minimal['heads']) or 'none'}), faithfulness "
         f"{minimal['faithfulness']:.3f} on the found-on prompts{ended}. Without each of its heads: {adds or 'none'}."
+        + jobs_sentence(answer, minimal["heads"])
     )
+
+
+def jobs_sentence(answer: dict, heads: list[str]) -> str:
+    """What each head of the circuit was measured to do on the found-on prompts (`jobs`), where the answer has it."""
+    jobs = answer.get("jobs") or {}
+    said = [job_clause(name, jobs[name]) for name in heads if name in jobs]
+    return f" What each does on the found-on prompts: {'; '.join(said)}." if said else ""
 
 
 def found_findings(answer: dict) -> list[str]:

@@ -122,3 +122,21 @@ def read_text(lm: LanguageModel, text: str, passes: ForwardPassCache) -> TextVie
     notes = []
     ids = keep_context(lm, from_boundary(lm, text, "text"), "text", notes)
     return TextView(lm, ids, token_labels(lm.tokenizer, ids), notes, text, passes)
+
+
+def first_upper(clause: str) -> str:
+    """A clause as a sentence's start (str.capitalize would lower a token's letters after the first)."""
+    return clause[:1].upper() + clause[1:]
+
+
+def repeated_source(ids: list[int]) -> int | None:
+    """Where the text's end was seen before: the position just after the first occurrence of the longest repeated
+    suffix (the token an induction head copies), or None when the end is not a repeat."""
+    best = None
+    for length in range(1, len(ids) - 1):
+        suffix = ids[-length:]
+        starts = [i for i in range(1, len(ids) - length) if ids[i : i + length] == suffix]
+        if not starts:
+            break
+        best = starts[0] + length
+    return best

@@ -22,14 +22,12 @@ from minigpt.demo.circuits.circuit_walk import CORRUPTIONS
 from minigpt.demo.circuits.head_circuit import MAX_OV_VOCABULARY
 from minigpt.demo.circuits.measures import (
     check_patch_length,
-    first_upper,
     one_token_changed,
     path_patching,
-    repeated_source,
 )
 from minigpt.demo.core.attention_maps import token_labels
 from minigpt.demo.core.prompt_sets import special_tokens
-from minigpt.demo.core.texts import TextView
+from minigpt.demo.core.texts import TextView, first_upper, repeated_source
 from minigpt.demo.core.work_budgets import importance_tokens
 from minigpt.demo.exercises import words
 from minigpt.errors import VISITORS_MISTAKES

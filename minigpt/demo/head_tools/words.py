@@ -57,3 +57,9 @@ def job_sentence(name: str, job: dict, measured_on: str = "this text") -> str:
     if job["clear"]:
         return f"Head {name} {job_phrase(job)} ({numbers})."
     return f"Head {name} does no one thing clearly: at most, it {job_phrase(job)} ({numbers})."
+
+
+def job_clause(name: str, job: dict) -> str:
+    """'0.0 looks 2 tokens back (0.93 of its weight, chance 0.06)'; a head with no clear job: 'at most, ...'."""
+    numbers = f"({job['score']:.2f} of its weight, chance {job['chance']:.2f})"
+    return f"{name} {job_phrase(job)} {numbers}" if job["clear"] else f"{name}, at most, {job_phrase(job)} {numbers}"
