@@ -53,8 +53,11 @@ def test_each_job_is_the_role_furthest_above_its_chance(specimen):
     for layer, row in enumerate(jobs):
         for head, job in enumerate(row):
             candidates = {
-                role: (float(roles[role][layer, head]) - roles["chance"][role]) / (1 - roles["chance"][role])
-                for role in ("first_token", "self", "same_token", "induction")
+                role: (float(roles[role][layer, head]) - chance) / (1 - chance)
+                for role, chance in (
+                    *((r, roles["chance"][r]) for r in ("first_token", "self", "induction")),
+                    ("same_token", roles["same_token_chance"]),
+                )
             }
             best_offset = roles["offsets"]["offset"][layer, head] - 1
             score = roles["offsets"]["scores"][layer, head, best_offset]

@@ -213,7 +213,8 @@ def head_roles(model, recorded: ForwardPass, probes: torch.Tensor | None, induct
     scores["offsets"] = offset_scores(attentions)
     duplicates = same_token_pattern(list(recorded.input_ids))
     if duplicates.any():  # a token seen before: the weight on its earlier copies
-        scores["same_token"], chance["same_token"] = role_score(attentions, duplicates), chance_level(duplicates)
+        # its chance kept beside it, out of "chance" (the roles log's and the Head roles view's table of roles)
+        scores["same_token"], scores["same_token_chance"] = role_score(attentions, duplicates), chance_level(duplicates)
     repeats = induction_pattern(list(recorded.input_ids))
     if repeats.any():  # the learner's own text repeats a token: induction measured on it too, beside the probe's
         scores["induction_on_text"] = role_score(attentions, repeats)
@@ -233,8 +234,9 @@ def measured_jobs(roles: dict) -> list[list[dict]]:
     offsets = roles["offsets"]
     measured = {"offset": (offsets["offset_score"], offsets["offset_chance"])}  # (L, H) scores, (L, H) chances
     for role in JOBS[1:]:
-        if role in roles and role in roles["chance"]:
-            measured[role] = roles[role], torch.full_like(roles[role], roles["chance"][role])
+        chance = roles["chance"].get(role, roles.get(f"{role}_chance"))
+        if role in roles and chance is not None:
+            measured[role] = roles[role], torch.full_like(roles[role], chance)
     jobs = []
     for layer, row in enumerate(offsets["offset"].tolist()):
         jobs.append([])
