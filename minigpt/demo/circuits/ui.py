@@ -135,7 +135,7 @@ class CircuitsSection:
         head = self.head_layout(shown)
         circuits = self.circuits
         endpoints = (circuits.logit_attribution, circuits.patching, circuits.composition, circuits.head_circuit)
-        for endpoint in (*endpoints, circuits.circuit_walk, circuits.find_circuit):
+        for endpoint in (*endpoints, circuits.circuit_walk, circuits.find_circuit, circuits.test_circuit):
             gr.api(endpoint, api_name=endpoint.__name__)
         private = dict(api_visibility="private")
         composition_button.click(self.show_composition, [shown, evidence], composition_out, **private)
