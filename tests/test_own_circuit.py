@@ -11,6 +11,7 @@ from minigpt import heads
 from minigpt.demo.circuits import own_circuit
 from minigpt.demo.circuits.endpoints import Circuits
 from minigpt.demo.circuits.find_circuit import text_held_out
+from minigpt.demo.circuits.find_circuit_view import own_circuit_html
 
 ROMEO, ROMEO_CORRUPTED = "Romeo and Juliet, Romeo and Jul", "Romeo and Jullet, Romeo and Jul"
 CALL = dict(text=ROMEO, model="specimen", task="text", corrupted_text=ROMEO_CORRUPTED, ablation="corrupted")
@@ -77,3 +78,13 @@ def test_each_part_is_read_by_its_sign(adds, phrase):
     said = own_circuit.parts_sentences(parts_answer([adds]))
     assert len(said) == 1 and phrase in said[0]
     assert ("works against" in said[0]) == (adds <= -own_circuit.NEEDED)
+
+
+def test_the_page_draws_its_numbers_beside_the_found_and_minimal_ones(answer):
+    html = own_circuit_html(answer)
+    found = answer["found"]
+    for measured in [answer["found_on"], *answer["held_out"], found["found_on"], *found["held_out"]]:
+        assert f"{measured['faithfulness']:.3f} <span" in html  # each set's value, its prompts' range beside it
+    assert f"<td>{found['minimal']['faithfulness']:.3f}</td>" in html
+    assert all(f"<td>{p['adds']:+.3f}</td>" in html for p in answer["parts"])
+    assert html.count("<li>") == len(answer["findings"])
