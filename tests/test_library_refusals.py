@@ -108,6 +108,7 @@ def count_refusals(model):
         (lambda: heads.find_circuit(model, half=1), "half must be 2 or more"),
         (lambda: heads.find_circuit(model, steps=-1), "steps must be 1 or more"),
         (lambda: heads.find_circuit(model, target="all"), "target (the faithfulness to keep) is above 0"),
+        (lambda: heads.measure_circuit(model, "1.1", max_runs=-1), "max_runs must be 0 or more"),
         (lambda: heads.copying_baseline(V, 32, samples=0), "samples must be 1 or more"),
         (lambda: heads.composition_baseline(model, "k", samples=0), "samples must be 1 or more"),
         (lambda: heads.repeated_tokens([1, 2, 3], START, 0, 2), "count must be 1 or more"),
@@ -234,3 +235,31 @@ def test_an_edge_as_an_edge_or_a_tuple_of_names_or_nodes_is_the_same_edge(specim
     ]
     found = [heads.circuit_faithfulness(specimen[0], edges, prompts=3, half=4) for edges in forms]
     assert found[0] == found[1] == found[2]
+
+
+# ---- a circuit a person states ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "circuit, message",
+    [
+        ("", "the circuit is empty: write heads ('0.2, 1.1'"),
+        (
+            "0.2, mlp 0",
+            "'mlp 0' is not a head: a list of heads names heads only ('0.2, 1.1'), the embeddings, every MLP",
+        ),
+        ("0.2, 1.9", "head must be 0 to 3 (each layer has 4 heads), got 9"),
+        ("0.2, banana", "head 'banana': cannot read it as a head ('1.1'). In a circuit, write heads"),
+        ("0.2 -> 1.1", "0.2 -> 1.1: name the input of 1.1 the edge goes into: '1.1 q', '1.1 k' or '1.1 v'."),
+        ("0.2 -> mlp 0 k", "'mlp 0 k': only a head has inputs q, k and v"),
+        ("1.1 -> 0.2 k", "there is no edge 1.1 -> 0.2: a part sends only to parts of later layers"),
+        ("0.2 k -> 1.1 q", "begins with 0.2 k: a path's first node sends, write it without q, k or v"),
+        ("logits -> 1.1 q", "logits -> 1.1: the embeddings, heads and MLPs send; heads, MLPs and the logits receive"),
+        ("0.2 -> 1.1 k, 0.1", "'0.1' stands alone among edges: write either heads ('0.2, 1.1') or edges"),
+        ("0.2 -> -> 1.1 k", "cannot read it as a node: write a head as 'L.H'"),
+        ("0.2, " * 1000, "the circuit is 5000 characters: at most 4000."),
+        (5, "edges must be a list of edges, got 5"),
+    ],
+)
+def test_a_stated_circuit_that_cannot_be_read_is_refused_with_what_to_write(specimen, circuit, message):
+    refused(lambda: heads.measure_circuit(specimen[0], circuit, prompts=2, half=3), message)

@@ -15,6 +15,7 @@ transformers only: no Gradio, nothing of the demo (which is built on this, as tr
     heads.patch_paths(model, clean_ids, corrupted_ids, (1, 1))  # every sender into 1.1's q, k, v; patch_two_step
     heads.composition_scores(model, "k")                # (L, H, L, H) Q/K/V composition between heads
     heads.find_circuit(model)                           # the edges that keep induction, found by EAP-IG and checked
+    heads.measure_circuit(model, "0.2 -> 1.1 k, 1.1 -> logits")  # a circuit a person states, measured as found ones
     heads.circuit_to_eap_json(found, model)             # that circuit in EAP-IG's graph JSON layout; and back
     heads.attribution_patching(model, clean_ids, corrupted_ids)  # (L, H, T) estimated, the top 3 cells exact
     heads.qk_attribution(model, ids, 1, 1, query=-1, key=9)  # why 1.1 attends there: its score as query x key parts
@@ -27,9 +28,10 @@ maps), `attribution` (direct logit attribution),
 `weights` (per-head weights, composition, QK and OV circuits; `circuits` names these three modules' instruments in one
 place, as it always did), `graph`, `circuit_tasks`, `edge_attribution`, `exact_runs` and `discovery` (the circuit
 found: the graph of senders and receivers, prompt sets and their metrics, EAP and EAP-IG scores, exact runs, the
-search, held-out checks and the minimal circuit; `eap_json`, a found circuit in EAP-IG's graph JSON layout and back),
-`steps` and `block_steps` (the block step by step), `shapes` (the shape trace), `metrics` (head metrics over a
-corpus), `role_log` (roles at each evaluation and weight snapshots, for training runs).
+search, held-out checks and the minimal circuit; `eap_json`, a found circuit in EAP-IG's graph JSON layout and back;
+`stated_circuit`, a circuit a person writes, measured as a found one), `steps` and `block_steps` (the block step by
+step), `shapes` (the shape trace), `metrics` (head metrics over a corpus), `role_log` (roles at each evaluation and
+weight snapshots, for training runs).
 """
 
 from minigpt.heads.ablation import ablated_pass, ablation_values, head_importance, head_mask, heads_ablated
@@ -58,6 +60,7 @@ from minigpt.heads.role_scores import (
     top_heads,
 )
 from minigpt.heads.shapes import TraceStep, trace_steps
+from minigpt.heads.stated_circuit import MeasuredCircuit, PartAdds, measure_circuit
 from minigpt.heads.steps import attention_steps
 from minigpt.heads.token_circuits import (
     copying_baseline,
@@ -134,6 +137,10 @@ __all__ = [
     # The circuit found, in EAP-IG's graph JSON layout and back
     "circuit_from_eap_json",
     "circuit_to_eap_json",
+    # A circuit a person states, measured as a found one
+    "MeasuredCircuit",
+    "PartAdds",
+    "measure_circuit",
     # Circuits from the weights: composition between heads
     "composition_baseline",
     "composition_scores",

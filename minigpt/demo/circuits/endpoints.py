@@ -1,13 +1,22 @@
 """The circuits section's endpoints, as plain JSON on the demo's state: direct logit attribution (/logit_attribution),
 activation and path patching against a corrupted text (/patching; "change one token" when none is given), composition
 scores (/composition), one head's OV and positional QK circuits with its map after an earlier head is ablated
-(/head_circuit), the circuit walk (/circuit_walk) and the circuit found (/find_circuit). Their numbers: measures.py,
-head_circuit.py, circuit_walk.py, find_circuit.py; circuits/ui.py puts them on the page. No Gradio here."""
+(/head_circuit), the circuit walk (/circuit_walk), the circuit found (/find_circuit) and the visitor's own circuit
+measured beside it (/test_circuit). Their numbers: measures.py, head_circuit.py, circuit_walk.py, find_circuit.py,
+own_circuit.py; circuits/ui.py puts them on the page. No Gradio here."""
 
 from minigpt.demo.circuits import measures
 from minigpt.demo.circuits.circuit_walk import circuit_walk, needed_heads
-from minigpt.demo.circuits.find_circuit import FoundCache, checked_options, induction_answer, text_answer
+from minigpt.demo.circuits.find_circuit import (
+    FoundCache,
+    checked_options,
+    induction_answer,
+    text_answer,
+    text_count,
+    text_held_out,
+)
 from minigpt.demo.circuits.head_circuit import head_circuit
+from minigpt.demo.circuits.own_circuit import checked_circuit, held_out_of, own_answer
 from minigpt.demo.core.models import split_snapshot_name
 from minigpt.demo.core.per_model import PerModel
 from minigpt.demo.core.state import DemoState
@@ -168,3 +177,38 @@ class Circuits:
         view = self.view(text, model)
         corrupted, note = self.corrupted_view(view, corrupted_text)
         return text_answer(view, corrupted, note, options, self.found, self.state.cores)
+
+    def test_circuit(
+        self,
+        text: str = "Romeo and Juliet, Romeo and Jul",
+        model: str | None = None,
+        task: str = "induction",
+        corrupted_text: str = "",
+        circuit: str = "",
+        prompts: int = 0,
+        ablation: str = "mean",
+        method: str = "eap-ig",
+        target: float = 0.9,
+        metric: str = "",
+        normalise: str = "ablated",
+    ) -> dict:
+        """Your own circuit measured as the found one is: `circuit` as heads ('0.2, 1.1': every edge among them, the
+        embeddings, every MLP and the logits) or edges and paths ('0.2 -> mlp 0 -> 1.1 k, 1.1 -> logits'), run exactly
+        on the prompts the circuit of `find_circuit` (the same task and options) was found on and on its held-out sets,
+        with what each part adds (the faithfulness lost without it) and the found and minimal circuits beside it."""
+        task, options = checked_options(task, prompts, ablation, method, target, metric, normalise)
+        if task == "induction":
+            lm = self.state.picker.get(model or self.state.names_default)
+            circuit = checked_circuit(circuit, lm.model)
+            windows = lambda: self.corpus_windows(lm)  # noqa: E731
+            found = induction_answer(lm, options, self.found, self.state.cores, windows)
+            held_out = held_out_of(lm, found, windows, None)
+        else:
+            view = self.view(text, model)
+            lm = view.lm
+            circuit = checked_circuit(circuit, lm.model)
+            corrupted, note = self.corrupted_view(view, corrupted_text)
+            found = text_answer(view, corrupted, note, options, self.found, self.state.cores)
+            count = text_count(lm, len(view.ids), options["prompts"], options["ablation"])
+            held_out = held_out_of(lm, found, None, lambda: text_held_out(lm, [view.ids, corrupted.ids], count))
+        return own_answer(lm, circuit, found, held_out, options, self.state.cores)

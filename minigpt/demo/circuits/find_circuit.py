@@ -315,6 +315,12 @@ def induction_answer(lm, options: dict, cache: FoundCache, cores, windows=None) 
     return cache.get(key, compute)
 
 
+def text_held_out(lm, texts: list[list[int]], count: int) -> dict:
+    """The text task's held-out set: other variants of the pair (seed 1), the text itself left out."""
+    other = text_variants(lm, texts, count + 1, seed=1)[1:]
+    return {"other variants": (other[:, 0], other[:, 1])}
+
+
 def text_answer(view, corrupted, note: str | None, options: dict, cache: FoundCache, cores) -> dict:
     """The text task: the text and its corrupted text (a TextView; `note`: how it was made, where it was made for
     the visitor), with variants of the pair as the prompt set."""
@@ -333,8 +339,7 @@ def text_answer(view, corrupted, note: str | None, options: dict, cache: FoundCa
     def compute():
         texts = [list(view.ids), list(corrupted_ids)]
         pairs = text_variants(lm, texts, count)
-        other = text_variants(lm, texts, count + 1, seed=1)[1:]  # other variants: the text itself left out
-        held_out = {"other variants": (other[:, 0], other[:, 1])}
+        held_out = text_held_out(lm, texts, count)
         found = found_answer(lm, pairs[:, 0], pairs[:, 1], "text", options, {}, cores, held_out)
         found["prompts"]["described"] = described(found["prompts"]["count"], found["prompts"]["left_out"])
         found.update(view.about, task="text", text=view.text, corrupted_text=corrupted_text)

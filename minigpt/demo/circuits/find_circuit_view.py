@@ -290,3 +290,55 @@ def found_circuit_html(answer: dict) -> str:
         f'<p class="chosen-note" hidden></p></div></div>{faithfulness_table(answer)}{parts_table(answer)}'
         f"{edges_table(answer)}{eap_download(answer)}</div>"
     )
+
+
+# ---- your own circuit, beside the found one -------------------------------------------------------------------------
+
+
+def own_sets_table(answer: dict) -> str:
+    """Your circuit, the found one and its minimal one on each prompt set (each prompt's range in brackets)."""
+    found, minimal = answer["found"], answer["found"]["minimal"]
+    found_sets = {h["prompts"]: h for h in [found["found_on"], *found["held_out"]]}
+    minimal_sets = {h["prompts"]: h for h in minimal["held_out"]}
+    rows = "".join(
+        f"<tr><th>{esc(m['prompts'])}{' (held out)' if m['prompts'] != 'found on' else ''}</th>"
+        f"<td>{m['count']} × {m['length']}</td>{cell(m)}{cell(found_sets.get(m['prompts']))}"
+        + (
+            f"<td>{minimal['faithfulness']:.3f}</td>"
+            if m["prompts"] == "found on"
+            else cell(minimal_sets.get(m["prompts"]))
+        )
+        + "</tr>"
+        for m in [answer["found_on"], *answer["held_out"]]
+    )
+    return (
+        '<div class="scroll"><table class="faithfulness-sets"><caption>Faithfulness of each circuit on the same '
+        "prompts (each prompt's range in brackets)</caption><tr><th>prompts</th><th>count × tokens</th>"
+        f"<th>your circuit ({answer['kept_edges']} edges)</th><th>found ({found['kept_edges']} edges)</th>"
+        f"<th>minimal ({minimal['kept_edges']} edges)</th></tr>{rows}</table></div>"
+    )
+
+
+def own_parts_table(answer: dict) -> str:
+    """What each part of your circuit adds: the faithfulness lost without it, and what is left."""
+    if not answer["parts"]:
+        return ""
+    rows = "".join(
+        f"<tr><td>{esc(p['name'])}</td><td>{p['kind']}</td><td>{p['adds']:+.3f}</td><td>{p['without']:.3f}</td></tr>"
+        for p in answer["parts"]
+    )
+    return (
+        '<div class="scroll"><table class="parts"><caption>What each part of your circuit adds (found-on prompts; '
+        "below 0: it works against the answer)</caption><tr><th>part</th><th>kind</th><th>faithfulness lost without "
+        f"it</th><th>faithfulness without it</th></tr>{rows}</table></div>"
+    )
+
+
+def own_circuit_html(answer: dict) -> str:
+    """Your circuit measured: its sentences, then the three circuits on each prompt set, then its parts."""
+    findings = "".join(f"<li>{esc(s)}</li>" for s in answer["findings"])
+    notes = "".join(f"<p>{esc(n)}</p>" for n in answer.get("notes", []))
+    return (
+        f'<div class="found-circuit own-circuit"><ul class="findings">{findings}</ul>{notes}'
+        f"{own_sets_table(answer)}{own_parts_table(answer)}</div>"
+    )

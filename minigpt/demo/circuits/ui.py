@@ -11,7 +11,7 @@ import gradio as gr
 
 from minigpt.demo.circuits.circuit_walk_view import walk_html
 from minigpt.demo.circuits.endpoints import Circuits
-from minigpt.demo.circuits.find_circuit_view import FIND_CIRCUIT_JS, found_circuit_html
+from minigpt.demo.circuits.find_circuit_view import FIND_CIRCUIT_JS, found_circuit_html, own_circuit_html
 from minigpt.demo.circuits.head_circuit import previous_token_head_before
 from minigpt.demo.circuits.head_circuit_view import head_circuit_html
 from minigpt.demo.circuits.measures import PARTS, one_token_changed
@@ -98,6 +98,13 @@ class CircuitsSection:
         draw = lambda t, m: found_circuit_html(self.circuits.find_circuit(t, m, task, corrupted_text, 0, ablation))  # noqa: E731
         return drawn(shown, draw, of_model=task == "induction", measured_on="random tokens written twice")
 
+    def show_own(self, shown, task, ablation, corrupted_text, circuit):
+        """The visitor's own circuit, measured on the prompts the circuit of the same task and ablation was found on."""
+        corrupted_text = corrupted_text if task == "text" else ""
+        circuits = self.circuits
+        draw = lambda t, m: own_circuit_html(circuits.test_circuit(t, m, task, corrupted_text, circuit, 0, ablation))  # noqa: E731
+        return drawn(shown, draw, of_model=task == "induction", measured_on="random tokens written twice")
+
     def pick_head(self, shown, ablate, source, ablation, event: gr.EventData):
         """A click on a head of a circuits view: its circuits, with the Ablate box kept to the heads that come before
         it (a layer-0 head reads no earlier head: the box empties), so that a click never meets an error."""
@@ -145,7 +152,7 @@ class CircuitsSection:
         head = self.head_layout(shown)
         circuits = self.circuits
         endpoints = (circuits.logit_attribution, circuits.patching, circuits.composition, circuits.head_circuit)
-        for endpoint in (*endpoints, circuits.circuit_walk, circuits.find_circuit):
+        for endpoint in (*endpoints, circuits.circuit_walk, circuits.find_circuit, circuits.test_circuit):
             gr.api(endpoint, api_name=endpoint.__name__)
         private = dict(api_visibility="private")
         composition_button.click(self.show_composition, [shown, evidence], composition_out, **private)
@@ -181,6 +188,18 @@ class CircuitsSection:
         button = gr.Button("Find the circuit", variant="primary", elem_id="found-button")
         out = gr.HTML(js_on_load=FIND_CIRCUIT_JS, elem_id="found-circuit")
         button.click(self.show_found, [shown, task, ablation, corrupted], out, api_visibility="private")
+        with gr.Row(equal_height=True):
+            circuit = gr.Textbox(
+                "",
+                label="Test your own circuit: heads ('L.H, L.H') or paths ('L.H -> mlp L -> L.H k, L.H -> logits')",
+                scale=4,
+                elem_id="own-circuit-text",
+            )
+            test = gr.Button("Test your circuit", scale=1, elem_id="own-circuit-button")
+        own = gr.HTML(elem_id="own-circuit")
+        inputs = [shown, task, ablation, corrupted, circuit]
+        for event in (test.click, circuit.submit):
+            event(self.show_own, inputs, own, api_visibility="private")
         return out
 
     def attribution_layout(self, shown, prompts):
