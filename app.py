@@ -9,7 +9,11 @@ launch in minigpt/demo/app.py; the module map: docs/architecture.md); `pip insta
 `minigpt-demo`.
 """
 
-from minigpt.demo.app import main
-
 if __name__ == "__main__":
+    # Imported here, not above: each Train-tab run's process runs this file again as "__mp_main__" (multiprocessing
+    # prepares a child by running the parent's script; the fork server's preload of "__main__" is dead code before
+    # Python 3.13.8, CPython gh-126631), and without the import that costs nothing instead of Gradio's and the
+    # demo's seconds of imports.
+    from minigpt.demo.app import main
+
     main()

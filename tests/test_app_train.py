@@ -68,7 +68,7 @@ def test_a_names_run_streams_progress_and_its_model_generates_downloads_and_outl
 
 
 # Long enough that a Cancel sent at step 20 lands before the end on a fast machine (a tiny model's steps take ms).
-RACED_STEPS = 600
+RACED_STEPS = 300
 
 
 def test_a_second_visitor_is_queued_and_cancel_then_resume_ends_as_the_uninterrupted_run(training_server):

@@ -347,10 +347,21 @@ def test_every_package_the_code_imports_is_declared_in_pyproject_and_pinned_in_r
 
 
 def test_the_server_does_not_load_the_trainer():
-    """`import app` (the server) leaves transformers.trainer out: the training process alone imports it."""
-    check = "import sys, app; print('transformers.trainer' in sys.modules)"
+    """The server's modules (minigpt.demo.app, what app.py runs) leave transformers.trainer out: the training process
+    alone imports it."""
+    check = "import sys, minigpt.demo.app; print('transformers.trainer' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", check], cwd=REPO, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_a_training_runs_process_runs_app_py_again_without_importing_the_demo():
+    """What multiprocessing does to each Train-tab run's process before its target (CPython gh-126631: the fork
+    server's "__main__" preload is dead code before 3.13.8): app.py run again as "__mp_main__" imports neither Gradio
+    nor the demo (seconds a run, otherwise)."""
+    check = "import runpy, sys; runpy.run_path('app.py', run_name='__mp_main__'); print(sorted(m for m in sys.modules"
+    check += " if m.split('.')[0] in ('gradio', 'minigpt', 'torch')))"
+    result = subprocess.run([sys.executable, "-c", check], cwd=REPO, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
 
 
 def test_the_top_level_is_the_textbook_and_modules_and_functions_stay_short():

@@ -16,8 +16,9 @@ def run_processes():
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    # "__main__" too: each child would otherwise import the server's script again (app.py: Gradio and the whole demo,
-    # seconds) before its target, as multiprocessing prepares a child; preloaded, the children find it imported.
+    # "__main__" too, for the Pythons where that preload works (3.13.8 on; before, CPython gh-126631, each child runs
+    # the server's script again as multiprocessing prepares it: app.py imports nothing outside its main guard, so
+    # that this costs nothing either way).
     context.set_forkserver_preload(["__main__", RUN_MODULE])
     return context
 
