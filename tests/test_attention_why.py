@@ -152,6 +152,9 @@ def test_a_click_on_the_induction_cell_says_why_on_a_desktop_and_a_phone(page_ur
             f"{page_url}?model=specimen&text={quote(ZORBAK)}&layer=1&head=1&query=27&step={SECTION_STEP['softmax']}"
         )
         expect(page.locator("#attention-head figcaption").first).to_have_text("layer 1, head 1")
+        # The link's lesson step is applied after its head (an event of its own): a click before it would send the
+        # step the list held then, as a learner's would.
+        expect(page.locator(f'#step-view .lesson[data-lesson-step="{SECTION_STEP["softmax"]}"]')).to_have_count(1)
         page.locator("#attention-head figure[data-layer]").first.scroll_into_view_if_needed()
         click_cell(page, 27, 9, 28, tap=phone)
         why = page.locator("#attention-head .attn-why")
