@@ -223,8 +223,8 @@ def test_maps_are_the_eager_weights_of_the_sdpa_loaded_model(fixture_models):
     """The app loads once, with sdpa, and its maps equal those of the same weights loaded for eager attention."""
     from transformers import AutoModelForCausalLM
 
+    from minigpt.demo.core.limits import BATCHING
     from minigpt.demo.core.models import load_language_model
-    from minigpt.demo.core.state import BATCHING
     from minigpt.heads.recorded_pass import run_forward_pass
     from minigpt.heads.shapes import trace_steps
 
@@ -246,9 +246,9 @@ def test_maps_are_the_eager_weights_of_the_sdpa_loaded_model(fixture_models):
 
 def test_the_pad_token_is_never_generated(fixture_models):
     """A random model would write its pad token about once in 28 tokens: none in 100 names and 200 tokens of text."""
+    from minigpt.demo.core.limits import BATCHING
     from minigpt.demo.core.models import load_language_model
     from minigpt.demo.core.serving import Sampling
-    from minigpt.demo.core.state import BATCHING
 
     names_lm = load_language_model("names", str(fixture_models[0]), BATCHING)
     pad = names_lm.tokenizer.pad_token_id

@@ -17,24 +17,9 @@ import inspect
 import os
 from pathlib import Path
 
-os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: no network calls at start
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-
-import torch  # noqa: E402
-
-from minigpt.demo.core.allocator import give_freed_memory_back  # noqa: E402
-from minigpt.demo.core.error_rule import raw_call_middleware, route_errors  # noqa: E402
-from minigpt.demo.core.gradio_internals import session_events_bounded  # noqa: E402
-from minigpt.demo.core.models import ModelUnavailable  # noqa: E402
-from minigpt.demo.core.serving import MIN_DECODE_ROWS  # noqa: E402
-from minigpt.demo.core.state import BATCHING, SESSIONS_KEPT, STREAM, DemoState  # noqa: E402
-from minigpt.demo.page.ui import CSS, THEME, build_demo  # noqa: E402
-from minigpt.demo.training.run_requests import MAX_TEXT_BYTES  # noqa: E402
-from minigpt.tokenization import missing_local_path  # noqa: E402
-
-# Gradio's upload route is open to anyone: it refuses bigger files outright. The Train tab's text file is the only
-# upload; room above its own limit so that a file a little too big gets the tab's message, which names the limit.
-MAX_UPLOAD = 4 * MAX_TEXT_BYTES
+# Only what the command line needs is imported here: a flag's mistake is answered at once, before the seconds of
+# importing torch, transformers and Gradio that serving takes (`serve` imports them).
+from minigpt.demo.core.limits import BATCHING, MIN_DECODE_ROWS, SESSIONS_KEPT, STREAM
 
 
 def parse_args(argv=None, prog: str = "app.py") -> argparse.Namespace:
@@ -114,6 +99,8 @@ def parse_args(argv=None, prog: str = "app.py") -> argparse.Namespace:
 def resolved_device(name: str, prog: str = "app.py") -> str:
     """--device as torch names it: auto -> cuda if a CUDA GPU is there, else mps if Apple's is, else cpu; a device
     torch does not know, or one this machine does not have, refused in one line."""
+    import torch  # the last check: the flags' numbers and folders are answered without it
+
     name = str(name).strip().lower()
     cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
     if name == "auto":
@@ -132,6 +119,8 @@ def resolved_device(name: str, prog: str = "app.py") -> str:
 def not_a_model_source(source: str) -> str | None:
     """What is wrong with a --model (or --names-model, --text-model) that can only be a local path, else None: a path
     that does not exist, or a file (taken for a Hub id, it was offered in the picker under its server path)."""
+    from minigpt.tokenization import missing_local_path  # a second of imports: only for a flag that names a model
+
     if missing_local_path(source):
         return "does not exist"
     path = Path(source).expanduser()
@@ -174,6 +163,23 @@ def without_self_check(launch) -> dict:
 def main(argv=None, prog: str = "app.py") -> None:
     args = parse_args(argv, prog)
     check_flags(args)
+    serve(args)
+
+
+def serve(args: argparse.Namespace) -> None:
+    """The checked command line -> the allocator set -> state -> page -> launch."""
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: no network calls at start
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    import torch
+
+    from minigpt.demo.core.allocator import give_freed_memory_back
+    from minigpt.demo.core.error_rule import raw_call_middleware, route_errors
+    from minigpt.demo.core.gradio_internals import session_events_bounded
+    from minigpt.demo.core.models import ModelUnavailable
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.page.ui import CSS, THEME, build_demo
+    from minigpt.demo.training.run_requests import MAX_TEXT_BYTES
+
     give_freed_memory_back()
     # One thread per request: the models are small, and a request runs on whichever worker thread the server picks;
     # each such thread would start its own team of intra-op threads, and idle teams spin on the cores (10x slower).
@@ -201,7 +207,9 @@ def main(argv=None, prog: str = "app.py") -> None:
             css=CSS,
             ssr_mode=False,
             show_error=True,  # an unexpected error's message (its traceback goes to the log) reaches the page and API
-            max_file_size=MAX_UPLOAD,
+            # Gradio's upload route is open to anyone: it refuses bigger files outright. The Train tab's text file
+            # is the only upload; room above its own limit so that a file a little too big gets the tab's message.
+            max_file_size=4 * MAX_TEXT_BYTES,
             state_session_capacity=args.sessions,
             app_kwargs={
                 "exception_handlers": route_errors(),  # the unqueued route's errors, by the error rule

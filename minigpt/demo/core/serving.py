@@ -39,9 +39,9 @@ import torch
 from torch.nn import functional as F
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
+from minigpt.demo.core.limits import MIN_DECODE_ROWS  # the least floor; raised where this CPU needs more (above)
 from minigpt.errors import VisitorError
 
-MIN_DECODE_ROWS = 4  # the least floor; raised where this CPU rounds a row differently in bigger batches (see above)
 DONE = object()  # the event that ends a request's stream
 
 

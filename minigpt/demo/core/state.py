@@ -13,28 +13,19 @@ from pathlib import Path
 
 from minigpt.data import CACHE
 from minigpt.demo.core.cores import CoreShare
+from minigpt.demo.core.limits import BATCHING, STREAM
 from minigpt.demo.core.models import ModelPicker, model_sources
 from minigpt.demo.core.pass_cache import ForwardPassCache
-from minigpt.demo.core.serving import MIN_DECODE_ROWS
 from minigpt.demo.core.texts import TextView, read_text
 from minigpt.demo.head_finder.measures import MetricsStore
 from minigpt.demo.training.training_runs import RunQueue, runs_dir
 
-# Per model: rows decoding at once (a name is a row), requests waiting, the smallest decoding batch (see serving.py).
-BATCHING = dict(max_rows=128, max_waiting=64, min_decode_rows=MIN_DECODE_ROWS)
-# A streamed text is updated at most every `every` seconds, and all texts together at most `per_second` times a second
-# (the first token and the end go out at once): 25 updates a second read as smooth, and each update costs the server
-# more than a decoding step of the shipped model (see serving.ContinuousBatcher.astream).
-STREAM = dict(every=0.04, per_second=250.0)
 # Generation samples from per-request generators; the step view's seeded dropout draws from torch's global generator
 # (F.dropout takes none): seeded and drawn under this lock, so concurrent step views do not mix their draws. One for
 # the process, as the generator is.
 GLOBAL_RNG = threading.Lock()
 # An export's or a download's file is copied into Gradio's cache as the request ends: ours can go soon after.
 EXPORT_KEPT_S = 600
-# Gradio keeps each session's copy of the page's configuration (about 0.4 MB of this page's; every API call is a new
-# session) until this many newer sessions push it out: 500 bound that memory near 200 MB (Gradio's default: 10,000).
-SESSIONS_KEPT = 500
 # One forward pass per (model, text) serves every view of it; 1 GiB holds one GPT-2-sized pass of 1,024 tokens.
 PASS_CACHE_BYTES = int(os.environ.get("MINIGPT_PASS_CACHE_BYTES", 1 << 30))
 

@@ -1,0 +1,14 @@
+"""The server's default limits, the command line's defaults (minigpt.demo.app reads them before anything heavy is
+imported, so that a flag's mistake is answered at once): plain numbers, nothing imported. The state and the batcher
+read them too."""
+
+MIN_DECODE_ROWS = 4  # the least floor; raised where this CPU rounds a row differently in bigger batches (serving.py)
+# Per model: rows decoding at once (a name is a row), requests waiting, the smallest decoding batch (see serving.py).
+BATCHING = dict(max_rows=128, max_waiting=64, min_decode_rows=MIN_DECODE_ROWS)
+# A streamed text is updated at most every `every` seconds, and all texts together at most `per_second` times a second
+# (the first token and the end go out at once): 25 updates a second read as smooth, and each update costs the server
+# more than a decoding step of the shipped model (see serving.ContinuousBatcher.astream).
+STREAM = dict(every=0.04, per_second=250.0)
+# Gradio keeps each session's copy of the page's configuration (about 0.4 MB of this page's; every API call is a new
+# session) until this many newer sessions push it out: 500 bound that memory near 200 MB (Gradio's default: 10,000).
+SESSIONS_KEPT = 500
