@@ -1,6 +1,7 @@
 """Shared test set-up: offline, quiet, deterministic, the repo importable from every test, and the fixtures more than
 one module uses. The helpers they are built from (and that tests and benchmarks import) are in helpers.py."""
 
+import inspect
 import os
 import random
 import sys
@@ -119,8 +120,9 @@ def group_of(item) -> str:
     return next(uses, module)
 
 
-# Marks (registered in pyproject.toml), so that a part of the suite can be run alone (docs/testing.md): `browser` and
-# `server` found from what a test uses, `training` and `slow` by module.
+# Marks (registered in pyproject.toml), so that a part of the suite can be run alone (docs/testing.md): `browser`,
+# `server` and `slow` found from what a test uses (its fixtures, and the names its code and the functions it calls
+# use), `training` and `slow` also by module.
 TRAINING = (  # they train a model: train.py, the Train tab's runs, the training server
     "test_train.py",
     "test_training_runs.py",
@@ -129,27 +131,41 @@ TRAINING = (  # they train a model: train.py, the Train tab's runs, the training
     "test_crowd.py",
     "test_specimens.py",
 )
-SLOW = (  # over ~20 s on the 2 cores: compiles, the docs scripts' interpreters, servers of their own
-    *TRAINING,
-    "test_flex.py",
-    "test_interop.py",
-    "test_package.py",
-)
-SERVER_FIXTURES = {"server", "broken_server", "training_server"}  # conftest's servers (a module's own uses one)
+SLOW = (*TRAINING, "test_flex.py", "test_interop.py", "test_package.py")  # compiles, the docs scripts, pip's builds
+SERVER_FIXTURES = {
+    "server",
+    "broken_server",
+    "training_server",
+    "bounded_server",
+}  # conftest's (a module's own uses one)
 STARTS_A_SERVER = {"running_app", "training_app"}  # a test that starts app.py itself names one of these
+
+
+def names_used(function, depth: int = 2) -> set[str]:
+    """The global names a function's code uses (its nested functions' included), and those of the functions it calls
+    by such a name (its module's, those it imported from helpers), `depth` calls deep."""
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    if code is None:
+        return set()
+    codes, names = [code], set()
+    while codes:
+        code = codes.pop()
+        names |= set(code.co_names)
+        codes += [const for const in code.co_consts if inspect.iscode(const)]
+    called = [function.__globals__.get(name) for name in names] if depth else []
+    return names.union(*(names_used(f, depth - 1) for f in called if inspect.isfunction(f)))
 
 
 def marks_of(item) -> list[str]:
     marks = []
-    function = getattr(item, "function", None)
-    names = set(function.__code__.co_names) if function else set()
+    names = names_used(item.function) if hasattr(item, "function") else set()
     if "chromium_page" in names or needs_chromium.mark in item.iter_markers():  # it drives Chromium
         marks.append("browser")
     if SERVER_FIXTURES & set(item.fixturenames) or STARTS_A_SERVER & names:
         marks.append("server")
     if item.path.name in TRAINING:
         marks.append("training")
-    if item.path.name in SLOW:
+    if item.path.name in SLOW or "executable" in names:  # sys.executable: a Python of its own imports torch and more
         marks.append("slow")
     return marks
 
