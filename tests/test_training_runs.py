@@ -214,6 +214,23 @@ def run_folder_with(root: Path, name: str, events: list[str], finished=False, ch
     return folder
 
 
+def test_a_run_cancelled_before_training_says_the_step_it_keeps(tmp_path):
+    """Cancel lands before the Trainer's first step (a loaded machine): a resumed run stands at the checkpoint it was
+    to continue from, which stays; a new run has nothing. A checkpoint not written to the end does not count."""
+    from minigpt.demo.training.training_process import write_cancelled
+
+    resumed = run_folder_with(tmp_path, "resumed", ["launch", "start", "stopped", "launch"], checkpoint=True)
+    (resumed / "checkpoint-80").mkdir()  # its trainer_state.json never written: not resumable
+    new = run_folder_with(tmp_path, "new", ["launch"])
+    for folder in (resumed, new):
+        write_cancelled(folder)
+    last = {folder.name: run_folder.read_events(folder)[-1] for folder in (resumed, new)}
+    assert last["resumed"]["event"] == "stopped" and last["resumed"]["step"] == 50
+    assert "checkpoint of step 50 is kept" in last["resumed"]["message"] and run_folder.has_checkpoint(resumed)
+    assert last["new"]["event"] == "stopped" and last["new"]["step"] == 0
+    assert "nothing to keep" in last["new"]["message"]
+
+
 def test_a_restarted_server_says_interrupted_runs_stopped_and_frees_what_nobody_can_use(tmp_path):
     """A server that died leaves runs queued or running: the next one says them stopped (their owner may resume).
     A finished run loses its checkpoints; a run with nothing to resume goes after an hour, a stopped one after a

@@ -119,6 +119,12 @@ def has_checkpoint(folder: Path) -> bool:
     return any(folder.glob("checkpoint-*/trainer_state.json"))
 
 
+def last_checkpoint_step(folder: Path) -> int:
+    """The step of the latest checkpoint written to the end, what Resume continues from (0: none)."""
+    steps = [state.parent.name.removeprefix("checkpoint-") for state in folder.glob("checkpoint-*/trainer_state.json")]
+    return max((int(step) for step in steps if step.isdigit()), default=0)
+
+
 def drop_checkpoints(folder: Path) -> None:
     """A finished run's checkpoints: its model is whole, and nothing resumes a finished run."""
     for checkpoint in folder.glob("checkpoint-*"):

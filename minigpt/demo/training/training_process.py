@@ -14,7 +14,7 @@ import torch
 from transformers import TrainerCallback
 
 from minigpt import data, training
-from minigpt.demo.training.run_folder import write_event
+from minigpt.demo.training.run_folder import last_checkpoint_step, write_event
 from minigpt.demo.training.run_requests import HELD_OUT, MAX_RUN_SECONDS, SAMPLES, RunSpec
 from minigpt.training_outputs import generate_samples
 
@@ -128,6 +128,17 @@ def train_arguments(spec: RunSpec, folder: Path, resume: bool) -> list[str]:
     return argv + (["--resume_from_checkpoint", "last"] if resume else [])
 
 
+def write_cancelled(folder: Path) -> None:
+    """The terminal event of a run cancelled before training (re)began: a resumed run keeps the checkpoint it was to
+    continue from (the step it stands at), a new one has nothing to keep."""
+    kept = last_checkpoint_step(folder)
+    if kept:
+        message = f"Cancelled before training went on: the checkpoint of step {kept} is kept, Resume continues from it."
+    else:
+        message = "Cancelled before training began: nothing to keep."
+    write_event(folder, "stopped", step=kept, message=message)
+
+
 def run_in_this_process(folder: Path, resume: bool) -> int:
     """The subprocess's work: training.main with the reporting callback; every outcome ends with one terminal event."""
     spec = RunSpec.load(folder)
@@ -137,7 +148,7 @@ def run_in_this_process(folder: Path, resume: bool) -> int:
     try:
         metrics = training.main(train_arguments(spec, folder, resume), callbacks=[reporter])
     except Cancelled:
-        write_event(folder, "stopped", step=0, message="Cancelled before training began: nothing to keep.")
+        write_cancelled(folder)
         return 0
     except (
         data.DataError,
