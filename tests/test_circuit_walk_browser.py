@@ -237,7 +237,8 @@ def test_clicking_the_found_circuits_graph_builds_your_circuit_and_tests_it(page
                 form, _, heads = parsed_circuit(box.input_value(), model)
                 assert (form, heads) == ("heads", [("head", 0, 2), ("head", 1, 1)])
                 expect(found.locator(".node.head.mine")).to_have_count(2)
-                expect(page.locator("#circuit-chosen textarea")).to_have_value("")  # building, not selecting
+                expect(found.locator(".node.chosen")).to_have_count(0)  # building, not selecting (pickHead marks)
+                expect(found.locator(".chosen-note")).to_be_hidden()
                 found.locator('path.edge:not(.hidden)[data-edge="1.1 -> logits"]').click()  # an edge: refused
                 expect(note).to_contain_text("written as heads")
                 expect(box).to_have_value("0.2, 1.1")
