@@ -258,7 +258,7 @@ def test_clicking_the_found_circuits_graph_builds_your_circuit_and_tests_it(page
             expect(table).to_be_visible(timeout=HANG_S * 1000)
             for circuit in ("your circuit (", "found (", "minimal ("):  # yours beside the found and minimal ones
                 expect(table.locator("th", has_text=circuit)).to_have_count(1)
-            page.locator("#own-circuit").scroll_into_view_if_needed()
+            table.scroll_into_view_if_needed()
             screenshot(page, f"own_circuit_{'phone' if phone else 'desktop'}.png")
             if phone:
                 assert page.evaluate("document.documentElement.scrollWidth") <= 390
