@@ -181,3 +181,93 @@ def test_the_circuit_found_is_drawn_its_slider_redraws_and_a_head_click_moves_th
         expect(found.locator(".readout .faith")).to_have_text("0.000")
         found.scroll_into_view_if_needed()
         screenshot(page, "find_circuit_phone.png")
+
+
+def found_graph(page, page_url: str, tap: bool = False):
+    """The specimen's circuit found on ZORBAK's page, drawn, with "Build your circuit by clicking" on; `tap`: by a
+    finger."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{page_url}?model=specimen&text={quote(ZORBAK)}")
+    expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(10)
+    press = (lambda locator: locator.tap()) if tap else (lambda locator: locator.click())  # noqa: E731
+    press(page.locator("#circuits").get_by_text("Circuits: how heads work together").first)
+    press(page.locator("#found-button"))
+    found = page.locator("#found-circuit .found-circuit")
+    expect(found.locator("svg.circuit-graph")).to_be_visible(timeout=HANG_S * 1000)  # a search: minutes at load 18
+    press(found.locator(".build-button"))
+    expect(found.locator(".build-button")).to_have_attribute("aria-pressed", "true")
+    return found
+
+
+def stated_edges(text: str, model) -> set:
+    """The edges the library reads in a circuit written as edges, as (sender, receiver, input) names."""
+    from minigpt.heads.graph import graph_of
+    from minigpt.heads.stated_circuit import parsed_circuit
+
+    form, kept, _ = parsed_circuit(text, model)
+    assert form == "edges", text
+    graph = graph_of(model.config)
+    return {graph.edge_name(s, r) for s, r in kept.nonzero().tolist()}
+
+
+def test_clicking_the_found_circuits_graph_builds_your_circuit_and_tests_it(page_url, specimen):
+    """Issue 61: with "Build your circuit by clicking" on, a click, Enter or a tap on a head or an edge of the found
+    circuit's graph puts it in the Test-your-own-circuit box, written as the library reads it (parsed back here), and
+    again takes it out; the box's parts are marked on the graph, also as typed; a head into a box of edges is refused
+    in words; the test button draws your circuit beside the found and minimal ones. Desktop: heads, by mouse and key;
+    phone: edges, by taps (edges apart from their neighbours: a finger's touch is snapped to the nearest target, and a
+    head's q, k and v edges from one sender run side by side)."""
+    from playwright.sync_api import expect
+
+    from minigpt.heads.stated_circuit import parsed_circuit
+
+    model = specimen[0]
+    for phone in (False, True):
+        size = dict(is_mobile=True, has_touch=True) if phone else {}
+        with chromium_page(390 if phone else 1440, 844 if phone else 900, **size) as page:
+            found = found_graph(page, page_url, tap=phone)
+            box = page.locator("#own-circuit-text textarea")
+            note = found.locator(".build-note")
+            if not phone:
+                found.locator('.node.head[data-name="0.2"]').click()
+                found.locator('.node.head[data-name="1.1"]').focus()
+                page.keyboard.press("Enter")
+                expect(box).to_have_value("0.2, 1.1")
+                form, _, heads = parsed_circuit(box.input_value(), model)
+                assert (form, heads) == ("heads", [("head", 0, 2), ("head", 1, 1)])
+                expect(found.locator(".node.head.mine")).to_have_count(2)
+                expect(found.locator(".node.chosen")).to_have_count(0)  # building, not selecting (pickHead marks)
+                expect(found.locator(".chosen-note")).to_be_hidden()
+                found.locator('path.edge:not(.hidden)[data-edge="1.1 -> logits"]').click()  # an edge: refused
+                expect(note).to_contain_text("written as heads")
+                expect(box).to_have_value("0.2, 1.1")
+            else:
+                for edge in ("embed -> 0.2 v", "1.1 -> logits", "1.1 -> logits", "1.1 -> logits"):  # out, and in again
+                    found.locator(f'path.edge:not(.hidden)[data-edge="{edge}"]').tap(force=True)
+                expect(box).to_have_value("embed -> 0.2 v, 1.1 -> logits")
+                assert stated_edges(box.input_value(), model) == {("embed", "0.2", "v"), ("1.1", "logits", None)}
+                expect(found.locator("path.edge-hit.mine")).to_have_count(2)
+                found.locator('.node.head[data-name="0.0"]').tap()  # a head into a box of edges: refused
+                expect(note).to_contain_text("written as edges")
+            found.locator("svg.circuit-graph").scroll_into_view_if_needed()
+            screenshot(page, f"build_circuit_{'phone' if phone else 'desktop'}.png")
+            button = page.locator("#own-circuit-button")
+            button.tap() if phone else button.click()
+            table = page.locator("#own-circuit table.faithfulness-sets")
+            expect(table).to_be_visible(timeout=HANG_S * 1000)
+            for circuit in ("your circuit (", "found (", "minimal ("):  # yours beside the found and minimal ones
+                expect(table.locator("th", has_text=circuit)).to_have_count(1)
+            table.scroll_into_view_if_needed()
+            screenshot(page, f"own_circuit_{'phone' if phone else 'desktop'}.png")
+            if phone:
+                assert page.evaluate("document.documentElement.scrollWidth") <= 390
+                continue
+            # Typed: the marks follow the box, a path edge by edge; Enter on an edge takes it out, the path split there
+            box.fill("0.2 -> mlp 0 -> 1.1 k")
+            expect(found.locator("path.edge-hit.mine")).to_have_count(2)
+            expect(found.locator(".node.head.mine")).to_have_count(0)
+            found.locator('path.edge-hit[data-edge="0.2 -> mlp 0"]').focus()
+            page.keyboard.press("Enter")
+            expect(box).to_have_value("mlp 0 -> 1.1 k")
+            assert stated_edges(box.input_value(), model) == {("mlp 0", "1.1", "k")}

@@ -2,7 +2,8 @@
 // the top edges to keep, one position per k the server measured: the graph shows those edges (less the ones into
 // parts nothing kept reads, as the answer lists them), the nodes they touch, the q/k/v ports they enter, and the
 // faithfulness measured at that k, all from the answer's numbers: no call. A point of the curve moves the slider there.
-// A head is a button: a click (Enter, Space) moves the page's selection to it (the gr.HTML's `pick` event).
+// A head is a button: a click (Enter, Space) moves the page's selection to it (the gr.HTML's `pick` event), unless
+// the learner builds a circuit (below): then heads and edges put themselves in the Test-your-own-circuit box.
 const dataOf = (root) => JSON.parse(root.dataset.found);
 
 const redraw = (root, index) => {
@@ -11,7 +12,7 @@ const redraw = (root, index) => {
   const unread = new Set(point.unread);
   const used = new Set();
   const entered = new Set();
-  root.querySelectorAll('path.edge').forEach((edge) => {
+  root.querySelectorAll('path.edge, path.edge-hit').forEach((edge) => {  // each drawn edge and its target
     const rank = Number(edge.dataset.rank);
     const shown = rank < point.k && !unread.has(rank);
     edge.classList.toggle('hidden', !shown);
@@ -55,7 +56,118 @@ const pickHead = (node) => {
     '<a href="#circuit-head">its circuits</a>.';
 };
 
+// Build your circuit (the .build-button switch; off: a head click selects as above, so that looking at a head never
+// edits a circuit typed in the box). On, a click, a tap, Enter or Space on a head or an edge takes it in or out of
+// the Test-your-own-circuit box (#own-circuit-text), written as heads.stated_circuit reads it: heads as a list
+// ("0.2, 1.1"), edges as paths ("0.2 -> 1.1 k": each edge's data-edge). The library measures heads or edges, never
+// both, so a head clicked into a box of edges (or an edge into one of heads) is refused with what to do instead.
+// What the box holds is marked on the graph (.mine) as it is clicked or typed; a path typed ("0.2 -> mlp 0 -> 1.1 k")
+// is marked edge by edge, and an edge clicked out of it splits it.
+let building = false;
+const ARROW = /->|→/;
+const INPUT = /^(.*[0-9])\s*([qkv])$/i;  // "1.1 k": a head and the input an edge goes into
+const box = () => document.querySelector('#own-circuit-text textarea, #own-circuit-text input');
+const nodeName = (text) => text.trim().toLowerCase().replace(/\s+/g, ' ');
+const hopOf = (text) => {
+  const match = text.trim().match(INPUT);
+  return match ? {node: nodeName(match[1]), input: match[2].toLowerCase()} : {node: nodeName(text), input: ''};
+};
+const edgeKey = (sender, receiver) => `${sender.node} -> ${receiver.node}${receiver.input ? ` ${receiver.input}` : ''}`;
+const circuitOf = (text) => {  // as parsed_circuit splits it: items apart by , ; or new lines, paths by arrows
+  const items = text.split(/[,;\n]/).map((item) => item.trim()).filter(Boolean);
+  const paths = items.filter((item) => ARROW.test(item));
+  if (!items.length) return {form: 'empty', heads: [], paths: []};
+  if (!paths.length) return {form: 'heads', heads: items.flatMap((item) => item.split(/\s+/)).map(nodeName), paths: []};
+  if (paths.length < items.length) return {form: 'mixed', heads: [], paths: []};
+  return {form: 'edges', heads: [], paths: paths.map((path) => path.split(ARROW).map(hopOf))};
+};
+const edgesOf = (circuit) => circuit.paths.flatMap((hops) => hops.slice(1).map((hop, i) => edgeKey(hops[i], hop)));
+const pathText = (hops) => hops.map((hop, i) => (i && hop.input ? `${hop.node} ${hop.input}` : hop.node)).join(' -> ');
+
+const withHead = (circuit, name) => {
+  const heads = circuit.heads.filter((head) => head !== name);
+  return (heads.length < circuit.heads.length ? heads : [...heads, name]).join(', ');
+};
+
+const withEdge = (circuit, key) => {  // the edge taken out of every path that has it (a path split there), or added
+  const pieces = [];
+  let found = false;
+  circuit.paths.forEach((hops) => {
+    let piece = [hops[0]];
+    hops.slice(1).forEach((hop, i) => {
+      if (edgeKey(hops[i], hop) !== key) { piece.push(hop); return; }
+      found = true;
+      pieces.push(piece);
+      piece = [{node: hop.node, input: ''}];  // the receiver sends on: its input belonged to the edge taken out
+    });
+    pieces.push(piece);
+  });
+  const kept = pieces.filter((piece) => piece.length > 1).map(pathText);
+  return (found ? kept : [...kept, key]).join(', ');
+};
+
+const REFUSED = {
+  heads: 'Your circuit is written as heads (“0.2, 1.1”: every edge among them) and the box takes heads or edges, ' +
+    'not both: click heads, or empty the box to build a circuit of edges.',
+  edges: 'Your circuit is written as edges and the box takes heads or edges, not both: click edges, or empty the ' +
+    'box to build a circuit of heads.',
+  mixed: 'The box mixes heads and edges, which cannot be measured: write either, or empty it.',
+};
+
+const say = (root, text) => {
+  const note = root.querySelector('.build-note');
+  note.hidden = false;
+  note.textContent = text;
+};
+
+const mark = () => {
+  const input = box();
+  const circuit = circuitOf(input ? input.value : '');
+  const heads = new Set(circuit.heads);
+  const edges = new Set(edgesOf(circuit));
+  element.querySelectorAll('.found-circuit').forEach((root) => {
+    root.classList.toggle('building', building);
+    root.querySelector('.build').hidden = !input;  // no box on this page: nothing to build in
+    const button = root.querySelector('.build-button');
+    if (button.getAttribute('aria-pressed') !== String(building)) button.setAttribute('aria-pressed', String(building));
+    root.querySelectorAll('.node.head').forEach((node) => {
+      node.classList.toggle('mine', heads.has(node.dataset.name));
+      const label = `head ${node.dataset.name}: ${building ? 'put it in your circuit or take it out' : 'select it'}`;
+      if (node.getAttribute('aria-label') !== label) node.setAttribute('aria-label', label);
+    });
+    root.querySelectorAll('path.edge, path.edge-hit').forEach((edge) => edge.classList.toggle('mine', edges.has(edge.dataset.edge)));
+    root.querySelectorAll('path.edge-hit').forEach((hit) => {
+      if (hit.getAttribute('tabindex') !== (building ? '0' : '-1')) hit.setAttribute('tabindex', building ? '0' : '-1');
+    });
+  });
+};
+
+const toggle = (part) => {
+  const root = part.closest('.found-circuit');
+  const input = box();
+  if (!input) return;
+  const circuit = circuitOf(input.value);
+  const head = part.dataset.name;  // a head node; an edge has data-edge
+  const form = head ? 'heads' : 'edges';
+  if (circuit.form !== 'empty' && circuit.form !== form) { say(root, REFUSED[circuit.form]); return; }
+  const name = head || part.dataset.edge;
+  const text = head ? withHead(circuit, head) : withEdge(circuit, name);
+  const added = head ? !circuit.heads.includes(head) : !edgesOf(circuit).includes(name);
+  input.value = text;
+  input.dispatchEvent(new Event('input', {bubbles: true}));  // Gradio's box reads its value on input
+  say(root, `${added ? 'Put in' : 'Took out'} ${head ? 'head ' : ''}${name}: your circuit is ` +
+    `${text ? `“${text}”; press Test your circuit to measure it` : 'empty'}.`);
+  mark();
+};
+
+const buildPart = (event) => building && event.target.closest &&
+  event.target.closest('.found-circuit .node.head, .found-circuit path.edge, .found-circuit path.edge-hit');
+
 element.addEventListener('click', (event) => {
+  const switched = event.target.closest && event.target.closest('.found-circuit .build-button');
+  if (switched) { building = !building; mark(); return; }
+  const part = buildPart(event);
+  if (part) { toggle(part); return; }
   const node = event.target.closest && event.target.closest('.found-circuit .node.head');
   if (node) { pickHead(node); return; }
   const point = event.target.closest && event.target.closest('.found-circuit circle.point');
@@ -66,8 +178,19 @@ element.addEventListener('click', (event) => {
 
 element.addEventListener('keydown', (event) => {
   if (event.key !== 'Enter' && event.key !== ' ') return;
+  const part = buildPart(event);
   const node = event.target.closest && event.target.closest('.found-circuit .node.head');
-  if (!node) return;
+  if (!part && !node) return;
   event.preventDefault();  // Space: no page scroll
-  pickHead(node);
+  if (part) toggle(part); else pickHead(node);
 });
+
+// Typing in the box moves the marks; a new drawing (Gradio morphs it into the old one, classes included) is marked
+// again. mark() changes a class only where it differs, so the observer does not wake itself.
+document.addEventListener('input', (event) => {
+  if (event.target.closest && event.target.closest('#own-circuit-text')) mark();
+});
+new MutationObserver(() => requestAnimationFrame(mark)).observe(element, {
+  childList: true, subtree: true, attributes: true, attributeFilter: ['class', 'data-found'],
+});
+mark();

@@ -4,7 +4,9 @@ score, the q, k or v it enters written at the head); a slider for how many of th
 measured at each of its positions drawn as a bar and as a curve; the kept edges' scores on demand (their sizes, each
 said to help or work against the answer) and a link saving the circuit in EAP-IG's graph JSON. find_circuit_view.js
 redraws the graph from the curve's numbers as the slider moves (no call) and makes a head a button that moves the
-page's selection (the `pick` event); the looks in find_circuit_view.css. Nothing here computes or knows of Gradio."""
+page's selection (the `pick` event), or with "Build your circuit by clicking" on, makes each head and edge a button
+that puts it in the Test-your-own-circuit box, written as `heads.stated_circuit` reads it (`edge_name`); the looks in
+find_circuit_view.css. Nothing here computes or knows of Gradio."""
 
 import html
 import json
@@ -64,20 +66,34 @@ def shown_edges(answer: dict, index: int) -> set[int]:
     return {e["rank"] for e in answer["ranking"] if e["rank"] < point["k"] and e["rank"] not in unread}
 
 
-def edge_path(layout: Layout, edge: dict, scale: float, shown: bool) -> str:
-    """One edge: a curve from its sender's top to its receiver's bottom (the input's port on a head)."""
+def edge_name(edge: dict) -> str:
+    """An edge as the Test-your-own-circuit box writes it (`heads.stated_circuit` reads it): "0.2 -> 1.1 k"."""
+    return f"{edge['sender']} -> {edge['receiver']}" + (f" {edge['input']}" if edge["input"] else "")
+
+
+def edge_curve(layout: Layout, edge: dict) -> str:
+    """An edge's curve: from its sender's top to its receiver's bottom (the input's port on a head)."""
     (x1, y1), (x2, y2) = layout.place(edge["sender"]), layout.place(edge["receiver"])
     y1, y2 = y1 - 13, y2 + (RADIUS + 17 if edge["input"] else 13)  # into a head: under its port's letter
     x2 += PORT_OFFSET.get(edge["input"], 0)
     bend = max(24.0, (y1 - y2) / 2)
+    return f"M{x1:.1f},{y1:.1f} C{x1:.1f},{y1 - bend:.1f} {x2:.1f},{y2 + bend:.1f} {x2:.1f},{y2:.1f}"
+
+
+def edge_data(edge: dict) -> str:
+    return (
+        f'data-rank="{edge["rank"]}" data-sender="{esc(edge["sender"])}" data-receiver="{esc(edge["receiver"])}" '
+        f'data-input="{edge["input"] or ""}" data-edge="{esc(edge_name(edge))}"'
+    )
+
+
+def edge_path(layout: Layout, edge: dict, scale: float, shown: bool) -> str:
+    """One edge, drawn: its width and opacity by its score, its colour by the input it enters."""
     strength = abs(edge["score"]) / scale
     into = f" ({edge['input']})" if edge["input"] else ""
     dash = ' stroke-dasharray="5 3"' if edge["score"] > 0 else ""  # works against the answer
     return (
-        f'<path class="edge{"" if shown else " hidden"}" data-rank="{edge["rank"]}" '
-        f'data-sender="{esc(edge["sender"])}" '
-        f'data-receiver="{esc(edge["receiver"])}" data-input="{edge["input"] or ""}" '
-        f'd="M{x1:.1f},{y1:.1f} C{x1:.1f},{y1 - bend:.1f} {x2:.1f},{y2 + bend:.1f} {x2:.1f},{y2:.1f}" '
+        f'<path class="edge{"" if shown else " hidden"}" {edge_data(edge)} d="{edge_curve(layout, edge)}" '
         f'stroke="{INPUT_COLOURS[edge["input"]]}" stroke-width="{0.8 + 5 * strength:.2f}" '
         f'stroke-opacity="{0.3 + 0.7 * strength:.2f}"{dash}><title>{esc(edge["sender"])} → {esc(edge["receiver"])}'
         f"{into}: {effect_words(edge['score'])}, score size {abs(edge['score']):.4g} (rank {edge['rank'] + 1})"
@@ -85,8 +101,19 @@ def edge_path(layout: Layout, edge: dict, scale: float, shown: bool) -> str:
     )
 
 
+def edge_hit(layout: Layout, edge: dict, shown: bool) -> str:
+    """An edge's target for a finger or a key: a wide transparent stroke under the drawn edge (a thin edge is hard to
+    hit); find_circuit_view.js makes it a button while the learner builds a circuit, and halos it when it is in the
+    learner's circuit."""
+    return (
+        f'<path class="edge-hit{"" if shown else " hidden"}" {edge_data(edge)} d="{edge_curve(layout, edge)}" '
+        f'role="button" aria-label="edge {esc(edge_name(edge))}"><title>{esc(edge_name(edge))}</title></path>'
+    )
+
+
 def node_svg(layout: Layout, name: str, used: set[str]) -> str:
-    """A node; a head is a button (data-layer, data-head: a click moves the page's selection to it)."""
+    """A node; a head is a button (data-layer, data-head: a click moves the page's selection to it, or while the
+    learner builds a circuit, adds it to theirs)."""
     x, y = layout.place(name)
     state = "in" if name in used else "out"
     if name[0].isdigit():
@@ -94,7 +121,7 @@ def node_svg(layout: Layout, name: str, used: set[str]) -> str:
         return (
             f'<g class="node head {state}" data-name="{name}" data-layer="{layer}" data-head="{head}" tabindex="0" '
             f'role="button" aria-label="head {name}: select it"><circle cx="{x:.1f}" cy="{y:.1f}" r="{RADIUS}">'
-            f"<title>head {name} (click: select it)</title></circle>"
+            f"<title>head {name}</title></circle>"
             f'<text x="{x:.1f}" y="{y + 5:.1f}">{name}</text></g>'
         )
     width = 64 if name.startswith("mlp") else 76
@@ -131,11 +158,13 @@ def graph_svg(answer: dict, index: int) -> str:
     entered = {(e["receiver"], e["input"]) for e in kept if e["input"]}
     scale = max((abs(e["score"]) for e in answer["ranking"]), default=0.0) or 1.0
     edges = "".join(edge_path(layout, e, scale, e["rank"] in shown) for e in reversed(answer["ranking"]))
+    hits = "".join(edge_hit(layout, e, e["rank"] in shown) for e in reversed(answer["ranking"]))
     nodes = "".join(node_svg(layout, name, used) for name in layout.names())
     return (
         f'<svg class="circuit-graph" viewBox="0 0 {layout.width} {layout.height}" width="{layout.width}" '
-        f'height="{layout.height}" role="img" aria-label="the circuit found, as a graph">'
-        f'<g class="edges">{edges}</g>{ports_svg(layout, entered)}<g class="nodes">{nodes}</g></svg>'
+        f'height="{layout.height}" role="group" aria-label="the circuit found, as a graph">'
+        f'<g class="edge-hits">{hits}</g><g class="edges">{edges}</g>{ports_svg(layout, entered)}'
+        f'<g class="nodes">{nodes}</g></svg>'
     )
 
 
@@ -261,6 +290,16 @@ def parts_table(answer: dict) -> str:
     )
 
 
+def build_controls() -> str:
+    """The switch that makes the graph's clicks build the learner's circuit in the Test-your-own-circuit box (off: a
+    head click selects the head), and the line that says what a click did."""
+    return (
+        '<div class="build"><button type="button" class="build-button" aria-pressed="false">Build your circuit by '
+        "clicking</button> <span>on: a click (a tap, Enter) on a head or an edge puts it in the <i>Test your own "
+        'circuit</i> box, again takes it out</span><p class="build-note" aria-live="polite" hidden></p></div>'
+    )
+
+
 def found_circuit_html(answer: dict) -> str:
     """The findings, the graph at the found circuit's k, the slider and its curve, the scores on demand."""
     curve = answer["curve"]
@@ -280,7 +319,7 @@ def found_circuit_html(answer: dict) -> str:
         f'<div class="found-parts"><figure class="graph-figure"><figcaption>{legend} into a head’s query, key, value; '
         "grey: into an MLP or the logits; thicker: a larger score; dashed: one that works against the answer (ablated, "
         "the metric would rise). Click a head to select it."
-        f"</figcaption>{graph_svg(answer, index)}{more}</figure>"
+        f"</figcaption>{build_controls()}{graph_svg(answer, index)}{more}</figure>"
         f'<div class="controls"><label for="keep-edges">How many of the top edges to keep</label>'
         f'<input id="keep-edges" class="keep-edges" type="range" min="0" max="{len(curve) - 1}" step="1" '
         f'value="{index}" aria-valuetext="top {curve[index]["k"]} edges">'
