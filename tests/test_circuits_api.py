@@ -312,6 +312,12 @@ def test_the_section_draws_its_views_and_a_click_on_a_head_draws_its_circuits(pa
         page.goto(f"{page_url}?model=specimen&text={quote(ROMEO)}")
         expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(10)
         page.locator("#circuits").get_by_text("Circuits: how heads work together").first.click()
+        # How to read each view: docs/circuits.md in a fold, its links to the web only (the page serves no other doc)
+        page.locator("#circuits-doc").get_by_text("How to read each view (docs/circuits.md)").click()
+        doc = page.locator("#circuits-doc-text")
+        expect(doc.get_by_role("heading", name="The walk: the circuit found, step by step")).to_be_visible()
+        hrefs = doc.locator("a").evaluate_all("links => links.map((link) => link.href)")
+        assert hrefs and all(href.startswith("https://") for href in hrefs), hrefs
         page.locator("#circuit-attribution-button").click()
         expect(page.locator("#circuit-attribution")).to_contain_text("Largest")
         page.locator("#circuit-change").click()

@@ -21,7 +21,7 @@ from minigpt.demo.core.gradio_internals import unchecked
 from minigpt.demo.core.inputs import parse_heads
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.ui import drawn
-from minigpt.demo.core.view import belongs_to
+from minigpt.demo.core.view import belongs_to, page_doc
 from minigpt.errors import VisitorError
 
 PATCH_OPTIONS = ("sender", "receiver", "receiver_input", "key_position", "part", "intermediate", "prompts")
@@ -47,10 +47,19 @@ class CircuitsSection:
     def show_walk(self, text: str, model: str, asked_first=None) -> str:
         """The walk drawn, marked with the text it belongs to (greyed once another text is shown); `asked_first(walk,
         text, drawn)` puts the question the walk answers before it (the first screen's)."""
+        return self.walk_and_its_head(text, model, asked_first)[0]
+
+    def walk_and_its_head(self, text: str, model: str, asked_first=None) -> tuple:
+        """The walk drawn (`show_walk`) and the head it follows as the page's selection ({layer, head}, what the maps'
+        pickers hold), so that the maps, their strip over training and the chosen head follow it (gr.skip(): none)."""
         view = self.circuits.view(text, model)
         walk = self.circuits.circuit_walk(text, model)
         drawn = walk_html(walk)
-        return belongs_to(view.key, view.label, asked_first(walk, view.text, drawn) if asked_first else drawn)
+        drawn = belongs_to(view.key, view.label, asked_first(walk, view.text, drawn) if asked_first else drawn)
+        if not walk["head"]:
+            return drawn, gr.skip()
+        layer, head = walk["head"].split(".")
+        return drawn, {"layer": int(layer), "head": head}
 
     def show_attribution(self, shown, position, token, other_token, prompts):
         attribution = self.circuits.logit_attribution
@@ -164,6 +173,7 @@ class CircuitsSection:
         """The section, on the text and model the maps show (`maps.shown`); it follows the page's head selection."""
         shown = maps.shown
         gr.Markdown(CIRCUITS_INTRO)
+        self.doc_layout()
         prompts = unchecked(gr.Number(1, precision=0, label="Prompts (1: the text; up to 16: with its variants)"))
         attribution = self.attribution_layout(shown, prompts)
         patching = self.patching_layout(shown, prompts)
@@ -190,6 +200,16 @@ class CircuitsSection:
         return SimpleNamespace(
             attribution=attribution, patching=patching.out, composition=composition_out, found=found, head=head.out
         )
+
+    @staticmethod
+    def doc_layout():
+        """How to read each view: docs/circuits.md in a fold (the project names no repository to link to, so the doc
+        travels with the app), its text sent when the fold opens, so that the page stays light; none without docs/."""
+        doc = page_doc("circuits.md")
+        title = "How to read each view (docs/circuits.md)"
+        with gr.Accordion(title, open=False, visible=doc is not None, elem_id="circuits-doc") as fold:
+            text = gr.Markdown(elem_id="circuits-doc-text")
+        fold.expand(lambda: doc, None, text, api_visibility="private")
 
     def found_layout(self, shown, corrupted):
         """ "Find the circuit": the task, the ablation, the button, the circuit drawn (`corrupted`: the Patching part's
