@@ -69,9 +69,9 @@ def test_one_click_from_the_first_screen_draws_the_circuit_found_in_view(page_ur
         expect(page.locator("#attention-head figcaption").first).to_have_text(caption)  # on the walk's head
         strip = page.locator("#head-over-training .over-training > p:not(.most-changed)")
         expect(strip).to_contain_text(f"{caption} of specimen")  # the strip over training: that head at each step
+        screenshot(page, "walk_desktop.png")
         page.locator("#circuits").get_by_text("Circuits: how heads work together").first.click()
         expect(page.locator("#circuit-chosen textarea")).to_have_value(followed)
-        screenshot(page, "walk_desktop.png")
 
 
 def test_circuits_clicks_move_the_selection_and_inputs_never_go_stale(page_url):
