@@ -9,13 +9,21 @@ view near one screen high, and a finger picks a query row. Screenshots go to MIN
 import os
 from urllib.parse import quote
 
-from helpers import HANG_S, chromium_page, needs_chromium
+from helpers import HANG_S, call, chromium_page, needs_chromium
 
 pytestmark = needs_chromium
 
 ZORBAK = "Then Zorbak spoke. Then Zor"
 # The size of every piece of text in the circuits section as it is drawn on the screen: an SVG's text scaled with the
 # SVG; text set to 0 px (hidden on purpose: the ablated maps' labels on a phone) left out.
+# The labels of the found circuit's faithfulness curve that stick out of its svg's box (drawn cut: "110" as "11(").
+CUT_TICKS = """() => {
+  const svg = document.querySelector('#found-circuit svg.curve'), box = svg.getBoundingClientRect();
+  return [...svg.querySelectorAll('text')].filter((text) => {
+    const r = text.getBoundingClientRect();
+    return r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5;
+  }).map((text) => text.textContent);
+}"""
 SMALLEST_TEXT = """() => {
   const found = [];
   document.querySelectorAll('#circuits *').forEach((node) => {
@@ -38,8 +46,13 @@ def screenshot(page, name: str) -> None:
         page.screenshot(path=os.path.join(os.environ["MINIGPT_SCREENSHOT_DIR"], name))
 
 
-def test_one_click_from_the_first_screen_draws_the_circuit_found_in_view(page_url):
+def test_one_click_from_the_first_screen_draws_the_circuit_found_in_view(page_url, client):
+    """... and the maps, their strip over training and the circuits' chosen head follow the head the walk follows (the
+    /circuit_walk answer's `head`), not the page's first selection."""
     from playwright.sync_api import expect
+
+    followed = call(client, "/circuit_walk", text=ZORBAK, model="specimen")["head"]
+    caption = "layer {}, head {}".format(*followed.split("."))
 
     with chromium_page(1440, 900) as page:
         page.goto(page_url)
@@ -53,7 +66,12 @@ def test_one_click_from_the_first_screen_draws_the_circuit_found_in_view(page_ur
         expect(walk).to_contain_text("0.0, 0.2, 1.1")  # the heads the model needs
         assert walk.bounding_box()["y"] < 900  # the walk starts on the first screen, under the button
         expect(page.locator("#current-text")).to_contain_text("Zorbak")  # the maps show the same text
+        expect(page.locator("#attention-head figcaption").first).to_have_text(caption)  # on the walk's head
+        strip = page.locator("#head-over-training .over-training > p:not(.most-changed)")
+        expect(strip).to_contain_text(f"{caption} of specimen")  # the strip over training: that head at each step
         screenshot(page, "walk_desktop.png")
+        page.locator("#circuits").get_by_text("Circuits: how heads work together").first.click()
+        expect(page.locator("#circuit-chosen textarea")).to_have_value(followed)
 
 
 def test_circuits_clicks_move_the_selection_and_inputs_never_go_stale(page_url):
@@ -152,6 +170,7 @@ def test_the_circuit_found_is_drawn_its_slider_redraws_and_a_head_click_moves_th
         assert shown.count() == kept <= 110 / 3
         assert float(found.locator(".readout .faith").inner_text()) >= 0.9
         expect(found.locator('text.port:not(.hidden)[data-port="1.1 k"]')).to_have_count(1)  # an edge into 1.1's key
+        assert page.evaluate(CUT_TICKS) == []  # the curve's labels, the last k's among them, inside its box
         screenshot(page, "find_circuit.png")
         slider = found.locator("input.keep-edges")
         slider.focus()
@@ -172,6 +191,7 @@ def test_the_circuit_found_is_drawn_its_slider_redraws_and_a_head_click_moves_th
         found = page.locator("#found-circuit .found-circuit")
         expect(found.locator("svg.circuit-graph")).to_be_visible(timeout=HANG_S * 1000)  # a search: minutes at load 18
         assert page.evaluate(SMALLEST_TEXT) == []
+        assert page.evaluate(CUT_TICKS) == []
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         slider = found.locator("input.keep-edges")
         slider.scroll_into_view_if_needed()

@@ -312,6 +312,12 @@ def test_the_section_draws_its_views_and_a_click_on_a_head_draws_its_circuits(pa
         page.goto(f"{page_url}?model=specimen&text={quote(ROMEO)}")
         expect(page.locator("#attention-grid svg[data-layer]")).to_have_count(10)
         page.locator("#circuits").get_by_text("Circuits: how heads work together").first.click()
+        # How to read each view: docs/circuits.md in a fold, its links to the web only (the page serves no other doc)
+        page.locator("#circuits-doc").get_by_text("How to read each view (docs/circuits.md)").click()
+        doc = page.locator("#circuits-doc-text")
+        expect(doc.get_by_role("heading", name="The walk: the circuit found, step by step")).to_be_visible()
+        hrefs = doc.locator("a").evaluate_all("links => links.map((link) => link.href)")
+        assert hrefs and all(href.startswith("https://") for href in hrefs), hrefs
         page.locator("#circuit-attribution-button").click()
         expect(page.locator("#circuit-attribution")).to_contain_text("Largest")
         page.locator("#circuit-change").click()
@@ -343,3 +349,67 @@ def test_the_ablate_box_suggests_the_previous_token_head_measured_before_the_cho
     previous = torch.stack([weights[:, i, i - 1] for i in range(1, len(view.ids))], dim=-1).mean(-1)  # (H,)
     assert previous_token_head_before(view, 1) == f"0.{int(previous.argmax())}" == "0.2"
     assert previous_token_head_before(view, 0) == ""
+
+
+def swapped_heads(model, layer: int, first: int, second: int):
+    """The same model with two heads of `layer` swapped (their query, key and value rows and their columns of the
+    output projection): every output equal, the heads' names exchanged."""
+    attention, width = model.model.layers[layer].attn, model.config.n_embd // model.config.n_head
+    with torch.no_grad():
+        for weights, dim in (
+            (attention.qkv_proj.weight, 0),
+            (attention.qkv_proj.bias, 0),
+            (attention.out_proj.weight, 1),
+        ):
+            for part in range(weights.shape[dim] // model.config.n_embd):  # q, k, v (qkv_proj) or the one output
+                start = part * model.config.n_embd
+                a, b = (weights.narrow(dim, start + h * width, width) for h in (first, second))
+                a_was = a.clone()
+                a.copy_(b), b.copy_(a_was)
+    return model
+
+
+def test_the_boxes_naming_a_head_start_with_the_head_measured_to_copy_on_the_text_shown(specimen, tmp_path):
+    """No shipped model's head as a default (issue 61): on each text shown, the receiver and the chosen head start as
+    the head with the highest induction score on that text (minigpt.heads' role scores ranking it first), the
+    receiver's above layer 0, where it is COPYING of the way from chance to 1; else empty, the label saying what to
+    type. On the specimen and on the specimen with heads 1.1 and 1.3 swapped (the same model, its copying head
+    renamed), the defaults are renamed as the measurement is."""
+    from transformers import AutoTokenizer
+
+    from minigpt.demo.circuits.head_circuit import COPYING
+    from minigpt.demo.circuits.ui import CHOSEN_LABELS, RECEIVER_LABELS, CircuitsSection
+    from minigpt.demo.core.state import DemoState
+    from minigpt.heads import head_roles, repeated_tokens, run_forward_pass, top_heads
+    from minigpt.heads.role_scores import excess
+
+    swapped = swapped_heads(specimen, 1, 1, 3)
+    swapped.save_pretrained(tmp_path / "swapped")
+    AutoTokenizer.from_pretrained(REPO / "minigpt" / "models" / "specimen").save_pretrained(tmp_path / "swapped")
+    state = DemoState.configure([str(tmp_path / "swapped")], training=False)
+    section, defaults = CircuitsSection(state), {}
+    for model in ("specimen", "swapped"):
+        for text in (ZORBAK, ROMEO, "abcdefg"):  # "abcdefg" repeats nothing: nothing to copy
+            view = state.text_view(model, text)
+            probes = repeated_tokens(list(range(1, 40)), view.ids[0], count=2, half=8)  # what head_roles wants too
+            roles = head_roles(view.lm.model, run_forward_pass(view.lm.model, view.ids), probes)
+            expected = []
+            for first_layer in (1, 0):  # the receiver's, above layer 0; the chosen head's
+                if "induction_on_text" not in roles:
+                    expected.append("")
+                    continue
+                layer, head, score = top_heads(roles["induction_on_text"][first_layer:], k=1)[0]
+                copies = excess(score, roles["chance"]["induction_on_text"]) >= COPYING
+                expected.append(f"{layer + first_layer}.{head}" if copies else "")
+            receiver, chosen = section.measured_defaults(view.shown)
+            assert [receiver.value, chosen.value] == expected, (model, text)
+            assert (
+                receiver.label == RECEIVER_LABELS[bool(expected[0])]
+                and chosen.label == CHOSEN_LABELS[bool(expected[1])]
+            )
+            defaults[model, text] = expected
+    renamed = {"1.1": "1.3", "1.3": "1.1"}
+    for text in (ZORBAK, ROMEO, "abcdefg"):  # the swapped model's copying head is the specimen's, renamed
+        assert defaults["swapped", text] == [renamed.get(h, h) for h in defaults["specimen", text]], text
+    assert defaults["specimen", ZORBAK] != defaults["swapped", ZORBAK]  # its copying head is one of the two swapped
+    assert defaults["specimen", "abcdefg"] == ["", ""]

@@ -416,6 +416,34 @@ def test_a_link_keeps_the_exercise_keys_cut_to_their_lengths():
     assert len(link["texts"]) == 20_000 and "other" not in link
 
 
+def assert_names_apart(line) -> None:
+    """The number reveal's "you" and "model" names (under the line) drawn apart, both inside the picture."""
+    you, model = line.locator("text.answer").bounding_box(), line.locator("text.truth").bounding_box()
+    box = line.bounding_box()
+    for name in (you, model):
+        assert box["x"] - 0.5 <= name["x"] and name["x"] + name["width"] <= box["x"] + box["width"] + 0.5, (name, box)
+    apart = you["x"] + you["width"] <= model["x"] or model["x"] + model["width"] <= you["x"]
+    assert apart or you["y"] + you["height"] <= model["y"] or model["y"] + model["height"] <= you["y"], (you, model)
+
+
+@needs_chromium
+def test_the_number_reveal_keeps_its_names_apart_at_a_desktops_and_a_phones_width():
+    """The reveal's picture (exercises/view.number_picture) with its CSS, for answers close to the truth, equal to it
+    and at both ends of the range: "you" and "model" never drawn over each other (issue 61: they were at 0.01 and
+    0.02), nor out of the picture."""
+    from minigpt.demo.core.view import SHARED_CSS, asset
+    from minigpt.demo.exercises.view import number_picture
+
+    question = {"answer_with": {"min": 0, "max": 1, "tolerance": 0.05}}
+    cases = [(0.01, 0.02), (0.02, 0.01), (0.5, 0.52), (0.98, 1.0), (1.0, 0.99), (0.0, 0.0), (0.3, 0.7)]
+    pictures = "".join(f'<div class="ex-graded">{number_picture(question, {}, a, t)}</div>' for a, t in cases)
+    for width, height, options in ((1440, 900, {}), (390, 844, dict(is_mobile=True, has_touch=True))):
+        with chromium_page(width, height, **options) as page:
+            page.set_content(f"<style>{SHARED_CSS}{asset('exercises/view.css')}</style>{pictures}")
+            for line in page.locator("svg.ex-line").all():
+                assert_names_apart(line)
+
+
 @needs_chromium
 def test_an_answer_is_revealed_and_the_progress_survives_a_reload(page_url):
     """A class link (model, text, kinds) unfolds the section on its questions; a head clicked and checked shows the
@@ -441,6 +469,7 @@ def test_an_answer_is_revealed_and_the_progress_survives_a_reload(page_url):
         number.locator("input.ex-number").fill("0.01")
         number.locator("input.ex-number").press("Enter")
         expect(number.locator(".ex-verdict")).to_contain_text("Not quite: you said 0.010")
+        assert_names_apart(number.locator("svg.ex-line"))
         expect(page.locator("#exercise-set .ex-progress")).to_have_text("2 of 3 answered, 1 right.")
         page.reload()
         expect(page.locator('#exercise-set .exercise[data-type="writer"] .ex-verdict')).to_have_text("Right: 1.1.")

@@ -255,9 +255,10 @@ def corrupted_views(view: TextView, corrupt) -> tuple[list[tuple[TextView, str]]
 def circuit_walk(view: TextView, corrupt, cores, needed=needed_heads) -> dict:
     """Every step of the walk on the text (see the module's docstring). corrupt(view, before) -> the text with one
     token changed (measures.one_token_changed's `before`), a TextView; needed(lm) -> the last step (`needed_heads`,
-    which does not depend on the text: a cache of it)."""
+    which does not depend on the text: a cache of it). "head": the head the walk follows (the one that carries the
+    answer; without a corrupted text, the writer where one is named; else None)."""
     first, head = writer(view)
-    steps = [prediction(view), first]
+    steps, followed = [prediction(view), first], first["head"]
     corrupted, tried = corrupted_views(view, corrupt)
     if not corrupted:
         tried = "; ".join(dict.fromkeys(tried))
@@ -270,7 +271,7 @@ def circuit_walk(view: TextView, corrupt, cores, needed=needed_heads) -> dict:
     else:
         found, _ = carrier(view, corrupted[0][0], cores)
         steps.append(found)
-        head = found["head"]
+        head = followed = found["head"]
         for text, what in corrupted:
             try:
                 found, path = carrying_input(view, text, head, what)
@@ -278,4 +279,4 @@ def circuit_walk(view: TextView, corrupt, cores, needed=needed_heads) -> dict:
             except VISITORS_MISTAKES as error:  # the text is too long for path patching on this server, say
                 steps.append(step("input", f"Through which input: {what}", str(error)))
     steps.append(needed(view.lm))
-    return {**view.about, "steps": steps, "notes": view.notes}
+    return {**view.about, "steps": steps, "head": followed, "notes": view.notes}

@@ -168,11 +168,16 @@ def graph_svg(answer: dict, index: int) -> str:
     )
 
 
+TICK_DIGIT = 8.4  # the width of a digit of the curve's tick labels at their largest (14 px monospace, on a phone)
+
+
 def curve_svg(answer: dict, index: int, width: int = 320, height: int = 130) -> str:
     """Faithfulness at each position of the slider (each measured: one exact run), the target dashed, the position
     shown marked; a point is a button that moves the slider there."""
     curve = answer["curve"]
-    left, right, top, bottom = 40, 10, 10, 26
+    # The right margin holds half of the last tick's label, centred on the last point ("110" was cut to "11(" on a
+    # phone): its digits at the phone's 14 px monospace (0.6 em each), and 4 more
+    left, right, top, bottom = 40, 4 + TICK_DIGIT * len(str(curve[-1]["k"])) / 2, 10, 26
     x = lambda i: left + i * (width - left - right) / max(1, len(curve) - 1)  # noqa: E731
     y = lambda f: top + (1.1 - min(1.1, max(-0.1, f))) / 1.2 * (height - top - bottom)  # noqa: E731
     line = " ".join(f"{x(i):.1f},{y(p['faithfulness']):.1f}" for i, p in enumerate(curve))

@@ -30,7 +30,7 @@ from minigpt.heads import (
     run_forward_pass,
 )
 from minigpt.heads.ablation import check_mode
-from minigpt.heads.role_scores import above_chance, chance_level, measured_jobs, previous_token_pattern
+from minigpt.heads.role_scores import chance_level, excess, measured_jobs, previous_token_pattern
 
 MAX_OV_VOCABULARY = 128  # a vocabulary up to this size: the whole token x token OV circuit; above, the text's rows
 OV_TOP = 8  # above it, each source token's top targets
@@ -170,18 +170,42 @@ def ablated_map(view: TextView, layer: int, head: int, ablate, mode: str = "zero
     }
 
 
-def previous_token_head_before(view: TextView, layer: int) -> str:
-    """The head of a layer before `layer` that attends most to the previous token on the text shown (role score,
-    `role_scores.role_score`), where one does it clearly (halfway from chance to 1); else "". What the Ablate box
-    suggests for a head of `layer`: measured on this model and text, never a shipped model's head assumed."""
-    if layer == 0 or len(view.ids) < 3:
+# A head copies on a text when its induction score there is this far from chance toward 1 (`role_scores.excess`):
+# the specimen's induction head is 0.34 to 0.69 of the way on the texts of issue 61 and on "Then Zorbak spoke. Then
+# Zor" (0.43), under the 0.5 of a clear role; the random-weight fixture models' heads stay under 0.01.
+COPYING = 0.25
+
+
+def leading_head(view: TextView, pattern: torch.Tensor, layers: range, bar: float = 0.5) -> str:
+    """The head of `layers` with the highest role score on `pattern` (`role_scores.role_score`) on the text shown,
+    where it is at least `bar` of the way from chance to 1 (0.5: the role done clearly, `role_scores.above_chance`);
+    else "" (also where the pattern marks nothing)."""
+    if not layers or not pattern.any():
         return ""
-    pattern = previous_token_pattern(len(view.ids))
-    scores = role_score(view.recorded.attentions[:layer].float(), pattern)  # (layer, H)
+    scores = role_score(view.recorded.attentions[layers.start : layers.stop].float(), pattern)  # (len(layers), H)
     best = int(scores.argmax())
-    if not above_chance(float(scores.flatten()[best]), chance_level(pattern)):
+    if excess(float(scores.flatten()[best]), chance_level(pattern)) < bar:
         return ""
-    return f"{best // scores.shape[1]}.{best % scores.shape[1]}"
+    return f"{layers.start + best // scores.shape[1]}.{best % scores.shape[1]}"
+
+
+def previous_token_head_before(view: TextView, layer: int) -> str:
+    """The head of a layer before `layer` that attends most to the previous token on the text shown, where one does
+    it clearly; else "". What the Ablate box suggests for a head of `layer`: measured on this model and text, never a
+    shipped model's head assumed."""
+    if len(view.ids) < 3:  # one query, which can only look back at the start: no role to tell
+        return ""
+    return leading_head(view, previous_token_pattern(len(view.ids)), range(layer))
+
+
+def copying_head(view: TextView, first_layer: int = 0) -> str:
+    """The head of layer `first_layer` or later with the highest induction score on the text shown (the weight on
+    what followed the earlier copy of a repeated phrase, `role_scores.induction_pattern`), where it is COPYING of the
+    way from chance to 1; else "" (also a text that repeats no phrase: nothing to copy). What the boxes naming a head
+    start with (the chosen head, the path patching's receiver): measured on this model and text, never a shipped
+    model's head assumed."""
+    layers = range(first_layer, view.lm.model.config.n_layer)
+    return leading_head(view, induction_pattern(list(view.ids)), layers, COPYING)
 
 
 def jobs_on(model, prompts: torch.Tensor) -> list[list[dict]]:

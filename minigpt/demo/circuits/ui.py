@@ -12,7 +12,7 @@ import gradio as gr
 from minigpt.demo.circuits.circuit_walk_view import walk_html
 from minigpt.demo.circuits.endpoints import Circuits
 from minigpt.demo.circuits.find_circuit_view import FIND_CIRCUIT_JS, found_circuit_html, own_circuit_html
-from minigpt.demo.circuits.head_circuit import previous_token_head_before
+from minigpt.demo.circuits.head_circuit import copying_head, previous_token_head_before
 from minigpt.demo.circuits.head_circuit_view import head_circuit_html
 from minigpt.demo.circuits.measures import PARTS, one_token_changed
 from minigpt.demo.circuits.view import CIRCUITS_JS, attribution_html, composition_html, patching_html
@@ -21,10 +21,19 @@ from minigpt.demo.core.gradio_internals import unchecked
 from minigpt.demo.core.inputs import parse_heads
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.ui import drawn
-from minigpt.demo.core.view import belongs_to
+from minigpt.demo.core.view import belongs_to, page_doc
 from minigpt.errors import VisitorError
 
 PATCH_OPTIONS = ("sender", "receiver", "receiver_input", "key_position", "part", "intermediate", "prompts")
+# The boxes that name a head: their label with a head measured to fill them (`copying_head`), and without one
+RECEIVER_LABELS = (
+    "Path patching: receiver head (no head copies on this text: type a layer.head above layer 0; empty: none)",
+    "Path patching: receiver head (the one measured to copy most on this text; empty: none)",
+)
+CHOSEN_LABELS = (
+    "Head (layer.head): no head copies on this text, type the one to look at",
+    "Head (layer.head; the one measured to copy most on this text)",
+)
 PROGRESS = gr.Progress()  # Gradio fills a handler's progress parameter when its default is one
 
 
@@ -38,10 +47,19 @@ class CircuitsSection:
     def show_walk(self, text: str, model: str, asked_first=None) -> str:
         """The walk drawn, marked with the text it belongs to (greyed once another text is shown); `asked_first(walk,
         text, drawn)` puts the question the walk answers before it (the first screen's)."""
+        return self.walk_and_its_head(text, model, asked_first)[0]
+
+    def walk_and_its_head(self, text: str, model: str, asked_first=None) -> tuple:
+        """The walk drawn (`show_walk`) and the head it follows as the page's selection ({layer, head}, what the maps'
+        pickers hold), so that the maps, their strip over training and the chosen head follow it (gr.skip(): none)."""
         view = self.circuits.view(text, model)
         walk = self.circuits.circuit_walk(text, model)
         drawn = walk_html(walk)
-        return belongs_to(view.key, view.label, asked_first(walk, view.text, drawn) if asked_first else drawn)
+        drawn = belongs_to(view.key, view.label, asked_first(walk, view.text, drawn) if asked_first else drawn)
+        if not walk["head"]:
+            return drawn, gr.skip()
+        layer, head = walk["head"].split(".")
+        return drawn, {"layer": int(layer), "head": head}
 
     def show_attribution(self, shown, position, token, other_token, prompts):
         attribution = self.circuits.logit_attribution
@@ -132,6 +150,18 @@ class CircuitsSection:
             return kept
         return previous_token_head_before(self.circuits.view(shown["text"], shown["model"]), layer)
 
+    def measured_defaults(self, shown):
+        """Another text or model shown: the receiver and the chosen head start as the head measured to copy most on
+        it (`copying_head`; the receiver's above layer 0); where none does, empty, the label saying what to type."""
+        if not shown:
+            return gr.skip(), gr.skip()
+        view = self.state.text_view(shown["model"], shown["text"])
+        receiver, chosen = copying_head(view, 1), copying_head(view)
+        return (
+            gr.Textbox(receiver, label=RECEIVER_LABELS[bool(receiver)]),
+            gr.Textbox(chosen, label=CHOSEN_LABELS[bool(chosen)]),
+        )
+
     def followed_head(self, shown, layer, head, ablate):
         """The page's selection moved: the chosen head follows, the Ablate box keeps only the heads before it (or
         suggests the measured previous-token head before it)."""
@@ -143,9 +173,11 @@ class CircuitsSection:
         """The section, on the text and model the maps show (`maps.shown`); it follows the page's head selection."""
         shown = maps.shown
         gr.Markdown(CIRCUITS_INTRO)
+        self.doc_layout()
         prompts = unchecked(gr.Number(1, precision=0, label="Prompts (1: the text; up to 16: with its variants)"))
         attribution = self.attribution_layout(shown, prompts)
-        patching, evidence, patching_corrupted = self.patching_layout(shown, prompts)
+        patching = self.patching_layout(shown, prompts)
+        evidence, patching_corrupted = patching.evidence, patching.corrupted
         composition_button = gr.Button("Composition scores: the circuit graph", elem_id="circuit-composition-button")
         composition_out = gr.HTML(js_on_load=CIRCUITS_JS, elem_id="circuit-composition")
         found = self.found_layout(shown, patching_corrupted)
@@ -157,16 +189,27 @@ class CircuitsSection:
         private = dict(api_visibility="private")
         composition_button.click(self.show_composition, [shown, evidence], composition_out, **private)
         picked = [shown, head.ablate, head.source, head.ablation]
-        for view in (attribution, patching, composition_out, found):
+        for view in (attribution, patching.out, composition_out, found):
             view.pick(self.pick_head, picked, [head.chosen, head.ablate, head.out], **private)
         selection = [maps.shown, maps.layer, maps.head, head.ablate]
         maps.head.change(self.followed_head, selection, [head.chosen, head.ablate], **private)
         # Inputs that belong to a text are cleared when another text is shown: a corrupted text of the same length
         # would otherwise be patched against the new text without a word
         maps.shown.change(lambda shown: "", maps.shown, patching_corrupted, **private)
+        maps.shown.change(self.measured_defaults, maps.shown, [patching.receiver, head.chosen], **private)
         return SimpleNamespace(
-            attribution=attribution, patching=patching, composition=composition_out, found=found, head=head.out
+            attribution=attribution, patching=patching.out, composition=composition_out, found=found, head=head.out
         )
+
+    @staticmethod
+    def doc_layout():
+        """How to read each view: docs/circuits.md in a fold (the project names no repository to link to, so the doc
+        travels with the app), its text sent when the fold opens, so that the page stays light; none without docs/."""
+        doc = page_doc("circuits.md")
+        title = "How to read each view (docs/circuits.md)"
+        with gr.Accordion(title, open=False, visible=doc is not None, elem_id="circuits-doc") as fold:
+            text = gr.Markdown(elem_id="circuits-doc-text")
+        fold.expand(lambda: doc, None, text, api_visibility="private")
 
     def found_layout(self, shown, corrupted):
         """ "Find the circuit": the task, the ablation, the button, the circuit drawn (`corrupted`: the Patching part's
@@ -225,7 +268,8 @@ class CircuitsSection:
             change = gr.Button("Change one token", scale=1, elem_id="circuit-change")
         part = gr.Radio(list(PARTS), value="output", label="Patch each head's", elem_id="circuit-part")
         with gr.Row():
-            receiver = gr.Textbox("1.1", label="Path patching: receiver head (empty: none)", elem_id="circuit-receiver")
+            # No shipped model's head as a default: each text shown fills it (measured_defaults)
+            receiver = gr.Textbox("", label=RECEIVER_LABELS[0], elem_id="circuit-receiver")
             key_position = unchecked(gr.Number(-1, precision=0, label="Key position (-1: after the repeat's 1st copy)"))
         with gr.Row():
             sender = gr.Textbox("", label="Two-step path: sender ('0.2', 'embed')", elem_id="circuit-sender")
@@ -243,14 +287,14 @@ class CircuitsSection:
         inputs = [shown, corrupted, *(choices[o] for o in PATCH_OPTIONS)]
         button.click(self.show_patching, inputs, [out, evidence], **private)
         out.exact(self.show_exact_cell, inputs, [out, evidence], **private)
-        return out, evidence, corrupted
+        return SimpleNamespace(out=out, evidence=evidence, corrupted=corrupted, receiver=receiver)
 
     def head_layout(self, shown) -> SimpleNamespace:
         gr.Markdown("### One head: its OV and QK circuits, and its map with an earlier head ablated")
         with gr.Row():
-            chosen = gr.Textbox("1.1", label="Head (layer.head)", elem_id="circuit-chosen")
-            # No shipped model's head as a default: a chosen head fills it with the previous-token head measured
-            # before it on the text shown (suggested_ablation)
+            # No shipped model's head as a default: each text shown fills the chosen head (measured_defaults), a
+            # chosen head the Ablate box, with the previous-token head measured before it (suggested_ablation)
+            chosen = gr.Textbox("", label=CHOSEN_LABELS[0], elem_id="circuit-chosen")
             ablate = gr.Textbox("", label="Ablate (earlier heads; empty: none)", elem_id="circuit-ablate")
             ablation = gr.Radio(
                 [("zeros", "zero"), ("its mean", "mean"), ("its output on a variant", "resample")],

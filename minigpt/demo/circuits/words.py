@@ -13,7 +13,7 @@ CIRCUITS_INTRO = (
     "## Circuits: how heads work together\nOn the text and model above. Which components write the answer "
     "(attribution), which heads carry it (patching a corrupted text), through which input and from where (path "
     "patching), how heads read each other (composition), and what one head does to tokens and positions. "
-    "Click a head in any grid or in the graph to see its circuits. How to read each view: docs/circuits.md."
+    "Click a head in any grid or in the graph to see its circuits."
 )
 FOUND_INTRO = (
     "### Find the circuit: the fewest edges that keep the behaviour\nEvery edge between the model's parts "

@@ -1,9 +1,11 @@
 """What every section's views share: the mark that ties a view to the (model, text) it was computed for (current.js
 greys it once the page shows another), a visitor's mistake drawn in a view's place, the colours of a number (the maps'
 viridis, red and blue for a change), the layer x head table and the small map as cells; their looks in view.css. And
-`asset`, which reads a view's .js or .css file from its section's folder. No model and no Gradio here."""
+`asset`, which reads a view's .js or .css file from its section's folder, and `page_doc`, a doc of docs/ readable on the
+page. No model and no Gradio here."""
 
 import html
+import re
 from pathlib import Path
 
 from minigpt.demo.core.attention_maps import COLOURS
@@ -17,6 +19,20 @@ def asset(name: str) -> str:
 
 
 SHARED_CSS = asset("core/view.css")
+DOCS = DEMO.parent.parent / "docs"  # the repository's docs/, beside app.py (a Space holds it; an installed package not)
+
+
+def page_doc(name: str) -> str | None:
+    """docs/`name` as Markdown the page can show (no repository URL to link to: the doc travels with the app): its
+    pictures and links to the other docs named by their file (the page serves neither), links to the web kept. None
+    where the app runs without docs/ (installed as a package)."""
+    path = DOCS / name
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8")
+    text = re.sub(r"!\[([^\]]*)\]\(([^)\s]+)\)", r"*(picture: \1, docs/\2)*", text)
+    named = lambda link: f"docs/{link[2]}" if link[1] == link[2] else f"{link[1]} (docs/{link[2]})"  # noqa: E731
+    return re.sub(r"\[([^\]]+)\]\((?!https?:)([^)\s#]+)(#[^)\s]*)?\)", named, text)
 
 
 def scoped(element_id: str, css: str) -> str:

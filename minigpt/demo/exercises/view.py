@@ -127,24 +127,46 @@ def inside(x: float, anchor: str) -> str:
     return "start" if x < 40 else "end" if x > 280 else anchor
 
 
+NAME_WIDTH = 8.0  # px a character of a name under the line takes at 12 px sans-serif, and some ("model": 37 px)
+
+
+def names_apart(lower: float, higher: float, widths: tuple[float, float], gap: float = 6.0) -> tuple[float, float]:
+    """Where the two names under the line start (x, left-aligned), for marks at x `lower` <= `higher`: the lower
+    one's name ending at its mark, the higher one's starting at it; where they would overlap (close values, or both
+    turned inward at an end of the line), side by side around the two marks, `gap` apart; always inside the 320."""
+    first, second = widths
+    x1 = min(max(lower - 3 - first, 0.0), 320 - first)
+    x2 = min(max(higher + 3, 0.0), 320 - second)
+    if x1 + first + gap > x2:
+        total = first + gap + second
+        x1 = min(max((lower + higher - total) / 2, 0.0), 320 - total)
+        x2 = x1 + first + gap
+    return x1, x2
+
+
 def number_picture(question: dict, evidence: dict, answer: float, truth: float) -> str:
     """The range as a line: the tolerance band around the truth, the value before (where there is one, named above
-    the line), the answer and the truth marked (named below it, each on its own side of the other: close values do
-    not overwrite each other's names), the range's ends under them."""
+    the line), the answer and the truth marked (named below it, each on its own side of the other, moved apart where
+    close values would draw one name over the other: `names_apart`), the range's ends under them."""
     asked = question["answer_with"]
     low, high = asked["min"], asked["max"]
     where = lambda v: 10 + 300 * (v - low) / ((high - low) or 1)  # noqa: E731
     left, right = where(max(low, truth - asked["tolerance"])), where(min(high, truth + asked["tolerance"]))
     band = f'<rect class="band" x="{left:.1f}" y="18" height="12" width="{right - left:.1f}"/>'
-    mine, theirs = ("end", "start") if answer <= truth else ("start", "end")  # each name on its own side
-    marks = [("answer", answer, "you", mine, 46), ("truth", truth, "model", theirs, 46)]
-    if "before" in evidence:
-        marks.insert(0, ("before", evidence["before"], "before", "middle", 11))
+    names = [("answer", answer, "you"), ("truth", truth, "model")]
+    names.sort(key=lambda name: name[1])  # the lower value's name on the left
+    starts = names_apart(where(names[0][1]), where(names[1][1]), tuple(NAME_WIDTH * len(n[2]) for n in names))
     drawn = "".join(
         f'<line class="{kind}" x1="{where(v):.1f}" x2="{where(v):.1f}" y1="14" y2="34"/>'
-        f'<text class="{kind}" x="{where(v):.1f}" y="{y}" style="text-anchor:{inside(where(v), anchor)}">{label}</text>'
-        for kind, v, label, anchor, y in marks
+        f'<text class="{kind}" x="{x:.1f}" y="46" style="text-anchor:start">{label}</text>'
+        for (kind, v, label), x in zip(names, starts)
     )
+    if "before" in evidence:
+        x = where(evidence["before"])
+        drawn = (
+            f'<line class="before" x1="{x:.1f}" x2="{x:.1f}" y1="14" y2="34"/>'
+            f'<text class="before" x="{x:.1f}" y="11" style="text-anchor:{inside(x, "middle")}">before</text>'
+        ) + drawn
     return (
         f'<svg class="ex-line" viewBox="0 0 320 62" role="img" aria-label="your answer {answer:g}, the model\'s '
         f'{truth:g}"><line class="axis" x1="10" x2="310" y1="24" y2="24"/>{band}{drawn}'

@@ -113,10 +113,11 @@ def build_demo(state: DemoState) -> gr.Blocks:
 
 
 def first_screen_walk(state, buttons, out, maps, maps_section, circuits, exercises) -> None:
-    """The first screen's one click to the circuit: the maps show the specimen on a text written twice, and right under
-    the buttons the circuit walk on it (each step's sentence from the model's numbers, its picture beside it); the
-    second button folds the walk under the question it answers, which the learner answers first (graded as the
-    Exercises section's). Only where the specimen is offered."""
+    """The first screen's one click to the circuit: right under the buttons the circuit walk on the specimen and a
+    text written twice (each step's sentence from the model's numbers, its picture beside it), then the maps of that
+    text on the head the walk follows (its strip over training and the circuits' chosen head with them); the second
+    button folds the walk under the question it answers, which the learner answers first (graded as the Exercises
+    section's). Only where the specimen is offered."""
     if WALK_MODEL not in state.picker.names:
         for hidden in (*buttons, out):
             hidden.visible = False
@@ -124,10 +125,10 @@ def first_screen_walk(state, buttons, out, maps, maps_section, circuits, exercis
     private = dict(api_visibility="private")
     outputs = [maps.notes, maps.grid, maps.large, maps.trace, maps.layer, maps.head, maps.shown]
     for button, asked_first in zip(buttons, (None, exercises.asked_first)):
-        shown = button.click(lambda: (WALK_TEXT, WALK_MODEL), None, [maps.text, maps.model], **private)
-        shown = shown.then(maps_section.attention, [maps.text, maps.model, maps.selected], outputs, **private)
-        drawn = lambda asked_first=asked_first: circuits.show_walk(WALK_TEXT, WALK_MODEL, asked_first)  # noqa: E731
-        shown.then(drawn, None, out, **private)
+        walked = lambda asked_first=asked_first: circuits.walk_and_its_head(WALK_TEXT, WALK_MODEL, asked_first)  # noqa: E731
+        typed = button.click(lambda: (WALK_TEXT, WALK_MODEL), None, [maps.text, maps.model], **private)
+        drawn = typed.then(walked, None, [out, maps.selected], **private)
+        drawn.then(maps_section.attention, [maps.text, maps.model, maps.selected], outputs, **private)
     exercises.answered_in(out)
 
 
