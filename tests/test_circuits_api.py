@@ -234,6 +234,16 @@ def test_the_walk_checks_its_premises_before_it_tells_a_story(client, specimen):
     if carrier["name"] == "carrier" and "heads" not in carrier:  # no corruption found: what was tried is said
         assert re.search(r"Changing token \d+ \('.+'\) to each of the \d+ tokens", carrier["finding"])
         assert "No change of one token alters the answer" not in carrier["finding"]
+    # Each input the walk traces (what to copy, where to look) has its step: where no change of its token alters
+    # the answer (the owl text's "where to look", on the specimen), the step says what was tried instead of silence.
+    from minigpt.demo.circuits.circuit_walk import CORRUPTIONS
+
+    walk = call(client, "/circuit_walk", text="the owl and the pussycat, the owl and the pus", model="specimen")
+    inputs = [s for s in walk["steps"] if s["name"] == "input"]
+    assert [s["title"] for s in inputs] == [f"Through which input: {what}" for _, what in CORRUPTIONS]
+    for untraced in (s for s in inputs if "path" not in s):
+        assert re.search(r"Changing token \d+ \('.+'\) to each of the \d+ tokens", untraced["finding"])
+        assert "cannot be traced on this text" in untraced["finding"]
     walk = call(client, "/circuit_walk", text=ROMEO, model="tiny-text")  # random weights: nothing is copied
     first = walk["steps"][0]
     assert first["name"] == "prediction" and not first["copies"]

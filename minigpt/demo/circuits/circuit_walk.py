@@ -238,17 +238,17 @@ CORRUPTIONS = (
 )
 
 
-def corrupted_views(view: TextView, corrupt) -> tuple[list[tuple[TextView, str]], list[str]]:
+def corrupted_views(view: TextView, corrupt) -> tuple[list[tuple[TextView, str]], list[tuple[str, str]]]:
     """The text with one token changed, for each kind of CORRUPTIONS that changes the model's answer; and for each
-    kind that found none, what was tried (the error's words)."""
+    kind that found none, (what it is, what was tried: the error's words)."""
     found, tried = [], []
     for before, what in CORRUPTIONS:
         try:
             found.append((corrupt(view, before), what))
         except measures.NoChangeFound as error:  # no change of that token alters the answer: what was tried, said
-            tried.append(error.tried)
+            tried.append((what, error.tried))
         except VISITORS_MISTAKES as error:
-            tried.append(str(error))
+            tried.append((what, str(error).rstrip(".")))
     return found, tried
 
 
@@ -261,7 +261,7 @@ def circuit_walk(view: TextView, corrupt, cores, needed=needed_heads) -> dict:
     steps, followed = [prediction(view), first], first["head"]
     corrupted, tried = corrupted_views(view, corrupt)
     if not corrupted:
-        tried = "; ".join(dict.fromkeys(tried))
+        tried = "; ".join(dict.fromkeys(words for _, words in tried))
         said = (
             f"{first_upper(tried)}. Patching needs a corrupted text with another answer: type one in the "
             "Patching part (the same number of tokens), or a text that repeats a phrase, its second copy cut short "
@@ -278,5 +278,9 @@ def circuit_walk(view: TextView, corrupt, cores, needed=needed_heads) -> dict:
                 steps += [found, route(view, text, head, path)]
             except VISITORS_MISTAKES as error:  # the text is too long for path patching on this server, say
                 steps.append(step("input", f"Through which input: {what}", str(error)))
+        for what, words in tried:  # a kind with no corrupted text: its step says what was tried, not silence
+            said = f"{first_upper(words)}, so this input cannot be traced on this text: type a corrupted text in the "
+            said += "Patching part (the same number of tokens) to trace it."
+            steps.append(step("input", f"Through which input: {what}", said))
     steps.append(needed(view.lm))
     return {**view.about, "steps": steps, "head": followed, "notes": view.notes}
