@@ -171,12 +171,7 @@ class Circuits:
         with what each part adds. `metric`: log-probability, logit difference or kl divergence (empty: the task's
         own); `normalise`: 'ablated' (against every edge ablated) or 'corrupted' (against the corrupted run)."""
         task, options = checked_options(task, prompts, ablation, method, target, metric, normalise)
-        if task == "induction":
-            lm = self.state.picker.get(model or self.state.names_default)
-            return induction_answer(lm, options, self.found, self.state.cores, lambda: self.corpus_windows(lm))
-        view = self.view(text, model)
-        corrupted, note = self.corrupted_view(view, corrupted_text)
-        return text_answer(view, corrupted, note, options, self.found, self.state.cores)
+        return self.found_circuit(task, options, text, model, corrupted_text)[1]
 
     def test_circuit(
         self,
@@ -197,18 +192,24 @@ class Circuits:
         on the prompts the circuit of `find_circuit` (the same task and options) was found on and on its held-out sets,
         with what each part adds (the faithfulness lost without it) and the found and minimal circuits beside it."""
         task, options = checked_options(task, prompts, ablation, method, target, metric, normalise)
+        circuit = "" if circuit is None else str(circuit)
+        check = lambda lm: checked_circuit(circuit, lm.model)  # noqa: E731 (read before any pass runs)
+        lm, found, held_out = self.found_circuit(task, options, text, model, corrupted_text, check)
+        return own_answer(lm, circuit, found, held_out(), options, self.state.cores)
+
+    def found_circuit(self, task: str, options: dict, text, model, corrupted_text, check=lambda lm: None):
+        """find_circuit's answer for the task and options (kept: computed once), with its model and the held-out sets
+        it was measured on (a callable: measured when asked). `check(lm)` runs first, before any pass."""
         if task == "induction":
             lm = self.state.picker.get(model or self.state.names_default)
-            circuit = checked_circuit(circuit, lm.model)
+            check(lm)
             windows = lambda: self.corpus_windows(lm)  # noqa: E731
             found = induction_answer(lm, options, self.found, self.state.cores, windows)
-            held_out = held_out_of(lm, found, windows, None)
-        else:
-            view = self.view(text, model)
-            lm = view.lm
-            circuit = checked_circuit(circuit, lm.model)
-            corrupted, note = self.corrupted_view(view, corrupted_text)
-            found = text_answer(view, corrupted, note, options, self.found, self.state.cores)
-            count = text_count(lm, len(view.ids), options["prompts"], options["ablation"])
-            held_out = held_out_of(lm, found, None, lambda: text_held_out(lm, [view.ids, corrupted.ids], count))
-        return own_answer(lm, circuit, found, held_out, options, self.state.cores)
+            return lm, found, lambda: held_out_of(lm, found, windows, None)
+        view = self.view(text, model)
+        check(view.lm)
+        corrupted, note = self.corrupted_view(view, corrupted_text)
+        found = text_answer(view, corrupted, note, options, self.found, self.state.cores)
+        count = text_count(view.lm, len(view.ids), options["prompts"], options["ablation"])
+        texts = [view.ids, corrupted.ids]
+        return view.lm, found, lambda: held_out_of(view.lm, found, None, lambda: text_held_out(view.lm, texts, count))
