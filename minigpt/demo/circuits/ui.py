@@ -37,6 +37,14 @@ CHOSEN_LABELS = (
 PROGRESS = gr.Progress()  # Gradio fills a handler's progress parameter when its default is one
 
 
+def box_and_button(label: str, box_id: str, button_label: str, button_id: str) -> tuple[gr.Textbox, gr.Button]:
+    """A wide text box with its button on one row (the button's height the box's)."""
+    with gr.Row(equal_height=True):
+        box = gr.Textbox("", label=label, scale=4, elem_id=box_id)
+        button = gr.Button(button_label, scale=1, elem_id=button_id)
+    return box, button
+
+
 class CircuitsSection:
     """The section on the demo's state: its page handlers draw the answers of `circuits`, the section's endpoints;
     `layout` builds it on the page."""
@@ -231,14 +239,12 @@ class CircuitsSection:
         button = gr.Button("Find the circuit", variant="primary", elem_id="found-button")
         out = gr.HTML(js_on_load=FIND_CIRCUIT_JS, elem_id="found-circuit")
         button.click(self.show_found, [shown, task, ablation, corrupted], out, api_visibility="private")
-        with gr.Row(equal_height=True):
-            circuit = gr.Textbox(
-                "",
-                label="Test your own circuit: heads ('L.H, L.H') or paths ('L.H -> mlp L -> L.H k, L.H -> logits')",
-                scale=4,
-                elem_id="own-circuit-text",
-            )
-            test = gr.Button("Test your circuit", scale=1, elem_id="own-circuit-button")
+        circuit, test = box_and_button(
+            "Test your own circuit: heads ('L.H, L.H') or paths ('L.H -> mlp L -> L.H k, L.H -> logits')",
+            "own-circuit-text",
+            "Test your circuit",
+            "own-circuit-button",
+        )
         own = gr.HTML(elem_id="own-circuit")
         inputs = [shown, task, ablation, corrupted, circuit]
         for event in (test.click, circuit.submit):
@@ -258,14 +264,12 @@ class CircuitsSection:
 
     def patching_layout(self, shown, prompts):
         gr.Markdown("### Patching: run the corrupted text with clean activations put back")
-        with gr.Row(equal_height=True):
-            corrupted = gr.Textbox(
-                "",
-                label="Corrupted text (same token count, another answer; empty: one token changed for you)",
-                scale=4,
-                elem_id="circuit-corrupted",
-            )
-            change = gr.Button("Change one token", scale=1, elem_id="circuit-change")
+        corrupted, change = box_and_button(
+            "Corrupted text (same token count, another answer; empty: one token changed for you)",
+            "circuit-corrupted",
+            "Change one token",
+            "circuit-change",
+        )
         part = gr.Radio(list(PARTS), value="output", label="Patch each head's", elem_id="circuit-part")
         with gr.Row():
             # No shipped model's head as a default: each text shown fills it (measured_defaults)
