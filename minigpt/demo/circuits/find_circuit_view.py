@@ -270,11 +270,19 @@ def faithfulness_table(answer: dict) -> str:
         for m in sets
     )
     minimal_head = f"<th>minimal circuit ({len(minimal['edges'])} edges)</th>" if minimal else ""
-    return (
-        '<div class="scroll"><table class="faithfulness-sets"><caption>Faithfulness on the prompts it was found on '
-        "and on held-out prompts (each prompt's range in brackets)</caption><tr><th>prompts</th><th>count × tokens</th>"
-        f"<th>found circuit ({answer['kept_edges']} edges)</th>{minimal_head}</tr>{rows}</table></div>"
+    return scrolled_table(
+        "faithfulness-sets",
+        "Faithfulness on the prompts it was found on and on held-out prompts (each prompt's range in brackets)",
+        "<tr><th>prompts</th><th>count × tokens</th>"
+        f"<th>found circuit ({answer['kept_edges']} edges)</th>{minimal_head}</tr>{rows}",
     )
+
+
+def scrolled_table(kind: str, caption: str, rows: str) -> str:
+    """A table that may be wider than a phone, scrolled sideways in its own box, its caption above the box (inside,
+    a caption is as wide as the table and scrolls away with it)."""
+    table = f'<div class="scroll"><table class="{kind}">{rows}</table></div>'
+    return f'<figure class="table-figure"><figcaption>{esc(caption)}</figcaption>{table}</figure>'
 
 
 def parts_table(answer: dict) -> str:
@@ -355,11 +363,12 @@ def own_sets_table(answer: dict) -> str:
         + "</tr>"
         for m in [answer["found_on"], *answer["held_out"]]
     )
-    return (
-        '<div class="scroll"><table class="faithfulness-sets"><caption>Faithfulness of each circuit on the same '
-        "prompts (each prompt's range in brackets)</caption><tr><th>prompts</th><th>count × tokens</th>"
+    return scrolled_table(
+        "faithfulness-sets",
+        "Faithfulness of each circuit on the same prompts (each prompt's range in brackets)",
+        "<tr><th>prompts</th><th>count × tokens</th>"
         f"<th>your circuit ({answer['kept_edges']} edges)</th><th>found ({found['kept_edges']} edges)</th>"
-        f"<th>minimal ({minimal['kept_edges']} edges)</th></tr>{rows}</table></div>"
+        f"<th>minimal ({minimal['kept_edges']} edges)</th></tr>{rows}",
     )
 
 
@@ -371,10 +380,11 @@ def own_parts_table(answer: dict) -> str:
         f"<tr><td>{esc(p['name'])}</td><td>{p['kind']}</td><td>{p['adds']:+.3f}</td><td>{p['without']:.3f}</td></tr>"
         for p in answer["parts"]
     )
-    return (
-        '<div class="scroll"><table class="parts"><caption>What each part of your circuit adds (found-on prompts; '
-        "below 0: it works against the answer)</caption><tr><th>part</th><th>kind</th><th>faithfulness lost without "
-        f"it</th><th>faithfulness without it</th></tr>{rows}</table></div>"
+    return scrolled_table(
+        "parts",
+        "What each part of your circuit adds (found-on prompts; below 0: it works against the answer)",
+        "<tr><th>part</th><th>kind</th><th>faithfulness lost without it</th><th>faithfulness without it</th></tr>"
+        + rows,
     )
 
 
