@@ -1,6 +1,6 @@
 // The exercise cards of this element (exercises/view.py card_html: the Exercises section's set, lesson step 13's
 // question). The learner answers first: a head of the grid, one of the choices (buttons: a click, a tap, Enter or
-// Space), or a number (Enter in the box checks it); Check fires this gr.HTML's event 'answer' with {id, model, text,
+// Space), a number or a circuit (Enter in the box checks it); Check fires this gr.HTML's event 'answer' with {id, model, text,
 // answer, asked}, whose grade is drawn in #exercise-reveal and handed back here by reveal.js (the DOM event
 // 'exercise-graded'). Progress stays in the browser (localStorage 'minigpt-exercises': each question's result by id)
 // and each card shows its reveal again after a reload. The set's header counts what was answered and right, downloads
@@ -32,7 +32,7 @@ const show = (card, result) => {  // a card's reveal, from a grade just made or 
   card.querySelectorAll('[data-answer]').forEach((button) => {
     button.setAttribute('aria-pressed', String(button.dataset.answer === String(result.answer)));
   });
-  const box = card.querySelector('input.ex-number');
+  const box = card.querySelector('input.ex-number, input.ex-circuit');
   if (box && box.value === '') box.value = result.answer;
   const asked = card.closest('.ex-asked-first');  // a view folded under its question (the walk): unfolded now
   const walk = asked && asked.querySelector('details.ex-after');
@@ -64,12 +64,14 @@ document.addEventListener('exercise-graded', (event) => {
 });
 const answerOf = (card) => {
   if (card.dataset.kind === 'number') return (card.querySelector('input.ex-number') || {}).value || '';
+  if (card.dataset.kind === 'circuit') return ((card.querySelector('input.ex-circuit') || {}).value || '').trim();
   return card.dataset.chosen || '';
 };
 const check = (card) => {
   const answer = answerOf(card), slot = card.querySelector('.ex-reveal');
   if (answer === '') {
-    slot.textContent = card.dataset.kind === 'number' ? 'Type your prediction first.' : 'Pick your answer first.';
+    slot.textContent = {number: 'Type your prediction first.', circuit: 'Write your circuit first.'}[card.dataset.kind]
+      || 'Pick your answer first.';
     return;
   }
   slot.textContent = 'Checking…';
@@ -137,7 +139,9 @@ element.addEventListener('click', (event) => {
   else if (target.closest('.ex-clear')) clear();
 });
 element.addEventListener('keydown', (event) => {
-  if (event.key !== 'Enter' || !event.target.matches || !event.target.matches('input.ex-number')) return;
+  if (event.key !== 'Enter' || !event.target.matches || !event.target.matches('input.ex-number, input.ex-circuit')) {
+    return;
+  }
   event.preventDefault();
   check(event.target.closest('.exercise'));
 });
