@@ -47,7 +47,7 @@ SETS = {
         "title": "The induction circuit on the specimen",
         "model": "specimen",
         "texts": [ROMEO, ZORBAK, "the cat sat. the ca"],
-        "kinds": ["head", "number", "choice"],
+        "kinds": ["head", "number", "choice", "circuit"],
     },
     "names-heads": {
         "title": "What heads do on names",
@@ -222,7 +222,7 @@ def named(kinds) -> list[str]:
 
 
 def kinds_of(kinds) -> list[str]:
-    """The kinds (head, number, choice) a filter of kinds or types asks."""
+    """The kinds (head, number, choice, circuit) a filter of kinds or types asks."""
     types = checked_types(kinds)
     return [k for k in KIND_NAMES if any(KINDS[t] == k for t in types)]
 

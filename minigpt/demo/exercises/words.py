@@ -4,9 +4,10 @@ is fixed in advance: a head, an input, a token or a step is named because its nu
 
 INTRO = (
     "## Exercises: predict, then see the model's answer\nQuestions built from the model's own numbers on the text: "
-    "which head does what, what a number becomes when a head is ablated, which input carries the answer. Answer first "
-    "(pick a head, type a number, pick a choice), then check: the reveal shows the measurement and links to the view "
-    "that shows it. Your answers stay in this browser; download a summary for a teacher. Teachers: docs/exercises.md."
+    "which head does what, what a number becomes when a head is ablated, which input carries the answer, and a circuit "
+    "to build. Answer first (pick a head, type a number, pick a choice, write a circuit), then check: the reveal shows "
+    "the measurement and links to the view that shows it. Your answers stay in this browser; download a summary for a "
+    "teacher. Teachers: docs/exercises.md."
 )
 
 
