@@ -158,3 +158,13 @@ def test_a_model_that_does_not_do_the_task_or_whose_minimal_circuit_falls_short_
         circuit(SimpleNamespace(found_circuit=lambda: short))
     with pytest.raises(Unasked, match="no circuit search"):
         circuit(SimpleNamespace(found_circuit=None))
+
+
+def test_the_page_draws_one_circuit_card_for_a_set_of_two_texts(exercises, question):
+    """The section's set on two texts, the kind ticked: the question asked once, a box to write the circuit in."""
+    from minigpt.demo.exercises.ui import TICKED, ExercisesSection
+
+    section = ExercisesSection(exercises.state, exercises.circuits)
+    drawn = section.drawn_set("specimen", [ROMEO, CAT], "head,circuit")
+    assert drawn.count('data-kind="circuit"') == 1 and f'data-id="{question["id"]}"' in drawn
+    assert drawn.count('class="ex-circuit"') == 1 and "circuit" not in TICKED  # ticked by the teacher, not at first
