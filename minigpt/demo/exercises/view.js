@@ -18,6 +18,7 @@ const cards = () => [...element.querySelectorAll('.exercise[data-id]')];
 const show = (card, result) => {  // a card's reveal, from a grade just made or kept from before
   const slot = card.querySelector('.ex-reveal');
   if (!slot) return;
+  card.dataset.shown = 'yes';  // restore() leaves it alone now: a refusal stays in place of the answer kept before
   slot.innerHTML = result.html || '';
   if (!result.html && result.explanation) {  // kept without its picture: the words alone
     const line = document.createElement('p');
@@ -52,7 +53,7 @@ const restore = () => {  // each drawing: the answers kept in this browser
   const results = stored().results;
   cards().forEach((card) => {
     const result = results[card.dataset.id];
-    if (result && !card.classList.contains('answered')) show(card, result);
+    if (result && !card.dataset.shown) show(card, result);
   });
   progress();
 };
