@@ -314,7 +314,7 @@ class Exercises:
         minimal = question.evidence["minimal"]
         right = faithfulness >= keeps
         explanation = words.circuit_explained(named, yours, keeps, question.explanation, right)
-        values = [("your circuit", faithfulness), ("the minimal circuit", minimal["faithfulness"]), ("asked", keeps)]
+        values = [("yours", faithfulness), ("minimal", minimal["faithfulness"]), ("asked", keeps)]
         measured = {"heads": named, "faithfulness": faithfulness, "minimal": minimal["faithfulness"], "keeps": keeps}
         evidence = {
             "values": [{"choice": name, "value": value} for name, value in values],

@@ -401,7 +401,7 @@ def circuit(m: Measurements) -> list[Question]:
     minimal, described = found["minimal"], found["prompts"]["described"]
     if found["model_metric"] - found["ablated_metric"] < COPIES:
         raise Unasked(words.circuit_no_behaviour(found, COPIES))
-    if minimal["faithfulness"] < found["target"]:
+    if minimal["faithfulness"] < found["target"] or not minimal["edges"]:
         raise Unasked(
             f"The circuit search's minimal circuit keeps {minimal['faithfulness']:.3f} on {described}, below its "
             f"target {found['target']:.2f}: no circuit is known that keeps enough to ask for one."

@@ -186,7 +186,8 @@ def evidence_html(graded: dict) -> str:
         return curve_picture(evidence) + number_picture(question, {}, graded["answer"], graded["truth"])
     if question["kind"] == "number":
         return number_picture(question, evidence, graded["answer"], graded["truth"])
-    picture = bar_rows([(item["choice"], item["value"]) for item in evidence["values"]], width=160)
+    width = 100 if question["kind"] == "circuit" else 160  # a circuit's three figures: shorter bars
+    picture = bar_rows([(item["choice"], item["value"]) for item in evidence["values"]], width=width)
     return f'<div class="circuits">{picture}{path_html(evidence.get("path"))}</div>'
 
 
