@@ -279,7 +279,7 @@ MISTAKES = {
     ],
     "/exercises": [
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),
-        (dict(kinds="colours"), "Unknown kind 'colours': give kinds (head, number, choice) or question types"),
+        (dict(kinds="colours"), "Unknown kind 'colours': give kinds (head, number, choice, circuit) or question"),
         (dict(ids="writer-xyz"), "Cannot read the question id 'writer-xyz'"),
         (dict(text=""), "The text is empty"),
     ],

@@ -97,3 +97,19 @@ def test_a_part_whose_output_nothing_reads_is_named_and_the_parts_measured_stop_
     assert measured.unread == ["1.1", "mlp 1"]  # they receive an edge of it and send none: they change nothing
     assert measured.found_on.faithfulness == pytest.approx(0.0, abs=CLOSE)  # nothing reaches the logits
     assert len(measured.parts) == 1 and not measured.complete
+
+
+@pytest.mark.parametrize(
+    "circuit, named",
+    [
+        ("1.1, 0.2, 1.1", ["0.2", "1.1"]),  # a list: each head once, in the graph's order
+        ("embed -> 0.2 v -> mlp 0 -> 1.1 k", ["0.2", "1.1"]),  # a path: the heads at either end of its edges
+        ("0.3 -> logits; embed -> 1.0 q", ["0.3", "1.0"]),  # a head only read into counts, as one only read
+        ([("embed", "mlp 0", None), ("mlp 0", "logits", None)], []),  # edges as circuit_faithfulness takes them
+    ],
+)
+def test_the_heads_a_circuit_names_are_those_written(specimen, circuit, named):
+    """What the exercise that asks for at most N heads counts: every head written, in a list or at an edge's end."""
+    from minigpt.heads.stated_circuit import stated_heads
+
+    assert stated_heads(circuit, specimen) == named

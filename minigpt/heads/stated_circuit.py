@@ -158,6 +158,17 @@ def parsed_circuit(circuit, model) -> tuple[str, torch.Tensor, list[tuple]]:
     return "edges", edges_mask(graph, model, edges), []
 
 
+def stated_heads(circuit, model) -> list[str]:
+    """The heads a circuit written as text (or given as edges) names, in the graph's order: each head of a list, or
+    each head an edge goes out of or into; read as `measure_circuit` reads it (a refusal says what to write)."""
+    form, kept, heads = parsed_circuit(circuit, model)
+    graph = graph_of(model.config)
+    if form == "edges":
+        heads = {graph.senders[s] for s in kept.any(dim=1).nonzero().flatten().tolist()}
+        heads |= {graph.receivers[r][0] for r in kept.any(dim=0).nonzero().flatten().tolist()}
+    return [node_name(node) for node in graph.senders if node[0] == "head" and node in heads]
+
+
 # ---- the circuit measured -------------------------------------------------------------------------------------------
 
 

@@ -1,7 +1,8 @@
 """Exercises a teacher can assign, as plain JSON: the `exercises` endpoint asks questions built from the model's own
 measurements on a text (questions.py: pick a head, predict a number, pick an input or a token), each with an id
 derived from the model, the text and the question's parameters, so that a link can name it; the `grade` endpoint
-grades an answer against the measured value, with the sentence that explains it and a link to the view that shows it.
+grades an answer against the measured value, with the sentence that explains it and a link to the view that shows it;
+a circuit the learner builds is graded by measuring it as the `test_circuit` endpoint does (circuits/own_circuit.py).
 Each text's questions of a kind are measured once and kept, so a class grading the same set waits for one measurement.
 The built-in sets, and lesson step 13's question (from the circuit walk's answer). No Gradio here."""
 
@@ -11,11 +12,13 @@ import re
 from pathlib import Path
 from urllib.parse import urlencode
 
+from minigpt.demo.circuits.endpoints import Circuits
 from minigpt.demo.core.inputs import number, parse_heads
 from minigpt.demo.core.kept_answers import KeptAnswers
 from minigpt.demo.core.models import split_snapshot_name
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.texts import TextView
+from minigpt.demo.exercises import words
 from minigpt.demo.exercises.questions import (
     ASKED,
     KINDS,
@@ -26,11 +29,13 @@ from minigpt.demo.exercises.questions import (
     corrupted_view,
     input_question,
 )
-from minigpt.errors import VisitorError, shortened
+from minigpt.errors import VISITORS_MISTAKES, VisitorError, shortened
+from minigpt.heads.stated_circuit import MAX_TEXT, stated_heads
 
-KIND_NAMES = ("head", "number", "choice")
+KIND_NAMES = ("head", "number", "choice", "circuit")
+NAMED_ONLY = {"circuit"}  # asked only when `kinds` names it: its first ask on a model runs the circuit search
 ID_FORM = re.compile(r"([a-z_]{1,40})-([0-9a-f]{10})")  # writer-3f2a9c0b1d: the question's type, then its digest
-MAX_ANSWER_CHARS = 100  # a head, a choice or a number as text: far longer than any
+MAX_ANSWER_CHARS = MAX_TEXT  # a circuit written out (a head, a choice or a number as text is a few characters)
 MAX_IDS_CHARS = 2000  # a link's or a call's list of ids: about a hundred questions
 MAX_KINDS_CHARS = 500
 KEPT = 256  # (text, question type) measurements kept
@@ -42,7 +47,7 @@ SETS = {
         "title": "The induction circuit on the specimen",
         "model": "specimen",
         "texts": [ROMEO, ZORBAK, "the cat sat. the ca"],
-        "kinds": ["head", "number", "choice"],
+        "kinds": ["head", "number", "choice", "circuit"],
     },
     "names-heads": {
         "title": "What heads do on names",
@@ -79,7 +84,8 @@ def asked_json(model: str, ids: list[int], question: Question) -> dict:
 
 
 def checked_types(kinds) -> list[str]:
-    """The question types a visitor's `kinds` names ("head, number", or types: "writer, ov_top"); empty: all."""
+    """The question types a visitor's `kinds` names ("head, number", or types: "writer, ov_top"); empty: every type
+    but those asked only by name (NAMED_ONLY: the circuit to build)."""
     if not isinstance(kinds, str) and kinds is not None:
         raise VisitorError(f"kinds must be text (kinds or question types separated by commas), got {shortened(kinds)}.")
     if len(kinds or "") > MAX_KINDS_CHARS:
@@ -89,9 +95,11 @@ def checked_types(kinds) -> list[str]:
     if unknown:
         raise VisitorError(
             f"Unknown kind {shortened(unknown[0])}: give kinds ({', '.join(KIND_NAMES)}) or question types "
-            f"({', '.join(KINDS)}), separated by commas; empty: every kind."
+            f"({', '.join(KINDS)}), separated by commas; empty: every kind but circuit."
         )
-    return [t for t in KINDS if not asked or t in asked or KINDS[t] in asked]
+    if not asked:
+        return [t for t in KINDS if t not in NAMED_ONLY]
+    return [t for t in KINDS if t in asked or KINDS[t] in asked]
 
 
 def checked_ids(ids, name: str = "ids") -> list[str]:
@@ -159,17 +167,30 @@ def answered(value) -> None:
             f"answer must be a head, a number or a choice (as text or a number), got {shortened(value)}."
         )
     if isinstance(value, str) and len(value) > MAX_ANSWER_CHARS:
-        raise VisitorError(f"answer is {len(value):,} characters long: a head, a number or a choice is a few.")
+        raise VisitorError(
+            f"answer is {len(value):,} characters long: at most {MAX_ANSWER_CHARS:,} (a circuit written out; a head, a "
+            "number or a choice is a few)."
+        )
 
 
-READ = {"head": head_answer, "number": number_answer, "choice": choice_answer}
+def circuit_answer(value, question: Question) -> str:
+    """A circuit as text; read (and its heads counted) against the model when it is graded."""
+    if not isinstance(value, str):
+        raise VisitorError(
+            f"answer must be a circuit written as text ('0.2 1.1', '0.2 -> 1.1 k'), got {shortened(value)}."
+        )
+    return value.strip()
+
+
+READ = {"head": head_answer, "number": number_answer, "choice": choice_answer, "circuit": circuit_answer}
 
 
 def read_answer(value, question: Question):
     """The visitor's answer, checked: a head of the grid, a number in the question's range, one of its choices."""
     if value is None or (isinstance(value, str) and not value.strip()):
         raise VisitorError("answer is empty: " + {"head": "pick a head (layer.head, e.g. '1.1').",
-            "number": "type a number.", "choice": "pick one of the choices."}[KINDS[question.type]])  # fmt: skip
+            "number": "type a number.", "choice": "pick one of the choices.",
+            "circuit": "write a circuit (heads '0.2 1.1' or edges '0.2 -> 1.1 k')."}[KINDS[question.type]])  # fmt: skip
     return READ[KINDS[question.type]](value, question)
 
 
@@ -201,7 +222,7 @@ def named(kinds) -> list[str]:
 
 
 def kinds_of(kinds) -> list[str]:
-    """The kinds (head, number, choice) a filter of kinds or types asks."""
+    """The kinds (head, number, choice, circuit) a filter of kinds or types asks."""
     types = checked_types(kinds)
     return [k for k in KIND_NAMES if any(KINDS[t] == k for t in types)]
 
@@ -243,8 +264,9 @@ def measured(ask, measurements: Measurements) -> list[Question] | Unasked:
 class Exercises:
     """The endpoints, on the demo's state (exercises/ui.py puts them on the page)."""
 
-    def __init__(self, state: DemoState):
+    def __init__(self, state: DemoState, circuits: Circuits | None = None):
         self.state = state
+        self.circuits = circuits if circuits is not None else Circuits(state)  # the page's: one circuit search a model
         # each (model, text, question type)'s questions, measured once (concurrent asks wait for the first) and kept
         self.kept = KeptAnswers(KEPT)
 
@@ -267,16 +289,47 @@ class Exercises:
     def asked(self, view: TextView, types: list[str]) -> dict[str, list[Question] | Unasked]:
         """Each type's questions on the text (or why it cannot be asked), measured once per text and type."""
         corrupt = lambda v, before: corrupted_view(self.state, v, before)  # noqa: E731
-        measurements = Measurements(view, corrupt, self.log_folder(view.lm.name))
+        found = lambda: self.found_circuit(view.lm.name)  # noqa: E731
+        measurements = Measurements(view, corrupt, self.log_folder(view.lm.name), found)
         key = (view.lm.name, id(view.lm.model), tuple(view.ids))
         return {t: self.kept.get((*key, t), lambda t=t: measured(ASKED[t], measurements)) for t in types}
+
+    def found_circuit(self, model: str) -> dict:
+        """The circuit search's answer on the induction task, its options the page's defaults (kept: the Circuits
+        section's own), or why it cannot run on this model here."""
+        try:
+            return self.circuits.find_circuit(model=model, task="induction")
+        except VISITORS_MISTAKES as error:
+            raise Unasked(f"The circuit search cannot run on this model here: {error}") from None
+
+    def circuit_graded(self, lm, question: Question, circuit: str) -> tuple[bool, str, dict, dict]:
+        """A circuit the learner built, its heads counted against the question's most (a refusal says what to
+        change), then measured as `/test_circuit` measures it, on the question's prompts: (correct, explanation,
+        evidence, measured)."""
+        named, most = stated_heads(circuit, lm.model), question.params["heads"]
+        if len(named) > most:
+            raise VisitorError(words.too_many_heads(named, most))
+        yours = self.circuits.test_circuit(model=lm.name, task="induction", circuit=circuit)
+        faithfulness, keeps = yours["found_on"]["faithfulness"], question.params["keeps"]
+        minimal = question.evidence["minimal"]
+        right = faithfulness >= keeps
+        explanation = words.circuit_explained(named, yours, keeps, question.explanation, right)
+        values = [("yours", faithfulness), ("minimal", minimal["faithfulness"]), ("asked", keeps)]
+        measured = {"heads": named, "faithfulness": faithfulness, "minimal": minimal["faithfulness"], "keeps": keeps}
+        evidence = {
+            "values": [{"choice": name, "value": value} for name, value in values],
+            "minimal": minimal, "found_on": yours["found_on"], "held_out": yours["held_out"], "parts": yours["parts"],
+        }  # fmt: skip
+        return right, explanation, evidence, measured
 
     def exercises(self, text: str = ROMEO, model: str | None = "specimen", kinds: str = "", ids: str = "") -> dict:
         """Questions on `text` built from `model`'s own measurements on it: `kinds` (head, number, choice, or
         question types: previous_token, writer, importance, ablated_probability, ablated_attention, formation_step,
-        carrying_input, ov_top; empty: all), only the questions `ids` names (empty: every one). Each question: its
-        `id`, `kind`, `prompt` and `answer_with` (the heads to pick from; the number's unit, range and tolerance and
-        why; the choices). `skipped`: the types this text cannot support, and why."""
+        carrying_input, ov_top; circuit (asked only by name: build a circuit of at most N heads that keeps at least X
+        of the induction task, N and X the model's own minimal circuit's); empty: all but circuit), only the questions
+        `ids` names (empty: every one). Each question: its `id`, `kind`, `prompt` and `answer_with` (the heads to pick
+        from; the number's unit, range and tolerance and why; the choices; a circuit's `max_heads` and `keeps`).
+        `skipped`: the types this text cannot support, and why."""
         types, wanted = checked_types(kinds), checked_ids(ids)
         view = self.view(text, model)
         if wanted:
@@ -306,7 +359,9 @@ class Exercises:
         measured value: `correct`, `truth` (`accepted`: every right answer where the measurement ties), `explanation`
         (one sentence from the measurement), `link` (the page's query opening the view that shows it) and `evidence`
         (the numbers the reveal draws). A head or choice as text ('1.1', 'k'); a number within the question's
-        tolerance."""
+        tolerance; a circuit as text ('0.2 1.1', '0.2 -> 1.1 k'), of at most the question's heads, right when it
+        keeps at least the question's faithfulness, measured as `test_circuit` measures it (`measured`: its
+        faithfulness beside the minimal circuit's)."""
         view = self.view(text, model)
         answered(answer)
         asked = checked_ids(question, "question")
@@ -323,16 +378,20 @@ class Exercises:
                 "and parameters): ask /exercises for this text's questions, or give the text and model it came with."
             )
         given = read_answer(answer, chosen)
+        correct, explanation, evidence, measured = graded(chosen, given), chosen.explanation, chosen.evidence, None
+        if KINDS[chosen.type] == "circuit":
+            correct, explanation, evidence, measured = self.circuit_graded(view.lm, chosen, given)
         return {
             **view.about,
             "text": view.text,
             "question": asked_json(view.lm.name, view.ids, chosen),
             "answer": given,
-            "correct": graded(chosen, given),
+            "correct": correct,
             "truth": chosen.truth,
             "accepted": chosen.accepted,
-            "explanation": chosen.explanation,
+            "explanation": explanation,
             "link": link_to(view.lm.name, view.text, chosen.link),
-            "evidence": chosen.evidence,
+            "evidence": evidence,
+            **({"measured": measured} if measured else {}),
             "notes": view.notes,
         }

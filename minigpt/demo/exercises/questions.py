@@ -9,9 +9,13 @@ that cannot support a question says why (`Unasked`).
             induction key with an earlier head ablated; the training step a head's induction score formed at
     choice  pick one: the input (q, k or v) through which the whole clean stream restores the answer most (path
             patching); the token a head's OV circuit raises most for the token it reads
+    circuit build one: a circuit of at most N heads that keeps at least X of the induction task's answer, N and X the
+            model's own minimal circuit's (the circuit search's, `find_circuit`); graded by measuring it as
+            `/test_circuit` does
 
 No Gradio here; the words are words.py's."""
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,6 +37,7 @@ from minigpt.demo.exercises import words
 from minigpt.errors import VISITORS_MISTAKES
 from minigpt.heads import ablated_pass, head_importance, logit_attribution, ov_circuit, patch_heads, read_roles
 from minigpt.heads.role_scores import chance_level, clear_threshold, previous_token_pattern, role_score
+from minigpt.heads.stated_circuit import stated_heads
 
 KINDS = {
     "previous_token": "head",
@@ -43,11 +48,17 @@ KINDS = {
     "formation_step": "number",
     "carrying_input": "choice",
     "ov_top": "choice",
+    "circuit": "circuit",
 }  # each question type's kind, in the order a set asks them
-TEXT_FREE = {"formation_step"}  # types whose question does not depend on the text: a set asks them once per model
+TEXT_FREE = {
+    "formation_step",
+    "circuit",
+}  # types whose question does not depend on the text: a set asks them once per model
 TIE = 1e-3  # heads (or choices) within this share of the largest are tied: any of them is right
 TOLERANCE = 0.1  # of a probability or an attention weight (words.TOLERANCE_WHY says why)
 OV_CHOICES = 4  # the OV question's choices: the top token and three of the text's
+KEEPS_DIGITS = 2  # the circuit question's "keeps at least": the minimal circuit's faithfulness rounded down to these
+COPIES = math.log(2)  # the least the model's metric must exceed every edge ablated for a share of it to mean something
 
 
 class Unasked(Exception):
@@ -98,8 +109,9 @@ class Measurements:
     before)`: the text with one token changed, as the circuit walk changes it; `log_folder`: where the model's roles
     log is (None: it has none)."""
 
-    def __init__(self, view: TextView, corrupt, log_folder: Path | None):
+    def __init__(self, view: TextView, corrupt, log_folder: Path | None, found_circuit=None):
         self.view, self.corrupt, self.log_folder = view, corrupt, log_folder
+        self.found_circuit = found_circuit  # () -> the circuit search's answer on the induction task (find_circuit)
         self.model, self.config, self.ids = view.lm.model, view.lm.model.config, list(view.ids)
 
     def label(self, token: int) -> str:
@@ -374,6 +386,42 @@ def formation_step(m: Measurements) -> list[Question]:
     ]
 
 
+def circuit_text(edges: list[dict]) -> str:
+    """A circuit's edges as a learner writes them: "embed -> 0.2 v, 0.2 -> 1.1 k, 1.1 -> logits"."""
+    return ", ".join(f"{e['sender']} -> {e['receiver']}" + (f" {e['input']}" if e["input"] else "") for e in edges)
+
+
+def circuit(m: Measurements) -> list[Question]:
+    """Build a circuit of at most N heads that keeps at least X of the induction task's answer: N the heads of the
+    model's minimal circuit (the circuit search's), X its measured faithfulness rounded down; asked only where the
+    model does the task (its metric clearly above every edge ablated) and its minimal circuit keeps the target."""
+    if m.found_circuit is None:
+        raise Unasked("This page has no circuit search to measure a circuit against.")
+    found = m.found_circuit()
+    minimal, described = found["minimal"], found["prompts"]["described"]
+    if found["model_metric"] - found["ablated_metric"] < COPIES:
+        raise Unasked(words.circuit_no_behaviour(found, COPIES))
+    if minimal["faithfulness"] < found["target"] or not minimal["edges"]:
+        raise Unasked(
+            f"The circuit search's minimal circuit keeps {minimal['faithfulness']:.3f} on {described}, below its "
+            f"target {found['target']:.2f}: no circuit is known that keeps enough to ask for one."
+        )
+    truth = circuit_text(minimal["edges"])
+    heads = stated_heads(truth, m.model)
+    keeps = math.floor(minimal["faithfulness"] * 10**KEEPS_DIGITS) / 10**KEEPS_DIGITS
+    return [
+        Question(
+            "circuit",
+            {"heads": len(heads), "keeps": keeps},
+            words.circuit_prompt(len(heads), keeps, found),
+            {"max_heads": len(heads), "keeps": keeps, "total_heads": found["total_heads"], "how": words.CIRCUIT_HOW},
+            truth,
+            words.minimal_words(heads, minimal),
+            {"minimal": {"heads": heads, "faithfulness": minimal["faithfulness"], "edges": len(minimal["edges"])}},
+        )
+    ]
+
+
 ASKED = {
     "previous_token": previous_token,
     "writer": writer,
@@ -383,6 +431,7 @@ ASKED = {
     "formation_step": formation_step,
     "carrying_input": carrying_input,
     "ov_top": ov_top,
+    "circuit": circuit,
 }
 
 

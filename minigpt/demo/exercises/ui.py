@@ -13,6 +13,7 @@ from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.view import error_html
 from minigpt.demo.exercises.endpoints import (
     KIND_NAMES,
+    NAMED_ONLY,
     SETS,
     Exercises,
     asked_once,
@@ -38,13 +39,15 @@ SET_CHOICES = [("The text shown above (or the texts below), on its model", OWN)]
     (about["title"], name) for name, about in SETS.items()
 ]
 MAX_SET_TEXTS = 6  # texts of one set on the page: each is measured once, then kept
+TICKED = [kind for kind in KIND_NAMES if kind not in NAMED_ONLY]  # the kinds ticked at first: the circuit to build
+# is asked when ticked (its first ask on a model runs the circuit search)
 
 
 class ExercisesSection:
     """The section on the demo's state: `carrier` holds each grade (hidden), `layout` builds the section."""
 
-    def __init__(self, state: DemoState):
-        self.state, self.exercises = state, Exercises(state)
+    def __init__(self, state: DemoState, circuits=None):
+        self.state, self.exercises = state, Exercises(state, circuits)  # `circuits`: the Circuits section's
 
     def carrier(self) -> gr.HTML:
         """Where each grade is drawn (hidden; reveal.js hands it to the cards that asked), outside any
@@ -121,7 +124,7 @@ class ExercisesSection:
             ticked = kinds_of(kinds)
             drawn = self.drawn_set(model, texts, kinds, link.get("ids", ""), chosen)
         except VISITORS_MISTAKES as error:
-            ticked, drawn = list(KIND_NAMES), error_html(str(error))
+            ticked, drawn = TICKED, error_html(str(error))
         return gr.Accordion(open=True), chosen, ticked, "\n".join(texts if chosen == OWN else []), drawn
 
     def layout(self, demo: gr.Blocks, maps, accordion: gr.Accordion) -> SimpleNamespace:
@@ -129,9 +132,7 @@ class ExercisesSection:
         gr.Markdown(INTRO)
         with gr.Row():
             chosen = gr.Dropdown(SET_CHOICES, value=OWN, label="Question set", scale=2, elem_id="exercise-set-choice")
-            kinds = gr.CheckboxGroup(
-                list(KIND_NAMES), value=list(KIND_NAMES), label="Kinds", scale=1, elem_id="exercise-kinds"
-            )
+            kinds = gr.CheckboxGroup(list(KIND_NAMES), value=TICKED, label="Kinds", scale=1, elem_id="exercise-kinds")
         typed = gr.Textbox(
             "", label="Texts, one per line (empty: the text shown above)", lines=2, elem_id="exercise-texts"
         )

@@ -1,6 +1,6 @@
 // The exercise cards of this element (exercises/view.py card_html: the Exercises section's set, lesson step 13's
 // question). The learner answers first: a head of the grid, one of the choices (buttons: a click, a tap, Enter or
-// Space), or a number (Enter in the box checks it); Check fires this gr.HTML's event 'answer' with {id, model, text,
+// Space), a number or a circuit (Enter in the box checks it); Check fires this gr.HTML's event 'answer' with {id, model, text,
 // answer, asked}, whose grade is drawn in #exercise-reveal and handed back here by reveal.js (the DOM event
 // 'exercise-graded'). Progress stays in the browser (localStorage 'minigpt-exercises': each question's result by id)
 // and each card shows its reveal again after a reload. The set's header counts what was answered and right, downloads
@@ -18,6 +18,7 @@ const cards = () => [...element.querySelectorAll('.exercise[data-id]')];
 const show = (card, result) => {  // a card's reveal, from a grade just made or kept from before
   const slot = card.querySelector('.ex-reveal');
   if (!slot) return;
+  card.dataset.shown = 'yes';  // restore() leaves it alone now: a refusal stays in place of the answer kept before
   slot.innerHTML = result.html || '';
   if (!result.html && result.explanation) {  // kept without its picture: the words alone
     const line = document.createElement('p');
@@ -32,7 +33,7 @@ const show = (card, result) => {  // a card's reveal, from a grade just made or 
   card.querySelectorAll('[data-answer]').forEach((button) => {
     button.setAttribute('aria-pressed', String(button.dataset.answer === String(result.answer)));
   });
-  const box = card.querySelector('input.ex-number');
+  const box = card.querySelector('input.ex-number, input.ex-circuit');
   if (box && box.value === '') box.value = result.answer;
   const asked = card.closest('.ex-asked-first');  // a view folded under its question (the walk): unfolded now
   const walk = asked && asked.querySelector('details.ex-after');
@@ -52,7 +53,7 @@ const restore = () => {  // each drawing: the answers kept in this browser
   const results = stored().results;
   cards().forEach((card) => {
     const result = results[card.dataset.id];
-    if (result && !card.classList.contains('answered')) show(card, result);
+    if (result && !card.dataset.shown) show(card, result);
   });
   progress();
 };
@@ -64,12 +65,14 @@ document.addEventListener('exercise-graded', (event) => {
 });
 const answerOf = (card) => {
   if (card.dataset.kind === 'number') return (card.querySelector('input.ex-number') || {}).value || '';
+  if (card.dataset.kind === 'circuit') return ((card.querySelector('input.ex-circuit') || {}).value || '').trim();
   return card.dataset.chosen || '';
 };
 const check = (card) => {
   const answer = answerOf(card), slot = card.querySelector('.ex-reveal');
   if (answer === '') {
-    slot.textContent = card.dataset.kind === 'number' ? 'Type your prediction first.' : 'Pick your answer first.';
+    slot.textContent = {number: 'Type your prediction first.', circuit: 'Write your circuit first.'}[card.dataset.kind]
+      || 'Pick your answer first.';
     return;
   }
   slot.textContent = 'Checking…';
@@ -137,7 +140,9 @@ element.addEventListener('click', (event) => {
   else if (target.closest('.ex-clear')) clear();
 });
 element.addEventListener('keydown', (event) => {
-  if (event.key !== 'Enter' || !event.target.matches || !event.target.matches('input.ex-number')) return;
+  if (event.key !== 'Enter' || !event.target.matches || !event.target.matches('input.ex-number, input.ex-circuit')) {
+    return;
+  }
   event.preventDefault();
   check(event.target.closest('.exercise'));
 });

@@ -57,7 +57,16 @@ def choice_buttons(answer_with: dict) -> str:
     )
 
 
-WIDGETS = {"head": head_grid, "number": number_input, "choice": choice_buttons}
+def circuit_input(answer_with: dict) -> str:
+    return (
+        f'<label class="ex-circuit-label">Your circuit (at most {answer_with["max_heads"]} heads): <input '
+        'class="ex-circuit" type="text" maxlength="4000" autocomplete="off" spellcheck="false" '
+        'placeholder="0.2 1.1, or embed -> 0.2 v, 0.2 -> 1.1 k, 1.1 -> logits"></label>'
+        f'<p class="ex-tolerance">{esc(answer_with["how"])}</p>'
+    )
+
+
+WIDGETS = {"head": head_grid, "number": number_input, "choice": choice_buttons, "circuit": circuit_input}
 
 
 def card_html(question: dict, model: str, text: str, number: int | None = None, link: str = "") -> str:
@@ -199,8 +208,19 @@ def evidence_html(graded: dict) -> str:
         return curve_picture(evidence) + number_picture(question, {}, graded["answer"], graded["truth"])
     if question["kind"] == "number":
         return number_picture(question, evidence, graded["answer"], graded["truth"])
-    picture = bar_rows([(item["choice"], item["value"]) for item in evidence["values"]], width=160)
+    width = 100 if question["kind"] == "circuit" else 160  # a circuit's three figures: shorter bars
+    picture = bar_rows([(item["choice"], item["value"]) for item in evidence["values"]], width=width)
     return f'<div class="circuits">{picture}{path_html(evidence.get("path"))}</div>'
+
+
+def circuit_verdict(graded: dict) -> str:
+    """A circuit's verdict: its measured faithfulness against the question's least."""
+    measured = graded["measured"]
+    said = f"your circuit keeps {measured['faithfulness']:.3f}"
+    if graded["correct"]:
+        return f"Right: {said}, at least the {measured['keeps']:.2f} asked."
+    minimal = f"the minimal circuit: {measured['minimal']:.3f}"
+    return f"Not quite: {said}, less than the {measured['keeps']:.2f} asked ({minimal})."
 
 
 def reveal_html(graded: dict, asked: str = "") -> str:
@@ -210,7 +230,9 @@ def reveal_html(graded: dict, asked: str = "") -> str:
     labels = {c["value"]: c["label"] for c in question["answer_with"].get("choices", [])}
     shown = lambda v: f"{v:.3f}" if isinstance(v, float) else labels.get(v, str(v))  # noqa: E731
     verdict = (
-        f"Right: {esc(shown(graded['answer']))}."
+        circuit_verdict(graded)
+        if question["kind"] == "circuit"
+        else f"Right: {esc(shown(graded['answer']))}."
         if graded["correct"]
         else f"Not quite: you said {esc(shown(graded['answer']))}; the model's answer is {esc(shown(graded['truth']))}."
     )

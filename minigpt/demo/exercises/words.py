@@ -4,9 +4,10 @@ is fixed in advance: a head, an input, a token or a step is named because its nu
 
 INTRO = (
     "## Exercises: predict, then see the model's answer\nQuestions built from the model's own numbers on the text: "
-    "which head does what, what a number becomes when a head is ablated, which input carries the answer. Answer first "
-    "(pick a head, type a number, pick a choice), then check: the reveal shows the measurement and links to the view "
-    "that shows it. Your answers stay in this browser; download a summary for a teacher. Teachers: docs/exercises.md."
+    "which head does what, what a number becomes when a head is ablated, which input carries the answer, and a circuit "
+    "to build. Answer first (pick a head, type a number, pick a choice, write a circuit), then check: the reveal shows "
+    "the measurement and links to the view that shows it. Your answers stay in this browser; download a summary for a "
+    "teacher. Teachers: docs/exercises.md."
 )
 
 
@@ -176,3 +177,56 @@ def formation_tolerance_why(every: int) -> str:
 
 def verdict(correct: bool, answer, truth) -> str:
     return f"Right: {answer}." if correct else f"Not quite: you said {answer}, the model's answer is {truth}."
+
+
+CIRCUIT_HOW = (
+    "Write heads ('0.2 1.1': every edge among them, the embeddings, the MLPs and the logits) or edges and paths "
+    "('embed -> 0.2 v, 0.2 -> 1.1 k, 1.1 -> logits': each arrow an edge, an edge into a head naming its input q, k or "
+    "v). Every head written counts, in a list or at either end of an edge."
+)
+
+
+def circuit_measured_on(found: dict) -> str:
+    prompts = found["prompts"]
+    return f"{prompts['described']} ({prompts['length']} tokens each)"
+
+
+def circuit_prompt(heads: int, keeps: float, found: dict) -> str:
+    return (
+        f"Build a circuit of at most {heads} head{'s' if heads != 1 else ''} that keeps at least {keeps:.2f} of the "
+        f"answer on the induction task: the {found['metric']} on {circuit_measured_on(found)}, every edge you leave "
+        f"out carrying its sender's {found['ablation']} output; 1 keeps all of the whole model's, 0 none beyond every "
+        f"edge ablated. One exists: the circuit search's minimal circuit has {heads} head{'s' if heads != 1 else ''} "
+        f"and keeps {found['minimal']['faithfulness']:.3f}."
+    )
+
+
+def circuit_no_behaviour(found: dict, least: float) -> str:
+    return (
+        f"This model does not do the induction task yet: the {found['metric']} is {found['model_metric']:.3f} for the "
+        f"model and {found['ablated_metric']:.3f} with every edge ablated, less than {least:.2f} apart, so a share of "
+        "the difference kept means nothing. Ask it of a model that copies (the specimen, the induction lab)."
+    )
+
+
+def minimal_words(heads: list[str], minimal: dict) -> str:
+    return (
+        f"the circuit search's minimal circuit (heads {', '.join(heads) or 'none'}, {len(minimal['edges'])} edges) "
+        f"keeps {minimal['faithfulness']:.3f}"
+    )
+
+
+def too_many_heads(named: list[str], most: int) -> str:
+    return (
+        f"Your circuit names {len(named)} heads ({', '.join(named)}): the question asks for at most {most}. Leave out "
+        f"{len(named) - most} (every head written counts, in a list or at either end of an edge)."
+    )
+
+
+def circuit_explained(named: list[str], yours: dict, keeps: float, minimal: str, right: bool) -> str:
+    heads = f"head{'s' if len(named) != 1 else ''} {', '.join(named)}" if named else "no head"
+    verdict = f"at least the {keeps:.2f} asked" if right else f"less than the {keeps:.2f} asked"
+    return (
+        f"Your circuit ({heads}, {yours['kept_edges']} edges) keeps {yours['found_on']['faithfulness']:.3f} on the "
+        f"question's prompts, {verdict}; {minimal}."
+    )

@@ -76,7 +76,8 @@ def build_demo(state: DemoState) -> gr.Blocks:
             generated = generation.tabs()
             training = trainer.tab(demo)
         tab_from_link(demo, tabs)
-        circuits, exercises = CircuitsSection(state), ExercisesSection(state)
+        circuits = CircuitsSection(state)
+        exercises = ExercisesSection(state, circuits.circuits)  # one circuit search a model: the circuit to build
         maps_section = AttentionSection(state)
         steps = StepByStep(state, insights.insights.head_roles, circuits.circuits.circuit_walk)
         maps = maps_section.layout(demo, generated)
