@@ -19,7 +19,7 @@ from pathlib import Path
 
 # Only what the command line needs is imported here: a flag's mistake is answered at once, before the seconds of
 # importing torch, transformers and Gradio that serving takes (`serve` imports them).
-from minigpt.demo.core.limits import BATCHING, MIN_DECODE_ROWS, SESSIONS_KEPT, STREAM
+from minigpt.demo.core.limits import BATCHING, MAX_UPLOAD, MIN_DECODE_ROWS, SESSIONS_KEPT, STREAM
 
 
 def parse_args(argv=None, prog: str = "app.py") -> argparse.Namespace:
@@ -178,7 +178,6 @@ def serve(args: argparse.Namespace) -> None:
     from minigpt.demo.core.models import ModelUnavailable
     from minigpt.demo.core.state import DemoState
     from minigpt.demo.page.ui import CSS, THEME, build_demo
-    from minigpt.demo.training.run_requests import MAX_TEXT_BYTES
 
     give_freed_memory_back()
     # One thread per request: the models are small, and a request runs on whichever worker thread the server picks;
@@ -207,9 +206,7 @@ def serve(args: argparse.Namespace) -> None:
             css=CSS,
             ssr_mode=False,
             show_error=True,  # an unexpected error's message (its traceback goes to the log) reaches the page and API
-            # Gradio's upload route is open to anyone: it refuses bigger files outright. The Train tab's text file
-            # is the only upload; room above its own limit so that a file a little too big gets the tab's message.
-            max_file_size=4 * MAX_TEXT_BYTES,
+            max_file_size=MAX_UPLOAD,  # the Train tab's text file, the only upload (core/limits.py)
             state_session_capacity=args.sessions,
             app_kwargs={
                 "exception_handlers": route_errors(),  # the unqueued route's errors, by the error rule

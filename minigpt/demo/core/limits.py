@@ -12,3 +12,8 @@ STREAM = dict(every=0.04, per_second=250.0)
 # Gradio keeps each session's copy of the page's configuration (about 0.4 MB of this page's; every API call is a new
 # session) until this many newer sessions push it out: 500 bound that memory near 200 MB (Gradio's default: 10,000).
 SESSIONS_KEPT = 500
+# The Train tab's pasted or uploaded text (an upload's size is read from the disk before its text).
+MAX_TEXT_BYTES = 1_000_000
+# Gradio's upload route is open to anyone: it refuses bigger files outright. The Train tab's text file is the only
+# upload; room above its own limit so that a file a little too big gets the tab's message, which names the limit.
+MAX_UPLOAD = 4 * MAX_TEXT_BYTES

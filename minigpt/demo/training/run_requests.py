@@ -18,12 +18,12 @@ import torch
 
 from configuration_minigpt import PRESETS, MiniGPTConfig
 from minigpt import tokenization
+from minigpt.demo.core.limits import MAX_TEXT_BYTES
 from minigpt.errors import VisitorError, shortened
 from minigpt.presets import TRAINING_PRESETS
 from modeling_minigpt import MiniGPTForCausalLM
 
 # Limits, checked before anything runs (and stated on the page).
-MAX_TEXT_BYTES = 1_000_000  # pasted or uploaded text (an upload's size is read from the disk before its text)
 
 MAX_PARAMETERS = 10_000_000
 
