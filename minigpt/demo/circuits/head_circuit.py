@@ -12,7 +12,7 @@ from minigpt.demo.core.attention_maps import heatmap_png, token_labels
 from minigpt.demo.core.inputs import head_index, layer_index, parse_heads
 from minigpt.demo.core.per_model import PerModel
 from minigpt.demo.core.prompt_sets import ordinary_tokens, resample_values
-from minigpt.demo.core.texts import TextView
+from minigpt.demo.core.texts import TextView, repeated_source
 from minigpt.errors import VisitorError, shortened
 from minigpt.heads import (
     ablated_pass,
@@ -170,12 +170,6 @@ def ablated_map(view: TextView, layer: int, head: int, ablate, mode: str = "zero
     }
 
 
-# A head copies on a text when its induction score there is this far from chance toward 1 (`role_scores.excess`):
-# the specimen's induction head is 0.34 to 0.69 of the way on the texts of issue 61 and on "Then Zorbak spoke. Then
-# Zor" (0.43), under the 0.5 of a clear role; the random-weight fixture models' heads stay under 0.01.
-COPYING = 0.25
-
-
 def leading_head(view: TextView, pattern: torch.Tensor, layers: range, bar: float = 0.5) -> str:
     """The head of `layers` with the highest role score on `pattern` (`role_scores.role_score`) on the text shown,
     where it is at least `bar` of the way from chance to 1 (0.5: the role done clearly, `role_scores.above_chance`);
@@ -198,14 +192,24 @@ def previous_token_head_before(view: TextView, layer: int) -> str:
     return leading_head(view, previous_token_pattern(len(view.ids)), range(layer))
 
 
+def copies_here(view: TextView) -> bool:
+    """The circuit walk's premise (circuit_walk.prediction): the model's top next token is the token that followed
+    the text's repeated end the first time (what an induction head copies)."""
+    where = repeated_source(list(view.ids))
+    return where is not None and int(view.recorded.logits(view.lm.model, -1).argmax()) == view.ids[where]
+
+
 def copying_head(view: TextView, first_layer: int = 0) -> str:
-    """The head of layer `first_layer` or later with the highest induction score on the text shown (the weight on
-    what followed the earlier copy of a repeated phrase, `role_scores.induction_pattern`), where it is COPYING of the
-    way from chance to 1; else "" (also a text that repeats no phrase: nothing to copy). What the boxes naming a head
-    start with (the chosen head, the path patching's receiver): measured on this model and text, never a shipped
-    model's head assumed."""
+    """Where the model copies on the text shown (`copies_here`, the walk's premise), the head of layer `first_layer`
+    or later with the highest induction score there (the weight on what followed the earlier copy of a repeated
+    phrase, `role_scores.induction_pattern`), above chance; else "" (a model that does not copy here, a text that
+    repeats nothing). What the boxes naming a head start with (the chosen head, the path patching's receiver):
+    measured on this model and text, never a shipped model's head assumed, and never said where the walk says the
+    model does not copy."""
+    if not copies_here(view):
+        return ""
     layers = range(first_layer, view.lm.model.config.n_layer)
-    return leading_head(view, induction_pattern(list(view.ids)), layers, COPYING)
+    return leading_head(view, induction_pattern(list(view.ids)), layers, bar=0.0)
 
 
 def jobs_on(model, prompts: torch.Tensor) -> list[list[dict]]:

@@ -27,11 +27,11 @@ from minigpt.errors import VisitorError
 PATCH_OPTIONS = ("sender", "receiver", "receiver_input", "key_position", "part", "intermediate", "prompts")
 # The boxes that name a head: their label with a head measured to fill them (`copying_head`), and without one
 RECEIVER_LABELS = (
-    "Path patching: receiver head (no head copies on this text: type a layer.head above layer 0; empty: none)",
+    "Path patching: receiver head (the model does not copy on this text: type a layer.head above layer 0; empty: none)",
     "Path patching: receiver head (the one measured to copy most on this text; empty: none)",
 )
 CHOSEN_LABELS = (
-    "Head (layer.head): no head copies on this text, type the one to look at",
+    "Head (layer.head): the model does not copy on this text, type the one to look at",
     "Head (layer.head; the one measured to copy most on this text)",
 )
 PROGRESS = gr.Progress()  # Gradio fills a handler's progress parameter when its default is one
