@@ -147,7 +147,8 @@ def test_a_model_that_does_not_do_the_task_or_whose_minimal_circuit_falls_short_
     search's target; else it is not asked, and the message says which number fell short."""
     from types import SimpleNamespace
 
-    from minigpt.demo.exercises.questions import COPIES, Unasked, circuit
+    from minigpt.demo.circuits.words import BEHAVIOUR_GAP as COPIES
+    from minigpt.demo.exercises.questions import Unasked, circuit
 
     flat = {**found, "model_metric": found["ablated_metric"] + COPIES / 2}
     with pytest.raises(Unasked, match="This model does not do the induction task yet") as why:

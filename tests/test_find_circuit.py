@@ -8,6 +8,7 @@ not fit; the cache computes a key once. (The endpoint through the server, its mi
 and test_circuit_walk_browser.py.)"""
 
 import json
+import math
 import re
 import threading
 from types import SimpleNamespace
@@ -123,6 +124,13 @@ def test_the_words_follow_the_numbers(answer):
     changed = " ".join(found_findings(other))
     assert "faithfulness 0.500, below the target 0.90" in changed and "keeps 40 of" in changed
     assert "output on the corrupted prompt" in changed
+    # The premise first: the specimen does the task (its metric well above every edge ablated), and nothing says
+    # otherwise; a model whose metric is within log 2 of every edge ablated is said not to do it, before any share.
+    assert answer["model_metric"] - answer["ablated_metric"] > math.log(2) and "premise fails" not in said
+    flat = {**answer, "model_metric": answer["ablated_metric"] + 0.007}
+    first = found_findings(flat)[0]
+    assert first.startswith("First, the premise fails: this model does not do the task on these prompts")
+    assert f"{flat['model_metric']:.3f} for the model and {answer['ablated_metric']:.3f} with every edge" in first
 
 
 def test_every_sentence_about_an_edge_reads_its_sign(answer):

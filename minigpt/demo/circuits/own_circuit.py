@@ -9,7 +9,7 @@ from dataclasses import asdict
 import torch
 
 from minigpt.demo.circuits.find_circuit import induction_held_out
-from minigpt.demo.circuits.words import ABLATION_WORDS, set_words
+from minigpt.demo.circuits.words import ABLATION_WORDS, premise_sentence, set_words
 from minigpt.demo.core.cores import pass_work
 from minigpt.heads import measure_circuit
 from minigpt.heads.stated_circuit import parsed_circuit
@@ -55,6 +55,7 @@ def own_answer(lm, circuit: str, found: dict, held_out: dict, options: dict, cor
         "complete": measured.complete, "runs": measured.runs, "metric_name": measured.metric_name,
         "ablation": options["ablation"], "normalise": options["normalise"], "target": options["target"],
         "prompts": found["prompts"], "notes": found.get("notes", []),
+        "model_metric": found["model_metric"], "ablated_metric": found["ablated_metric"],
         "found": {
             "heads": found["heads"], "kept_edges": found["kept_edges"], "faithfulness": found["faithfulness"],
             "found_on": found["found_on"], "held_out": found["held_out"],
@@ -151,6 +152,7 @@ def unread_sentence(answer: dict) -> str | None:
 
 
 def own_findings(answer: dict) -> list[str]:
-    said = [measured_sentence(answer), held_out_sentence(answer), beside_sentence(answer)]
+    premise = premise_sentence(answer["metric_name"], answer["model_metric"], answer["ablated_metric"])
+    said = [premise, measured_sentence(answer), held_out_sentence(answer), beside_sentence(answer)]
     said += parts_sentences(answer) + [unread_sentence(answer)]
     return [s for s in said if s]

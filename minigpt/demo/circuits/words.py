@@ -6,6 +6,8 @@ was measured (the task, the prompts, the scores, the ablation), what the circuit
 metric's three values behind it, and the inputs of the heads that write to the logits; the scores named as estimates,
 the faithfulness as what the exact run measured on these prompts. No Gradio, no torch."""
 
+import math
+
 from minigpt.demo.head_tools.words import job_clause
 
 # The section's introduction on the page, and Find the circuit's.
@@ -425,9 +427,29 @@ def jobs_sentence(answer: dict, heads: list[str]) -> str:
     return f" What each does on the found-on prompts: {'; '.join(said)}." if said else ""
 
 
+# A share of the difference between the model's metric and every edge ablated means something only where there is a
+# difference: at least log 2 (for the log-probability, the answer twice as likely as with every edge ablated).
+BEHAVIOUR_GAP = math.log(2)
+
+
+def premise_sentence(metric: str, model_metric: float, ablated_metric: float) -> str:
+    """Where the model does not do the task on the prompts (its metric within BEHAVIOUR_GAP of every edge ablated),
+    the sentence that says so before any faithfulness; else ""."""
+    if model_metric - ablated_metric >= BEHAVIOUR_GAP:
+        return ""
+    return (
+        f"First, the premise fails: this model does not do the task on these prompts (the {metric} is "
+        f"{model_metric:.3f} for the model and {ablated_metric:.3f} with every edge ablated, less than log 2 = "
+        f"{BEHAVIOUR_GAP:.2f} apart), so a faithfulness below, a share of that difference, says nothing of what a "
+        "circuit does."
+    )
+
+
 def found_findings(answer: dict) -> list[str]:
-    """The sentences under the found circuit, in order."""
-    said = [measured_sentence(answer), kept_sentence(answer), held_out_sentence(answer), minimal_sentence(answer)]
+    """The sentences under the found circuit, in order: the premise first where it fails."""
+    premise = premise_sentence(answer["metric"], answer["model_metric"], answer["ablated_metric"])
+    said = [premise, measured_sentence(answer), kept_sentence(answer), held_out_sentence(answer)]
+    said.append(minimal_sentence(answer))
     said = [s for s in said if s] + writers_sentences(answer)
     strongest = strongest_sentence(answer)
     return said + ([strongest] if strongest else [])

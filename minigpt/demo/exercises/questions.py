@@ -29,6 +29,7 @@ from minigpt.demo.circuits.measures import (
     one_token_changed,
     path_patching,
 )
+from minigpt.demo.circuits.words import BEHAVIOUR_GAP
 from minigpt.demo.core.attention_maps import token_labels
 from minigpt.demo.core.prompt_sets import special_tokens
 from minigpt.demo.core.texts import TextView, first_upper, repeated_source
@@ -58,7 +59,6 @@ TIE = 1e-3  # heads (or choices) within this share of the largest are tied: any 
 TOLERANCE = 0.1  # of a probability or an attention weight (words.TOLERANCE_WHY says why)
 OV_CHOICES = 4  # the OV question's choices: the top token and three of the text's
 KEEPS_DIGITS = 2  # the circuit question's "keeps at least": the minimal circuit's faithfulness rounded down to these
-COPIES = math.log(2)  # the least the model's metric must exceed every edge ablated for a share of it to mean something
 
 
 class Unasked(Exception):
@@ -399,8 +399,8 @@ def circuit(m: Measurements) -> list[Question]:
         raise Unasked("This page has no circuit search to measure a circuit against.")
     found = m.found_circuit()
     minimal, described = found["minimal"], found["prompts"]["described"]
-    if found["model_metric"] - found["ablated_metric"] < COPIES:
-        raise Unasked(words.circuit_no_behaviour(found, COPIES))
+    if found["model_metric"] - found["ablated_metric"] < BEHAVIOUR_GAP:
+        raise Unasked(words.circuit_no_behaviour(found, BEHAVIOUR_GAP))
     if minimal["faithfulness"] < found["target"] or not minimal["edges"]:
         raise Unasked(
             f"The circuit search's minimal circuit keeps {minimal['faithfulness']:.3f} on {described}, below its "
