@@ -115,10 +115,10 @@ def build_demo(state: DemoState) -> gr.Blocks:
 
 def first_screen_walk(state, buttons, out, maps, maps_section, circuits, exercises) -> None:
     """The first screen's one click to the circuit: right under the buttons the circuit walk on the specimen and a
-    text written twice (each step's sentence from the model's numbers, its picture beside it), then the maps of that
-    text on the head the walk follows (its strip over training and the circuits' chosen head with them); the second
-    button folds the walk under the question it answers, which the learner answers first (graded as the Exercises
-    section's). Only where the specimen is offered."""
+    text written twice (each step's sentence from the model's numbers, its picture beside it), the maps of that text
+    drawn first, then moved to the head the walk follows (its strip over training and the circuits' chosen head with
+    them); the second button folds the walk under the question it answers, which the learner answers first (graded
+    as the Exercises section's). Only where the specimen is offered."""
     if WALK_MODEL not in state.picker.names:
         for hidden in (*buttons, out):
             hidden.visible = False
@@ -128,7 +128,10 @@ def first_screen_walk(state, buttons, out, maps, maps_section, circuits, exercis
     for button, asked_first in zip(buttons, (None, exercises.asked_first)):
         walked = lambda asked_first=asked_first: circuits.walk_and_its_head(WALK_TEXT, WALK_MODEL, asked_first)  # noqa: E731
         typed = button.click(lambda: (WALK_TEXT, WALK_MODEL), None, [maps.text, maps.model], **private)
-        drawn = typed.then(walked, None, [out, maps.selected], **private)
+        # The maps at once (one pass), then the walk (seconds: patching), then the maps again on the walk's head
+        # (the pass kept: a redraw).
+        shown = typed.then(maps_section.attention, [maps.text, maps.model, maps.selected], outputs, **private)
+        drawn = shown.then(walked, None, [out, maps.selected], **private)
         drawn.then(maps_section.attention, [maps.text, maps.model, maps.selected], outputs, **private)
     exercises.answered_in(out)
 
