@@ -20,7 +20,7 @@ lower than on the first). Where a step cannot be taken, its sentence says why. N
 import torch
 
 from minigpt.demo.circuits import measures
-from minigpt.demo.circuits.head_circuit import jobs_on
+from minigpt.demo.circuits.head_circuit import copies_here, jobs_on
 from minigpt.demo.circuits.words import INPUT_WORDS, NAMED, direct_words, path_sentences, share
 from minigpt.demo.core.prompt_sets import ordinary_tokens
 from minigpt.demo.core.texts import TextView, first_upper, repeated_source
@@ -52,8 +52,8 @@ def prediction(view: TextView) -> dict:
     if where is None:
         said += ": the text's end repeats nothing earlier, so there is no token to copy; the steps follow that answer."
         return step("prediction", "What the model predicts", said, token=top, copies=None)
-    copied = view.ids[where]
-    if copied == top:
+    copied, copies = view.ids[where], copies_here(view)  # the one definition of the premise (the default heads')
+    if copies:
         said += f", the token that followed the repeated end the first time (token {where}): it copies."
     else:
         said = (
@@ -62,7 +62,7 @@ def prediction(view: TextView) -> dict:
             f"{measures.labels_of(view, [copied])[0]!r}, gets {probability(logits, copied):.2f}. The steps below "
             "follow the answer it gives, not a copy."
         )
-    return step("prediction", "What the model predicts", said, token=top, copied=copied, copies=copied == top)
+    return step("prediction", "What the model predicts", said, token=top, copied=copied, copies=copies)
 
 
 def writer(view: TextView) -> tuple[dict, str]:
