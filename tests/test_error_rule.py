@@ -291,6 +291,7 @@ MISTAKES = {
         (dict(question="writer-6a46ef106c", answer=""), "answer is empty: pick a head"),
         (dict(question="writer-6a46ef106c", answer="1" * 100_000), "answer is 100,000 characters long"),
         (dict(question="ov_top-0123456789", answer="i"), "is not a question of this text"),
+        (dict(question="circuit-0123456789", answer="0.2 -> 1.1"), "0.2 -> 1.1: name the input of 1.1 the edge goes"),
     ],
     "/head_over_training": [
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),

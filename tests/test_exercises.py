@@ -309,13 +309,15 @@ def test_questions_work_on_models_of_other_sizes(client, model, text):
 
 def test_ties_say_so_and_accept_any_tied_head():
     from minigpt.demo.exercises.questions import tied
-    from minigpt.demo.exercises.words import writer_explained
+    from minigpt.demo.exercises.words import importance_explained, writer_explained
 
     ranked = [(2.0, "1.1"), (2.0 - 1e-4, "1.2"), (1.0, "0.0")]
     assert tied(ranked) == ["1.1", "1.2"] and tied(ranked[:1] + ranked[2:]) == ["1.1"]
-    said = writer_explained(ranked, "i", 9.0, tied(ranked))
-    assert "ties: 1.1, 1.2" in said and "ties" not in writer_explained(ranked[::2], "i", 9.0, ["1.1"])
-    assert "Head 0.3 writes +5.00" in writer_explained([(5.0, "0.3"), (1.0, "1.1")], "i", 9.0, ["0.3"])  # the numbers
+    said = importance_explained(ranked, 9.0, tied(ranked))
+    assert "ties: 1.1, 1.2" in said and "ties" not in importance_explained(ranked[::2], 9.0, ["1.1"])
+    shares = [(0.5, "0.3"), (0.1, "1.1")]  # the writer's reveal: each part and its share (the walk's measure)
+    said = writer_explained([(5.0, "0.3"), (1.0, "1.1")], shares, "i", 9.0, ["0.3"], 0.1)
+    assert "Head 0.3 writes +5.00" in said and "50% of the sizes" in said and "(next: 1.1, +1.00, 10%)" in said
 
 
 def test_an_id_names_its_text_and_model(server, client, asked):

@@ -68,6 +68,37 @@ def test_the_minimal_circuits_own_edges_are_right(exercises, question, found):
     assert graded["measured"]["faithfulness"] == pytest.approx(minimal["faithfulness"], abs=CLOSE)
     assert graded["measured"]["minimal"] == minimal["faithfulness"]
     assert f"keeps {minimal['faithfulness']:.3f} on the question's prompts, at least the" in graded["explanation"]
+    link = dict(parse_qsl(graded["link"][1:]))  # the view that shows it: the Circuits section's "Find the circuit"
+    assert link == {"model": "specimen", "text": ROMEO, "part": "find-circuit"}
+
+
+def test_the_circuit_questions_link_unfolds_the_circuits_section_at_find_the_circuit(tmp_path, monkeypatch):
+    """The page as app.py builds it: the part the circuit question's link names (links.PARTS) is an element of the
+    Circuits section, and the page's load event that reads the link unfolds that section for it, and for no other
+    link."""
+    import inspect
+    from types import SimpleNamespace
+
+    from minigpt.demo.core.links import PARTS
+    from minigpt.demo.core.state import DemoState
+    from minigpt.demo.page.ui import build_demo
+
+    monkeypatch.setenv("MINIGPT_RUNS_DIR", str(tmp_path))  # no finished run of this checkout joins the picker
+    demo = build_demo(DemoState.configure())
+    fold = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "circuits")
+
+    def inside(block) -> set:
+        below = getattr(block, "children", [])
+        return {getattr(block, "elem_id", None)} | {i for child in below for i in inside(child)}
+
+    assert PARTS["find-circuit"] in inside(fold) and "own-circuit-text" in inside(fold)
+    (opens,) = [f for f in demo.fns.values() if [o._id for o in f.outputs] == [fold._id]]
+    assert [t[1] for t in opens.targets] == ["load"]
+    read = inspect.unwrap(opens.fn)
+    opened = read(SimpleNamespace(query_params={"model": "specimen", "text": ROMEO, "part": "find-circuit"}))
+    assert opened.open is True
+    for other in ({"model": "specimen", "text": ROMEO}, {"part": "banana"}, {"kinds": "circuit"}):
+        assert not getattr(read(SimpleNamespace(query_params=other)), "open", False), other
 
 
 def test_an_unimportant_head_alone_is_wrong_with_its_measured_figure(exercises, question, found):

@@ -65,14 +65,21 @@ def prediction(view: TextView) -> dict:
     return step("prediction", "What the model predicts", said, token=top, copied=copied, copies=copies)
 
 
+def writer_share(value: float, parts: list[float], bias_term: float) -> float:
+    """A head's direct part of a logit (`value`) as a share of the sizes of every direct part (`parts`, and the final
+    norm's `bias_term`): the one measure of a writer (the walk's and the exercises'). The largest head is named the
+    writer when its share is at least WRITER_SHARE; else no head dominates."""
+    sizes = sum(abs(part) for part in parts) + abs(bias_term)
+    return value / sizes if sizes else 0.0
+
+
 def writer(view: TextView) -> tuple[dict, str]:
     """The head with the largest direct part of the top token's logit, named when its part is a share that means
     something (WRITER_SHARE of the sizes of every direct part); else no head dominates, and the largest part is
     said."""
     found = measures.attribution(view, -1, "", "")
     best = max((v, f"{layer}.{head}") for layer, row in enumerate(found["heads"]) for head, v in enumerate(row))
-    sizes = sum(abs(part["value"]) for part in found["components"]) + abs(found["bias_term"])
-    part = best[0] / sizes if sizes else 0.0
+    part = writer_share(best[0], [part["value"] for part in found["components"]], found["bias_term"])
     token = found["token"]["token"]
     if part >= WRITER_SHARE:
         said = (

@@ -368,6 +368,8 @@ class Exercises:
         if len(asked) != 1:
             raise VisitorError("question must be one question id, as /exercises gives it ('writer-3f2a9c0b1d').")
         kind = ID_FORM.fullmatch(asked[0])[1]
+        if KINDS.get(kind) == "circuit" and isinstance(answer, str) and answer.strip():
+            stated_heads(answer, view.lm.model)  # a circuit that cannot be read: its message before the search's time
         found = self.asked(view, [kind])[kind]
         if isinstance(found, Unasked):
             raise VisitorError(f"The question {asked[0]} cannot be asked on this text and model: {found}")

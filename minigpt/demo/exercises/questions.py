@@ -4,11 +4,13 @@ built from the model's measurements on that text, never from an answer key, so i
 that cannot support a question says why (`Unasked`).
 
     head    pick a head: the previous-token head (its score on the text), the head that writes the answer (direct
-            logit attribution), the head whose ablation hurts most (importance)
+            logit attribution; asked where one dominates, as the circuit walk decides), the head whose ablation hurts
+            most (importance)
     number  predict a value: the top token's probability with a head ablated; a later head's attention on the
             induction key with an earlier head ablated; the training step a head's induction score formed at
     choice  pick one: the input (q, k or v) through which the whole clean stream restores the answer most (path
-            patching); the token a head's OV circuit raises most for the token it reads
+            patching); the token a head's OV circuit raises most for the token it reads (every choice within OV_CLOSE
+            of the most right)
     circuit build one: a circuit of at most N heads that keeps at least X of the induction task's answer, N and X the
             model's own minimal circuit's (the circuit search's, `find_circuit`); graded by measuring it as
             `/test_circuit` does
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from minigpt.demo.circuits.circuit_walk import CORRUPTIONS
+from minigpt.demo.circuits.circuit_walk import CORRUPTIONS, WRITER_SHARE, writer_share
 from minigpt.demo.circuits.head_circuit import MAX_OV_VOCABULARY
 from minigpt.demo.circuits.measures import (
     check_patch_length,
@@ -56,6 +58,7 @@ TEXT_FREE = {
     "circuit",
 }  # types whose question does not depend on the text: a set asks them once per model
 TIE = 1e-3  # heads (or choices) within this share of the largest are tied: any of them is right
+OV_CLOSE = 0.1  # OV choices raised within this of the most are right: it changes two tokens' odds by about 10%
 TOLERANCE = 0.1  # of a probability or an attention weight (words.TOLERANCE_WHY says why)
 OV_CHOICES = 4  # the OV question's choices: the top token and three of the text's
 KEEPS_DIGITS = 2  # the circuit question's "keeps at least": the minimal circuit's faithfulness rounded down to these
@@ -93,10 +96,11 @@ def ranked_heads(grid: torch.Tensor) -> list[tuple[float, str]]:
     )
 
 
-def tied(ranked: list[tuple[float, object]]) -> list:
-    """The names whose value is within TIE of the largest (its share of the largest's size)."""
+def tied(ranked: list[tuple[float, object]], margin: float | None = None) -> list:
+    """The names whose value is within `margin` of the largest (default: TIE of the largest's size)."""
     best = ranked[0][0]
-    return [name for value, name in ranked if best - value <= TIE * abs(best)]
+    margin = TIE * abs(best) if margin is None else margin
+    return [name for value, name in ranked if best - value <= margin]
 
 
 def at(name: str) -> tuple[int, int]:
@@ -144,7 +148,16 @@ class Measurements:
 
     @cached_property
     def writer(self) -> str:
+        """The head with the largest direct part of the top token's logit (the writer where it dominates)."""
         return tied(ranked_heads(self.attribution.heads))[0]
+
+    @cached_property
+    def writer_shares(self) -> list[tuple[float, str]]:
+        """Each head's direct part as a share of the sizes of every direct part (the walk's `writer_share`), largest
+        first."""
+        found = self.attribution
+        parts = found.values.tolist()
+        return [(writer_share(value, parts, found.bias_term), name) for value, name in ranked_heads(found.heads)]
 
     def probability_with(self, heads: list[tuple[int, int]], token: int) -> float:
         recorded = self.view.recorded if not heads else ablated_pass(self.model, self.view.recorded, heads, "zero")
@@ -175,9 +188,11 @@ class Measurements:
         return tied(ranked_heads(patch_heads(self.model, self.ids, self.corrupted[0][0].ids).effects))[0]
 
 
-def head_question(m: Measurements, kind: str, params: dict, prompt: str, ranked, explained, evidence: dict, link):
-    """A head question on a layer x head measurement: every head to pick from, the tied best right."""
-    right = tied(ranked)
+def head_question(
+    m: Measurements, kind: str, params: dict, prompt: str, ranked, explained, evidence: dict, link, right=None
+):
+    """A head question on a layer x head measurement: every head to pick from, the tied best right (or `right`)."""
+    right = tied(ranked) if right is None else right
     return Question(
         kind,
         params,
@@ -209,13 +224,27 @@ def previous_token(m: Measurements) -> list[Question]:
     return [head_question(m, "previous_token", {}, words.previous_token_prompt(), ranked, explained, evidence, {})]
 
 
+def close_writers(shares: list[tuple[float, str]]) -> list[str]:
+    """The heads counted right for the writer, from each head's (share, name), largest first: each one the circuit
+    walk could name (a share of at least WRITER_SHARE) less than WRITER_SHARE below the largest; none where no head
+    dominates (the walk's criterion)."""
+    best = shares[0][0]
+    return [name for share, name in shares if share >= WRITER_SHARE and best - share < WRITER_SHARE]
+
+
 def writer(m: Measurements) -> list[Question]:
+    """Asked where a head dominates, as the circuit walk decides it; every close head right (close_writers)."""
     found = m.attribution
-    ranked, token = ranked_heads(found.heads), m.label(found.token)
+    ranked, token, shares = ranked_heads(found.heads), m.label(found.token), m.writer_shares
+    right = close_writers(shares)
+    if not right:
+        largest = max(zip(found.labels, found.values.tolist()), key=lambda pair: abs(pair[1]))
+        raise Unasked(words.writer_undominated(ranked[0], shares[0][0], token, found.logit, largest, WRITER_SHARE))
     evidence = {"grid": found.heads.tolist(), "title": f"Each head's direct share of the logit of {token!r}"}
-    explained = lambda right: words.writer_explained(ranked, token, found.logit, right)  # noqa: E731
-    prompt = words.writer_prompt(token)
-    return [head_question(m, "writer", {"token": found.token}, prompt, ranked, explained, evidence, {"step": 13})]
+    explained = lambda right: words.writer_explained(ranked, shares, token, found.logit, right, WRITER_SHARE)  # noqa: E731
+    prompt = words.writer_prompt(token, WRITER_SHARE)
+    params, link = {"token": found.token}, {"step": 13}
+    return [head_question(m, "writer", params, prompt, ranked, explained, evidence, link, right)]
 
 
 def importance(m: Measurements) -> list[Question]:
@@ -264,7 +293,8 @@ def ablated_attention(m: Measurements) -> list[Question]:
     layer, head = at(receiver)
     if layer == 0:
         raise Unasked(
-            f"The head that writes the answer, {receiver}, is in layer 0: no earlier head writes what it reads."
+            f"The head with the largest direct part of the answer's logit, {receiver}, is in layer 0: no earlier head "
+            "writes what it reads."
         )
     scores = m.previous_token[0][:layer]
     sender = ranked_heads(scores)[0][1]
@@ -337,16 +367,18 @@ def ov_top(m: Measurements) -> list[Question]:
     others = [t for t in dict.fromkeys([source, *m.ids]) if t in ordinary and t != top]
     chosen = [top, *others[: OV_CHOICES - 1]]
     ranked = sorted(((float(row[t]), m.label(t)) for t in chosen), key=lambda pair: -pair[0])
-    right = tied(ranked)
+    right = tied(ranked, OV_CLOSE)
+    if len(right) == len(ranked):
+        raise Unasked(words.ov_top_all_close(name, m.label(source), ranked, OV_CLOSE))
     labels = sorted(m.label(t) for t in chosen)
     return [
         Question(
             "ov_top",
             {"head": name, "source": source, "position": position},
-            words.ov_top_prompt(name, m.label(source), position, float(weights[position]), float(weights[0])),
+            words.ov_top_prompt(name, m.label(source), position, float(weights[position]), float(weights[0]), OV_CLOSE),
             {"choices": [{"value": label, "label": repr(label)} for label in labels]},
             right[0],
-            words.ov_top_explained(name, m.label(source), ranked, right),
+            words.ov_top_explained(name, m.label(source), ranked, right, OV_CLOSE),
             {"values": [{"choice": label, "value": value} for value, label in ranked]},
             at_link(name),
             right,
@@ -418,6 +450,7 @@ def circuit(m: Measurements) -> list[Question]:
             truth,
             words.minimal_words(heads, minimal),
             {"minimal": {"heads": heads, "faithfulness": minimal["faithfulness"], "edges": len(minimal["edges"])}},
+            {"part": "find-circuit"},  # the Circuits section's "Find the circuit", "Test your own circuit" under it
         )
     ]
 

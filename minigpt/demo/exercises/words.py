@@ -2,6 +2,8 @@
 (what to predict, and what the learner is told before answering) and the one sentence that explains its answer. Nothing
 is fixed in advance: a head, an input, a token or a step is named because its number says so. No Gradio, no torch."""
 
+import math
+
 INTRO = (
     "## Exercises: predict, then see the model's answer\nQuestions built from the model's own numbers on the text: "
     "which head does what, what a number becomes when a head is ablated, which input carries the answer, and a circuit "
@@ -50,18 +52,45 @@ def previous_token_explained(ranked: list[tuple[float, str]], chance: float, tie
     )
 
 
-def writer_prompt(token: str) -> str:
+def writer_prompt(token: str, least: float) -> str:
     return (
         f"The model's most likely next token after this text is {quoted(token)}. Which head writes the most of its "
-        "logit directly into the output (direct logit attribution)? Pick it in the grid."
+        "logit directly into the output (direct logit attribution)? Pick it in the grid. (A head that writes at least "
+        f"{least:.0%} of the sizes of the logit's direct parts and less than {least:.0%} of them below the most counts "
+        "as right too.)"
     )
 
 
-def writer_explained(ranked: list[tuple[float, str]], token: str, logit: float, tied: list[str]) -> str:
+def writer_explained(
+    ranked: list[tuple[float, str]], shares: list[tuple[float, str]], token: str, logit: float, right: list[str], least
+) -> str:
+    """`ranked`: each head's direct part, `shares`: its share of the sizes of the logit's direct parts, largest
+    first; `right`: the heads counted right (within `least` of the largest share, and at least `least`)."""
     best, name = ranked[0]
+    share = dict((n, s) for s, n in shares)
+    said = (
+        f"Head {name} writes {best:+.2f} of the logit of {quoted(token)} ({logit:.2f} in all) directly, "
+        f"{share[name]:.0%} of the sizes of its direct parts, the most of any head"
+        + (f" (next: {ranked[1][1]}, {ranked[1][0]:+.2f}, {share[ranked[1][1]]:.0%})." if len(ranked) > 1 else ".")
+    )
+    if len(right) > 1:
+        close = ", ".join(f"{n} {share[n]:.0%}" for n in right)
+        said += (
+            f" The measurement ties at the circuit walk's resolution: {close}, each at least {least:.0%} (the share "
+            f"the walk needs to name a writer) and less than {least:.0%} apart, so any of them is right."
+        )
+    return said
+
+
+def writer_undominated(best: tuple[float, str], share: float, token: str, logit: float, largest, least) -> str:
+    """Why the writer question is not asked: no head dominates (`best`: the largest head's (part, name), `share` its
+    share of the sizes of the direct parts; `largest`: the largest direct part's (name, value)), the walk's words."""
+    value, name = best
     return (
-        f"Head {name} writes {best:+.2f} of the logit of {quoted(token)} ({logit:.2f} in all) directly, the most of "
-        f"any head{runner_up(ranked, '+.2f')}." + tie_words(tied)
+        f"No head dominates the logit of {quoted(token)} ({logit:.2f}) on this text: the largest head's part is "
+        f"{name}'s {value:+.2f}, {share:.0%} of the sizes of its direct parts, below the {least:.0%} the circuit walk "
+        f"needs to name a writer; the largest part is {largest[0]}'s ({largest[1]:+.2f}). A text whose end repeats "
+        "a phrase the model copies (“Romeo and Juliet, Romeo and Jul”) usually has one."
     )
 
 
@@ -134,21 +163,41 @@ def carrying_input_explained(receiver: str, effects: dict[str, float], truth: st
     )
 
 
-def ov_top_prompt(head: str, source: str, position: int, weight: float, on_start: float) -> str:
+def ov_top_prompt(head: str, source: str, position: int, weight: float, on_start: float, close: float) -> str:
     most = "most" if weight >= on_start else f"most after the start token ({on_start:.2f})"
     return (
         f"From the last token, head {head} puts its {most} weight on token {position} ({quoted(source)}: "
         f"{weight:.2f}, measured on this text). Its OV circuit says "
         f"how reading a token raises each logit: reading {quoted(source)}, which of these tokens does it raise the "
-        "most?"
+        f"most? (A token raised less than {close} below the most counts as right too.)"
     )
 
 
-def ov_top_explained(head: str, source: str, ranked: list[tuple[float, str]], tied: list[str]) -> str:
+def close_words(close: float) -> str:
+    return f"{close} in a logit changes two tokens' odds by about {math.exp(close) - 1:.0%}"
+
+
+def ov_top_explained(head: str, source: str, ranked: list[tuple[float, str]], right: list[str], close: float) -> str:
     best, token = ranked[0]
-    return (
+    said = (
         f"Reading {quoted(source)}, head {head}'s OV circuit raises {quoted(token)} the most of every token "
-        f"({best:+.2f}){runner_up([(v, quoted(t)) for v, t in ranked], '+.2f')}." + tie_words(tied)
+        f"({best:+.2f}){runner_up([(v, quoted(t)) for v, t in ranked], '+.2f')}."
+    )
+    if len(right) > 1:
+        raised = dict((t, v) for v, t in ranked)
+        close_ones = ", ".join(f"{quoted(t)} {raised[t]:+.2f}" for t in right)
+        said += (
+            f" The measurement ties: {close_ones} are less than {close} apart ({close_words(close)}), so any of them "
+            "is right."
+        )
+    return said
+
+
+def ov_top_all_close(head: str, source: str, ranked: list[tuple[float, str]], close: float) -> str:
+    raised = ", ".join(f"{quoted(t)} {v:+.2f}" for v, t in ranked)
+    return (
+        f"Reading {quoted(source)}, head {head}'s OV circuit raises every choice within {close} of the most ({raised}; "
+        f"{close_words(close)}): no token stands out to ask which it raises most."
     )
 
 

@@ -3,6 +3,8 @@ tab beside it; the attention maps; the lesson through the block, step by step, a
 tools, folded), each built by its module from the one state; the selection (layer, head, query) they share; then the
 error rule on every event and endpoint."""
 
+import json
+
 import gradio as gr
 
 from minigpt.demo.circuits.find_circuit_view import FIND_CIRCUIT_CSS
@@ -17,7 +19,7 @@ from minigpt.demo.core.gradio_internals import (
     unchecked,
     upload_folder,
 )
-from minigpt.demo.core.links import TABS, read_link
+from minigpt.demo.core.links import PARTS, TABS, linked_part, read_link
 from minigpt.demo.core.state import DemoState
 from minigpt.demo.core.view import SHARED_CSS, asset, scoped
 from minigpt.demo.exercises.ui import ExercisesSection
@@ -94,8 +96,9 @@ def build_demo(state: DemoState) -> gr.Blocks:
                 generated.text_model,
                 generated.text_event,
             )
-        with gr.Accordion("Circuits: how heads work together", open=False, elem_id="circuits"):
+        with gr.Accordion("Circuits: how heads work together", open=False, elem_id="circuits") as circuits_fold:
             circuit_views = circuits.layout(maps)
+        part_from_link(demo, circuits_fold)
         with gr.Accordion("Exercises: predict, then see the model's answer", open=False, elem_id="exercises") as folded:
             exercises.layout(demo, maps, folded)
         exercises.answered_in(lesson.view)
@@ -155,6 +158,25 @@ def tab_from_link(demo: gr.Blocks, tabs: gr.Tabs) -> None:
         return gr.Tabs(selected=chosen) if chosen in TABS else gr.skip()
 
     demo.load(open_tab, None, tabs, api_visibility="private")
+
+
+# After the section unfolds, the part the link names scrolled to (its element drawn by then, or on the next frame).
+SCROLL_TO_PART_JS = f"""() => {{
+  const part = {json.dumps(PARTS)}[new URLSearchParams(location.search).get('part')];
+  const scroll = () => document.getElementById(part)?.scrollIntoView({{block: 'start'}});
+  if (part) requestAnimationFrame(() => requestAnimationFrame(scroll));
+}}"""
+
+
+def part_from_link(demo: gr.Blocks, fold: gr.Accordion) -> None:
+    """A link naming a part of the Circuits section (?part=find-circuit, links.PARTS: the circuit question's link)
+    unfolds the section (`fold`) and scrolls to the part."""
+
+    def open_part(request: gr.Request):
+        return gr.Accordion(open=True) if linked_part(request.query_params if request else {}) else gr.skip()
+
+    opened = demo.load(open_part, None, fold, api_visibility="private")
+    opened.then(None, js=SCROLL_TO_PART_JS, api_visibility="private")
 
 
 def pickers_follow_training(demo: gr.Blocks, state: DemoState, training_events: list) -> None:
