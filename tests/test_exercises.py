@@ -325,8 +325,11 @@ def test_an_id_names_its_text_and_model(server, client, asked):
     writer = of_type(asked[ROMEO], "writer")[0]
     error = app_error(client, "/grade", text=CAT, model="specimen", question=writer["id"], answer="1.1")
     assert f"{writer['id']} is not a question of this text on the specimen model" in error
+    ov = of_type(asked[ROMEO], "ov_top")[0]  # the names model asks it on "emma" (no head dominates its writer there)
+    error = app_error(client, "/grade", text="emma", model="names", question=ov["id"], answer="i")
+    assert f"{ov['id']} is not a question of this text on the names model" in error
     error = app_error(client, "/grade", text="emma", model="names", question=writer["id"], answer="1.1")
-    assert "is not a question of this text on the names model" in error
+    assert "cannot be asked on this text and model: No head dominates the logit" in error  # said before the id
     assert "Traceback" not in server_log(server[1])[mark:]
 
 
