@@ -9,7 +9,9 @@ from minigpt.demo.core.links import read_link
 
 def test_a_link_keeps_the_known_keys_and_a_text_of_a_texts_length():
     params = {"model": "names", "text": "emma", "layer": "2", "head": "1", "query": "3", "tab": "text", "step": ""}
+    params["part"] = "find-circuit"
     kept = {"tab": "text", "model": "names", "text": "emma", "layer": "2", "head": "1", "query": "3"}
+    kept["part"] = "find-circuit"
     assert read_link({**params, "other": "x"}) == kept  # unknown keys and empty values left out
     assert read_link({}) == {} and read_link({"text": "", "model": ""}) == {}  # no link: the page's defaults
     assert len(read_link({"text": "a" * (MAX_TEXT_CHARS + 5)})["text"]) == MAX_TEXT_CHARS
@@ -49,7 +51,7 @@ def test_a_link_opened_in_a_fresh_browser_shows_its_head_and_query(page_url):
 def test_every_value_of_a_link_is_cut_to_a_length_it_may_have():
     from minigpt.demo.core.links import MAX_LINK_VALUE_CHARS
 
-    long = {key: "7" * 50_000 for key in ("tab", "model", "layer", "head", "query", "step", "depth")}
+    long = {key: "7" * 50_000 for key in ("tab", "model", "layer", "head", "query", "step", "depth", "part")}
     assert all(len(value) == MAX_LINK_VALUE_CHARS for value in read_link(long).values())
 
 
