@@ -218,3 +218,9 @@ def jobs_on(model, prompts: torch.Tensor) -> list[list[dict]]:
     roles = head_roles(model, run_forward_pass(model, prompts[0].tolist()), prompts)
     roles.pop("induction_on_text", None)  # the first prompt's: induction is the one over every prompt
     return measured_jobs(roles)
+
+
+def named_jobs(model, prompts: torch.Tensor, names) -> dict[str, dict]:
+    """`jobs_on` the prompts, for the heads named "L.H": what a circuit's words say each of its heads does."""
+    jobs = jobs_on(model, prompts)
+    return {name: jobs[int(name.split(".")[0])][int(name.split(".")[1])] for name in names}
