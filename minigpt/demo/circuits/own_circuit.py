@@ -1,8 +1,9 @@
 """A circuit the visitor states, measured as the found one is (the `test_circuit` endpoint): `heads.measure_circuit` on
 the found circuit's own prompt set and held-out sets (the found answer comes from its cache, computed once a model,
 task and options), with the found and minimal circuits' numbers beside it, and sentences made from the numbers: on
-which prompts each figure was measured, and what each part's removal does (a part whose removal raises the
-faithfulness works against the answer). No Gradio here."""
+which prompts each figure was measured, what each of its heads was measured to do there (as the found circuit's heads
+are said), and what each part's removal does (a part whose removal raises the faithfulness works against the answer).
+No Gradio here."""
 
 from dataclasses import asdict
 
