@@ -41,6 +41,47 @@ SMALLEST_TEXT = """() => {
 }"""
 
 
+# On the found circuit's graph, an edge drawn under a neighbour of the same sender and receiver (another input), and a
+# point on it that the neighbour's target covers, 4 units or more from the neighbour: where the stack alone would give
+# the tap to the neighbour. Its edge and the point, in the graph's units; null where the graph has none.
+CONTESTED_POINT = """(skip) => {
+  const svg = document.querySelector('#found-circuit svg.circuit-graph');
+  const hits = [...svg.querySelectorAll('path.edge-hit:not(.hidden)')];
+  const away = (path, p) => {
+    let d = Infinity;
+    for (let along = 0; along <= path.getTotalLength(); along += 0.5) {
+      const q = path.getPointAtLength(along);
+      d = Math.min(d, Math.hypot(q.x - p.x, q.y - p.y));
+    }
+    return d;
+  };
+  for (const [i, hit] of hits.entries()) {
+    const over = hits.slice(i + 1).filter((o) => o.dataset.sender === hit.dataset.sender &&
+      o.dataset.receiver === hit.dataset.receiver);
+    if (!hit.dataset.input || !over.length || skip.includes(hit.dataset.edge)) continue;
+    for (let along = 0; along < hit.getTotalLength(); along += 1) {
+      const p = svg.createSVGPoint();
+      ({x: p.x, y: p.y} = hit.getPointAtLength(along));
+      if (!over.some((o) => o.isPointInStroke(p) && away(o, p) >= 4)) continue;
+      const at = p.matrixTransform(svg.getScreenCTM());
+      const top = document.elementFromPoint(at.x, at.y);
+      const edge = top && top.closest('path.edge, path.edge-hit');
+      if (edge && edge.dataset.edge !== hit.dataset.edge) return {edge: hit.dataset.edge, x: p.x, y: p.y};
+    }
+  }
+  return null;
+}"""
+
+
+ON_SCREEN = """([x, y]) => {  // a point of the found circuit's graph where it is on the screen now
+  const svg = document.querySelector('#found-circuit svg.circuit-graph');
+  const p = svg.createSVGPoint();
+  [p.x, p.y] = [x, y];
+  const at = p.matrixTransform(svg.getScreenCTM());
+  return [at.x, at.y];
+}"""
+
+
 def screenshot(page, name: str) -> None:
     if os.environ.get("MINIGPT_SCREENSHOT_DIR"):
         page.screenshot(path=os.path.join(os.environ["MINIGPT_SCREENSHOT_DIR"], name))
@@ -231,6 +272,12 @@ def stated_edges(text: str, model) -> set:
     return {graph.edge_name(s, r) for s, r in kept.nonzero().tolist()}
 
 
+def edge_parts(edge: str) -> tuple:
+    """An edge into a head's input, "0.2 -> 1.1 k", as (sender, head, input)."""
+    sender, receiver = edge.split(" -> ")
+    return (sender, *receiver.split())
+
+
 def test_clicking_the_found_circuits_graph_builds_your_circuit_and_tests_it(page_url, specimen):
     """Issue 61: with "Build your circuit by clicking" on, a click, Enter or a tap on a head or an edge of the found
     circuit's graph puts it in the Test-your-own-circuit box, written as the library reads it (parsed back here), and
@@ -270,6 +317,17 @@ def test_clicking_the_found_circuits_graph_builds_your_circuit_and_tests_it(page
                 expect(found.locator("path.edge-hit.mine")).to_have_count(2)
                 found.locator('.node.head[data-name="0.0"]').tap()  # a head into a box of edges: refused
                 expect(note).to_contain_text("written as edges")
+                # A finger between side-by-side edges takes the edge nearest it, not the one drawn on top there.
+                found.locator("svg.circuit-graph").scroll_into_view_if_needed()
+                contested = page.evaluate(CONTESTED_POINT, ["embed -> 0.2 v"])
+                assert contested, "no edge of the graph lies under a neighbour's target"
+                page.touchscreen.tap(*page.evaluate(ON_SCREEN, [contested["x"], contested["y"]]))
+                expect(note).to_contain_text(f"Put in {contested['edge']}:")
+                assert stated_edges(box.input_value(), model) == {
+                    ("embed", "0.2", "v"), ("1.1", "logits", None), edge_parts(contested["edge"])
+                }  # fmt: skip
+                page.touchscreen.tap(*page.evaluate(ON_SCREEN, [contested["x"], contested["y"]]))  # the note moved it
+                expect(box).to_have_value("embed -> 0.2 v, 1.1 -> logits")
             found.locator("svg.circuit-graph").scroll_into_view_if_needed()
             screenshot(page, f"build_circuit_{'phone' if phone else 'desktop'}.png")
             button = page.locator("#own-circuit-button")
@@ -291,3 +349,7 @@ def test_clicking_the_found_circuits_graph_builds_your_circuit_and_tests_it(page
             page.keyboard.press("Enter")
             expect(box).to_have_value("mlp 0 -> 1.1 k")
             assert stated_edges(box.input_value(), model) == {("mlp 0", "1.1", "k")}
+            # Filled by the page (as Gradio writes a box a handler or a link fills: its value set, no input event)
+            box.evaluate("(input) => { input.value = '0.0, 1.1'; }")
+            expect(found.locator(".node.head.mine")).to_have_count(2)
+            expect(found.locator("path.edge-hit.mine")).to_have_count(0)

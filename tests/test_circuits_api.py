@@ -229,6 +229,14 @@ def test_the_walk_checks_its_premises_before_it_tells_a_story(client, specimen):
     model the walk says that the model does not copy, with the probabilities of its answer and of the copied token."""
     walk = call(client, "/circuit_walk", text="We few, we happy few, we band of", model="specimen")
     prediction, writer, carrier = walk["steps"][:3]
+    # its end repeats one letter ("f" of "few"), the one before it not: no copy to expect, said so (issue 61), with
+    # the model's answer; not "does not copy here yet" on a specimen that copies wherever a phrase repeats
+    probabilities = next_probabilities(specimen, walk["ids"])
+    top = int(probabilities.argmax())
+    assert prediction["repeated"] == 1 and prediction["copies"] is None and prediction["token"] == top
+    assert prediction["finding"].startswith("The text's end repeats only its last token ('f', seen before at token 4)")
+    assert f"({probabilities[top]:.2f}); the steps follow that answer" in prediction["finding"]
+    assert "does not copy here yet" not in prediction["finding"]
     assert writer["head"] is None and writer["share"] < 0.1
     assert "no head dominates that logit" in writer["finding"] and "the largest part is mlp 0's" in writer["finding"]
     if carrier["name"] == "carrier" and "heads" not in carrier:  # no corruption found: what was tried is said

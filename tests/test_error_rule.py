@@ -276,6 +276,9 @@ MISTAKES = {
         (dict(circuit="1.1 -> 0.2 k"), "there is no edge 1.1 -> 0.2: a part sends only to parts of later layers"),
         (dict(circuit="0.1, mlp 0"), "'mlp 0' is not a head: a list of heads names heads only"),
         (dict(task="text", text="", circuit="1.1"), "The text is empty"),
+        (dict(circuit="9.9"), "head '9.9': layer must be 0 to 3 (the model has 4 layers), got 9"),
+        (dict(circuit="0.2 -> -> 1.1 k"), "cannot read it as a node: write a head as 'L.H' ('1.1')"),
+        (dict(circuit="0.1, " * 1000), "the circuit is 5000 characters: at most 4000"),  # heads past any graph's
     ],
     "/exercises": [
         (dict(model="no-such-model"), "Unknown model 'no-such-model'"),

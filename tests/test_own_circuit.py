@@ -60,6 +60,25 @@ def test_its_sentences_say_its_numbers_and_the_found_ones(answer):
         assert part["name"] in said
 
 
+def test_each_of_your_heads_is_said_with_its_measured_job(circuits, answer):
+    """Issue 61: a head the words name carries what it was measured to do on the found-on prompts, the library's
+    head_roles and measured_jobs on them (the first prompt's pass, induction over them all, as the found circuit's)."""
+    from minigpt.demo.head_tools.words import job_clause
+    from minigpt.heads.recorded_pass import run_forward_pass
+    from minigpt.heads.role_scores import head_roles, measured_jobs
+
+    model = circuits.state.picker.get("specimen").model
+    clean = torch.tensor(circuits.find_circuit(**CALL)["prompt_ids"]["clean"])
+    roles = head_roles(model, run_forward_pass(model, clean[0].tolist()), clean)
+    roles.pop("induction_on_text", None)
+    library, said = measured_jobs(roles), " ".join(answer["findings"])
+    assert list(answer["jobs"]) == answer["heads"] == ["0.2", "1.1"]
+    for name, job in answer["jobs"].items():
+        layer, head = map(int, name.split("."))
+        assert job == library[layer][head] and job_clause(name, job) in said
+    assert "0.2 looks at the previous token (" in said  # the specimen's previous-token head, named by its job
+
+
 def parts_answer(adds: list[float]) -> dict:
     parts = [dict(name=f"part {i}", kind="edge", adds=a, without=0.5 - a) for i, a in enumerate(adds)]
     return dict(parts=parts, complete=True)

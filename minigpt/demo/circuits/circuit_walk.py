@@ -3,7 +3,8 @@ circuit" draw it): the measurements that find how heads work together on the tex
 takes them, each with the sentence its numbers support.
 
 0. what the model predicts, the premise of the rest: its top next token, and whether that is the token that followed
-   the text's repeated end the first time (it copies) or not (it does not copy here yet: the steps say so);
+   the text's repeated end the first time (it copies) or not (it does not copy here yet: the steps say so); an end
+   that repeats fewer than texts.COPY_RUN tokens (one letter seen before) is said to leave no copy to expect;
 1. who writes the answer: direct logit attribution of the model's top next token (the head with the largest share,
    named only when it writes at least WRITER_SHARE of the logit's direct parts: else no head dominates);
 2. what carries it: patching each head's output from the text into a corrupted one (one token changed, the token
@@ -23,7 +24,7 @@ from minigpt.demo.circuits import measures
 from minigpt.demo.circuits.head_circuit import copies_here, jobs_on
 from minigpt.demo.circuits.words import INPUT_WORDS, NAMED, direct_words, path_sentences, share
 from minigpt.demo.core.prompt_sets import ordinary_tokens
-from minigpt.demo.core.texts import TextView, first_upper, repeated_source
+from minigpt.demo.core.texts import COPY_RUN, TextView, first_upper, repeated_end
 from minigpt.demo.head_tools.words import job_clause
 from minigpt.errors import VISITORS_MISTAKES
 from minigpt.heads import ablated_pass, ablation_values, head_mask, heads_ablated, patch_two_step, repeated_tokens
@@ -46,12 +47,21 @@ def prediction(view: TextView) -> dict:
     """The walk's premise: the model's top next token, and whether it is the token that followed the text's repeated
     end the first time (what an induction head copies). The steps after it tell a copying story only where it copies."""
     logits = view.recorded.logits(view.lm.model, -1)
-    top, where = int(logits.argmax()), repeated_source(list(view.ids))
+    top, repeated = int(logits.argmax()), repeated_end(list(view.ids))
     top_label = measures.labels_of(view, [top])[0]
     said = f"The model predicts {top_label!r} next ({probability(logits, top):.2f})"
-    if where is None:
+    if repeated is None:
         said += ": the text's end repeats nothing earlier, so there is no token to copy; the steps follow that answer."
-        return step("prediction", "What the model predicts", said, token=top, copies=None)
+        return step("prediction", "What the model predicts", said, token=top, copies=None, repeated=0)
+    where, run = repeated
+    if run < COPY_RUN:  # a token seen before, the one before it not: no copy to expect (texts.COPY_RUN says why)
+        last = measures.labels_of(view, [view.ids[-1]])[0]
+        said = (
+            f"The text's end repeats only {'its last token' if run == 1 else f'its last {run} tokens'} ({last!r}, "
+            f"seen before at token {where - run}): a copy needs the token before it to repeat too (an induction head "
+            f"finds what to copy by it), so there is no copy to expect here. {said}; the steps follow that answer."
+        )
+        return step("prediction", "What the model predicts", said, token=top, copies=None, repeated=run)
     copied, copies = view.ids[where], copies_here(view)  # the one definition of the premise (the default heads')
     if copies:
         said += f", the token that followed the repeated end the first time (token {where}): it copies."
@@ -62,7 +72,8 @@ def prediction(view: TextView) -> dict:
             f"{measures.labels_of(view, [copied])[0]!r}, gets {probability(logits, copied):.2f}. The steps below "
             "follow the answer it gives, not a copy."
         )
-    return step("prediction", "What the model predicts", said, token=top, copied=copied, copies=copies)
+    data = dict(token=top, copied=copied, copies=copies, repeated=run)
+    return step("prediction", "What the model predicts", said, **data)
 
 
 def writer_share(value: float, parts: list[float], bias_term: float) -> float:

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import torch
 
-from minigpt.demo.circuits.head_circuit import jobs_on
+from minigpt.demo.circuits.head_circuit import named_jobs
 from minigpt.demo.circuits.words import found_findings
 from minigpt.demo.core.cores import pass_work
 from minigpt.demo.core.inputs import number
@@ -281,9 +281,8 @@ def found_answer(lm, clean, corrupted, task: str, options: dict, prompts: dict, 
             max_runs=MINIMAL_RUNS, metric=options["metric"] or None, normalise=options["normalise"], prune_on=1,
         )  # fmt: skip
         answer = answer_of(lm, found, prompts)
-    jobs = jobs_on(model, clean)  # what each head the page names was measured to do, on the prompts found on
     named = dict.fromkeys([*found.heads, *(found.minimal.heads if found.minimal else [])])
-    return {**answer, "jobs": {name: jobs[int(name.split(".")[0])][int(name.split(".")[1])] for name in named}}
+    return {**answer, "jobs": named_jobs(model, clean, named)}  # what each head named does, on the prompts found on
 
 
 class FoundCache(KeptAnswers):

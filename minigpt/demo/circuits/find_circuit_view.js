@@ -61,12 +61,28 @@ const pickHead = (node) => {
 // the Test-your-own-circuit box (#own-circuit-text), written as heads.stated_circuit reads it: heads as a list
 // ("0.2, 1.1"), edges as paths ("0.2 -> 1.1 k": each edge's data-edge). The library measures heads or edges, never
 // both, so a head clicked into a box of edges (or an edge into one of heads) is refused with what to do instead.
-// What the box holds is marked on the graph (.mine) as it is clicked or typed; a path typed ("0.2 -> mlp 0 -> 1.1 k")
-// is marked edge by edge, and an edge clicked out of it splits it.
+// What the box holds is marked on the graph (.mine) as it is clicked, typed or filled; a path typed ("0.2 -> mlp 0 ->
+// 1.1 k") is marked edge by edge, and an edge clicked out of it splits it.
 let building = false;
 const ARROW = /->|→/;
 const INPUT = /^(.*[0-9])\s*([qkv])$/i;  // "1.1 k": a head and the input an edge goes into
-const box = () => document.querySelector('#own-circuit-text textarea, #own-circuit-text input');
+// The marks follow the box whatever fills it: typing fires an input event, but a value the page sets (Gradio writes a
+// box's value when a handler or a link fills it) fires none, so the box's own value setter is wrapped, once a box.
+const followed = new WeakSet();
+const follow = (input) => {
+  const native = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(input), 'value');
+  Object.defineProperty(input, 'value', {
+    configurable: true,
+    get() { return native.get.call(this); },
+    set(value) { native.set.call(this, value); requestAnimationFrame(mark); },
+  });
+  followed.add(input);
+};
+const box = () => {
+  const input = document.querySelector('#own-circuit-text textarea, #own-circuit-text input');
+  if (input && !followed.has(input)) follow(input);
+  return input;
+};
 const nodeName = (text) => text.trim().toLowerCase().replace(/\s+/g, ' ');
 const hopOf = (text) => {
   const match = text.trim().match(INPUT);
@@ -163,11 +179,33 @@ const toggle = (part) => {
 const buildPart = (event) => building && event.target.closest &&
   event.target.closest('.found-circuit .node.head, .found-circuit path.edge, .found-circuit path.edge-hit');
 
+// A finger is wider than the gap between edges that run side by side (a sender's edges into one head's q, k and v
+// end 11 units apart, less on a phone's scaled graph), and the edge on top of the stack would take every tap there:
+// a click or tap on an edge takes the drawn edge nearest the point touched, each edge sampled every STEP units.
+const STEP = 3;
+const nearestEdge = (part, event) => {
+  const svg = part.ownerSVGElement;
+  const matrix = svg && svg.getScreenCTM();
+  if (!matrix || !(event.clientX || event.clientY)) return part;  // no point (a click from the keyboard): the part
+  const at = new DOMPoint(event.clientX, event.clientY).matrixTransform(matrix.inverse());
+  let nearest = part;
+  let distance = Infinity;
+  svg.querySelectorAll('path.edge-hit:not(.hidden)').forEach((hit) => {
+    const length = hit.getTotalLength();
+    for (let along = 0; along <= length + STEP; along += STEP) {
+      const point = hit.getPointAtLength(Math.min(along, length));
+      const d = Math.hypot(point.x - at.x, point.y - at.y);
+      if (d < distance) { distance = d; nearest = hit; }
+    }
+  });
+  return nearest;
+};
+
 element.addEventListener('click', (event) => {
   const switched = event.target.closest && event.target.closest('.found-circuit .build-button');
   if (switched) { building = !building; mark(); return; }
   const part = buildPart(event);
-  if (part) { toggle(part); return; }
+  if (part) { toggle(part.dataset.edge ? nearestEdge(part, event) : part); return; }
   const node = event.target.closest && event.target.closest('.found-circuit .node.head');
   if (node) { pickHead(node); return; }
   const point = event.target.closest && event.target.closest('.found-circuit circle.point');

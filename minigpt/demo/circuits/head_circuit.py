@@ -12,7 +12,7 @@ from minigpt.demo.core.attention_maps import heatmap_png, token_labels
 from minigpt.demo.core.inputs import head_index, layer_index, parse_heads
 from minigpt.demo.core.per_model import PerModel
 from minigpt.demo.core.prompt_sets import ordinary_tokens, resample_values
-from minigpt.demo.core.texts import TextView, repeated_source
+from minigpt.demo.core.texts import COPY_RUN, TextView, repeated_end
 from minigpt.errors import VisitorError, shortened
 from minigpt.heads import (
     ablated_pass,
@@ -193,10 +193,12 @@ def previous_token_head_before(view: TextView, layer: int) -> str:
 
 
 def copies_here(view: TextView) -> bool:
-    """The circuit walk's premise (circuit_walk.prediction): the model's top next token is the token that followed
-    the text's repeated end the first time (what an induction head copies)."""
-    where = repeated_source(list(view.ids))
-    return where is not None and int(view.recorded.logits(view.lm.model, -1).argmax()) == view.ids[where]
+    """The circuit walk's premise (circuit_walk.prediction): the text's end repeats at least COPY_RUN tokens, and the
+    model's top next token is the token that followed them the first time (what an induction head copies)."""
+    found = repeated_end(list(view.ids))
+    if found is None or found[1] < COPY_RUN:
+        return False
+    return int(view.recorded.logits(view.lm.model, -1).argmax()) == view.ids[found[0]]
 
 
 def copying_head(view: TextView, first_layer: int = 0) -> str:
@@ -218,3 +220,9 @@ def jobs_on(model, prompts: torch.Tensor) -> list[list[dict]]:
     roles = head_roles(model, run_forward_pass(model, prompts[0].tolist()), prompts)
     roles.pop("induction_on_text", None)  # the first prompt's: induction is the one over every prompt
     return measured_jobs(roles)
+
+
+def named_jobs(model, prompts: torch.Tensor, names) -> dict[str, dict]:
+    """`jobs_on` the prompts, for the heads named "L.H": what a circuit's words say each of its heads does."""
+    jobs = jobs_on(model, prompts)
+    return {name: jobs[int(name.split(".")[0])][int(name.split(".")[1])] for name in names}

@@ -1,15 +1,17 @@
 """A circuit the visitor states, measured as the found one is (the `test_circuit` endpoint): `heads.measure_circuit` on
 the found circuit's own prompt set and held-out sets (the found answer comes from its cache, computed once a model,
 task and options), with the found and minimal circuits' numbers beside it, and sentences made from the numbers: on
-which prompts each figure was measured, and what each part's removal does (a part whose removal raises the
-faithfulness works against the answer). No Gradio here."""
+which prompts each figure was measured, what each of its heads was measured to do there (as the found circuit's heads
+are said), and what each part's removal does (a part whose removal raises the faithfulness works against the answer).
+No Gradio here."""
 
 from dataclasses import asdict
 
 import torch
 
 from minigpt.demo.circuits.find_circuit import induction_held_out
-from minigpt.demo.circuits.words import ABLATION_WORDS, premise_sentence, set_words
+from minigpt.demo.circuits.head_circuit import named_jobs
+from minigpt.demo.circuits.words import ABLATION_WORDS, jobs_sentence, premise_sentence, set_words
 from minigpt.demo.core.cores import pass_work
 from minigpt.heads import measure_circuit
 from minigpt.heads.stated_circuit import parsed_circuit
@@ -48,7 +50,8 @@ def own_answer(lm, circuit: str, found: dict, held_out: dict, options: dict, cor
     answer = {
         "model": lm.name, "task": found["task"], "circuit": circuit, "form": measured.form,
         "edges": [{"sender": s, "receiver": r, "input": i} for s, r, i in measured.edges],
-        "heads": measured.heads, "unread": measured.unread, "kept_edges": measured.kept_edges,
+        "heads": measured.heads, "jobs": named_jobs(lm.model, clean, measured.heads),
+        "unread": measured.unread, "kept_edges": measured.kept_edges,
         "total_edges": measured.total_edges, "total_heads": found["total_heads"],
         "found_on": asdict(measured.found_on), "held_out": [asdict(h) for h in measured.held_out],
         "parts": sorted((asdict(p) for p in measured.parts), key=lambda p: -p["adds"]),
@@ -153,6 +156,7 @@ def unread_sentence(answer: dict) -> str | None:
 
 def own_findings(answer: dict) -> list[str]:
     premise = premise_sentence(answer["metric_name"], answer["model_metric"], answer["ablated_metric"])
-    said = [premise, measured_sentence(answer), held_out_sentence(answer), beside_sentence(answer)]
+    jobs = jobs_sentence(answer, answer["heads"], "each of your heads").strip()
+    said = [premise, measured_sentence(answer), jobs, held_out_sentence(answer), beside_sentence(answer)]
     said += parts_sentences(answer) + [unread_sentence(answer)]
     return [s for s in said if s]

@@ -420,11 +420,12 @@ def minimal_sentence(answer: dict) -> str | None:
     )
 
 
-def jobs_sentence(answer: dict, heads: list[str]) -> str:
-    """What each head of the circuit was measured to do on the found-on prompts (`jobs`), where the answer has it."""
+def jobs_sentence(answer: dict, heads: list[str], whose: str = "each") -> str:
+    """What each head of a circuit was measured to do on the found-on prompts (`jobs`), where the answer has it: the
+    found circuit's heads, and the visitor's (own_circuit)."""
     jobs = answer.get("jobs") or {}
     said = [job_clause(name, jobs[name]) for name in heads if name in jobs]
-    return f" What each does on the found-on prompts: {'; '.join(said)}." if said else ""
+    return f" What {whose} does on the found-on prompts: {'; '.join(said)}." if said else ""
 
 
 # A share of the difference between the model's metric and every edge ablated means something only where there is a
