@@ -13,7 +13,10 @@ import pytest
 import torch
 
 from minigpt import heads
+from minigpt.demo.head_tools.words import job_clause
 from minigpt.errors import InstrumentError, VisitorError
+from minigpt.heads.recorded_pass import run_forward_pass
+from minigpt.heads.role_scores import head_roles, measured_jobs
 
 ROMEO, CAT = "Romeo and Juliet, Romeo and Jul", "the cat sat. the ca"
 CLOSE = 1e-5  # the same float32 runs in another batch and order
@@ -68,6 +71,8 @@ def test_the_minimal_circuits_own_edges_are_right(exercises, question, found):
     assert graded["measured"]["faithfulness"] == pytest.approx(minimal["faithfulness"], abs=CLOSE)
     assert graded["measured"]["minimal"] == minimal["faithfulness"]
     assert f"keeps {minimal['faithfulness']:.3f} on the question's prompts, at least the" in graded["explanation"]
+    for name in minimal["heads"]:  # each named with its job on the question's prompts: yours, then the minimal's
+        assert graded["explanation"].count(job_clause(name, found["jobs"][name])) == 2, name
     link = dict(parse_qsl(graded["link"][1:]))  # the view that shows it: the Circuits section's "Find the circuit"
     assert link == {"model": "specimen", "text": ROMEO, "part": "find-circuit"}
 
@@ -118,6 +123,13 @@ def test_an_unimportant_head_alone_is_wrong_with_its_measured_figure(exercises, 
     assert figure == pytest.approx(alone.found_on.faithfulness, abs=CLOSE) and figure < question["parameters"]["keeps"]
     assert not graded["correct"] and graded["measured"]["heads"] == [head]
     assert f"keeps {figure:.3f} on the question's prompts, less than the" in graded["explanation"]
+    roles = head_roles(model, run_forward_pass(model, clean[0].tolist()), clean)  # its job, as the library measures
+    roles.pop("induction_on_text")  # the first prompt's; induction is over every prompt (as the found circuit's)
+    layer, index = map(int, head.split("."))
+    assert (
+        f"What each of your heads does on the found-on prompts: {job_clause(head, measured_jobs(roles)[layer][index])}."
+        in graded["explanation"]
+    )
     shown = reveal_html(graded)
     assert f"Not quite: your circuit keeps {figure:.3f}" in shown
     assert f"the minimal circuit: {found['minimal']['faithfulness']:.3f}" in shown

@@ -31,7 +31,7 @@ from minigpt.demo.circuits.measures import (
     one_token_changed,
     path_patching,
 )
-from minigpt.demo.circuits.words import BEHAVIOUR_GAP
+from minigpt.demo.circuits.words import BEHAVIOUR_GAP, jobs_sentence
 from minigpt.demo.core.attention_maps import token_labels
 from minigpt.demo.core.prompt_sets import special_tokens
 from minigpt.demo.core.texts import TextView, first_upper, repeated_source
@@ -448,7 +448,7 @@ def circuit(m: Measurements) -> list[Question]:
             words.circuit_prompt(len(heads), keeps, found),
             {"max_heads": len(heads), "keeps": keeps, "total_heads": found["total_heads"], "how": words.CIRCUIT_HOW},
             truth,
-            words.minimal_words(heads, minimal),
+            words.minimal_words(heads, minimal) + "." + jobs_sentence(found, heads, "each of its heads"),
             {"minimal": {"heads": heads, "faithfulness": minimal["faithfulness"], "edges": len(minimal["edges"])}},
             {"part": "find-circuit"},  # the Circuits section's "Find the circuit", "Test your own circuit" under it
         )

@@ -4,6 +4,8 @@ is fixed in advance: a head, an input, a token or a step is named because its nu
 
 import math
 
+from minigpt.demo.circuits.words import jobs_sentence
+
 INTRO = (
     "## Exercises: predict, then see the model's answer\nQuestions built from the model's own numbers on the text: "
     "which head does what, what a number becomes when a head is ablated, which input carries the answer, and a circuit "
@@ -273,9 +275,11 @@ def too_many_heads(named: list[str], most: int) -> str:
 
 
 def circuit_explained(named: list[str], yours: dict, keeps: float, minimal: str, right: bool) -> str:
+    """The verdict, then what each of the learner's heads was measured to do on the question's prompts (the answer's
+    `jobs`, as /test_circuit words them), then the minimal circuit (`minimal`: its words, its heads' jobs)."""
     heads = f"head{'s' if len(named) != 1 else ''} {', '.join(named)}" if named else "no head"
     verdict = f"at least the {keeps:.2f} asked" if right else f"less than the {keeps:.2f} asked"
     return (
         f"Your circuit ({heads}, {yours['kept_edges']} edges) keeps {yours['found_on']['faithfulness']:.3f} on the "
-        f"question's prompts, {verdict}; {minimal}."
+        f"question's prompts, {verdict}.{jobs_sentence(yours, named, 'each of your heads')} Beside it, {minimal}"
     )
