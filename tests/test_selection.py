@@ -67,3 +67,23 @@ def test_every_view_moves_the_one_selection(page_url):
         page.locator('#next-tokens td[data-position="3"]').click()
         expect(lesson).to_have_attribute("data-query", "3")
         expect(lesson).to_have_attribute("data-head", "1")  # the lesson's own layer and head are kept
+
+
+def test_a_view_redrawn_on_several_changes_always_draws_the_last(server):
+    """The chosen head over training (redrawn with the text, the layer and the head) and the next-token bars (with
+    each of their three sliders) are each one event of the page (/config) with every change as its trigger and
+    Gradio's `always_last`: a change while it runs draws again after, from the values then. As one event a change, a
+    slow strip of the first selection (its snapshots' passes) could land after the strip of the head moved to since,
+    and stay (the first-screen walk's head, on a loaded machine: the strip stayed on head 0.0)."""
+    import httpx
+
+    config = httpx.get(f"{server[0]}config", timeout=60).json()
+    named = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    for view in ("head-over-training", "next-tokens"):
+        on_change = [
+            event
+            for event in config["dependencies"]
+            if any(named.get(o) == view for o in event["outputs"]) and {t[1] for t in event["targets"]} == {"change"}
+        ]
+        assert len(on_change) == 1, f"{view}: {len(on_change)} events redraw it on a change"
+        assert on_change[0]["trigger_mode"] == "always_last" and len(on_change[0]["targets"]) == 3, on_change[0]

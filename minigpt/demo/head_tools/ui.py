@@ -143,10 +143,9 @@ class InsightsSection:
         bars = [bar_temperature, bar_top_k, bar_top_p]
         next_button.click(self.show_next_tokens, [shown, position, *bars], next_out, **private)
         next_out.pick(self.pick_position, [shown, *bars], [position, next_out], **private)
-        for setting in bars:  # live: the bars redrawn as a slider moves (the last move wins)
-            setting.change(
-                self.show_next_tokens, [shown, position, *bars], next_out, trigger_mode="always_last", **private
-            )
+        # live: the bars redrawn as a slider moves, one event for the three sliders so that the last move wins
+        changes = [setting.change for setting in bars]
+        gr.on(changes, self.show_next_tokens, [shown, position, *bars], next_out, trigger_mode="always_last", **private)
         ablate_button.click(self.show_ablation, [shown, heads, mode, position], ablation_out, **private).then(
             self.show_generation, [shown, heads, mode, insight_prompt, new_tokens, *sampling], generation_out, **private
         )

@@ -303,9 +303,10 @@ class AttentionSection:
         shown.change(self.current_line, shown, current, **private)
         shown.change(self.step_choices, shown, at_step, **private)  # a model with snapshots: its maps at step N
         at_step.select(self.attention, [text, at_step, selected], outputs, **private)
-        # The chosen head over training: redrawn with the text, the model and the selection; a click on a step shows it
-        for change in (shown.change, layer.change, head.change):
-            change(self.show_over_training, [shown, layer, head], over_training, **private)
+        # The chosen head over training, redrawn with the text, the model and the selection: one event for the three
+        # changes, the last always drawn (as three, a slow strip of an earlier head could land last and stay)
+        changes, last = [shown.change, layer.change, head.change], dict(trigger_mode="always_last", **private)
+        gr.on(changes, self.show_over_training, [shown, layer, head], over_training, **last)
         over_training.go(self.attention_at_step, [text, selected], outputs, **private)
         gr.api(self.maps.head_over_training, api_name="head_over_training")
         for picker in (layer, head):  # the grid's outlined tile follows the selection, in the browser
